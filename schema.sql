@@ -1,0 +1,103 @@
+-- agentstate schema: the single source of every table and index.
+--
+-- The file is a list of numbered migrations. A line `-- migration: <table> <v>`
+-- starts migration <v> of the series recorded in <table>; the statements up to
+-- the next marker run in one transaction, followed by
+-- `INSERT INTO <table> (v) VALUES (<v>)`. Opening a file applies every
+-- migration whose number is above the highest one recorded, so old files are
+-- upgraded in place. Never edit a released migration: append a new one.
+--
+-- store_migrations and vector_migrations are numbered exactly as LangGraph's
+-- Python SqliteStore numbers them, so a file written by either opens in the
+-- other (docs/format.md).
+
+-- migration: checkpoint_migrations 0
+CREATE TABLE IF NOT EXISTS checkpoints (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    parent_checkpoint_id TEXT,
+    type TEXT,
+    -- metadata sits before the checkpoint so that filtering on it never walks
+    -- a large row's overflow pages.
+    metadata TEXT NOT NULL DEFAULT '{}',
+    checkpoint TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+);
+
+-- migration: checkpoint_migrations 1
+CREATE TABLE IF NOT EXISTS checkpoint_blobs (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    channel TEXT NOT NULL,
+    version TEXT NOT NULL,
+    type TEXT NOT NULL,
+    blob BLOB,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+);
+
+-- migration: checkpoint_migrations 2
+CREATE TABLE IF NOT EXISTS checkpoint_writes (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    type TEXT,
+    blob BLOB NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+);
+
+-- migration: checkpoint_migrations 3
+CREATE INDEX IF NOT EXISTS checkpoints_run_id_idx
+    ON checkpoints (json_extract(metadata, '$.run_id'))
+    WHERE json_extract(metadata, '$.run_id') IS NOT NULL;
+
+-- migration: store_migrations 0
+CREATE TABLE IF NOT EXISTS store (
+    prefix text NOT NULL,
+    key text NOT NULL,
+    value text NOT NULL,
+    created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+    updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+    PRIMARY KEY (prefix, key)
+);
+
+-- migration: store_migrations 1
+CREATE INDEX IF NOT EXISTS store_prefix_idx ON store (prefix);
+
+-- migration: store_migrations 2
+ALTER TABLE store ADD COLUMN expires_at TIMESTAMP;
+
+-- migration: store_migrations 3
+ALTER TABLE store ADD COLUMN ttl_minutes REAL;
+
+-- migration: store_migrations 4
+CREATE INDEX IF NOT EXISTS idx_store_expires_at ON store (expires_at)
+    WHERE expires_at IS NOT NULL;
+
+-- migration: vector_migrations 0
+CREATE TABLE IF NOT EXISTS store_vectors (
+    prefix text NOT NULL,
+    key text NOT NULL,
+    field_name text NOT NULL,
+    embedding BLOB,
+    created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+    updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+    PRIMARY KEY (prefix, key, field_name),
+    FOREIGN KEY (prefix, key) REFERENCES store(prefix, key) ON DELETE CASCADE
+);
+
+-- migration: agentstate_migrations 0
+-- Our own additions, in a series of their own so that Python's numbering is
+-- never disturbed. `agentstate_meta` records facts about the file, such as the
+-- embedder that made the store's vectors (`store.embedder` = "name/dims").
+CREATE TABLE IF NOT EXISTS agentstate_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);

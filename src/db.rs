@@ -1,0 +1,416 @@
+//! [`Db`]: one SQLite file, a pool of connections, and the schema.
+//!
+//! `Db` owns the pool. [`Db::checkpointer`] and [`Db::store`](crate::Db::store)
+//! hand out cheap handles that share it, so one file serves both halves.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use r2d2::{Pool, PooledConnection};
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use crate::error::{Error, Result};
+
+/// The DDL of every table, as numbered migrations (see `schema.sql`).
+pub const SCHEMA_SQL: &str = include_str!("../schema.sql");
+
+/// The migration series, in the order they are applied.
+const SERIES: [&str; 4] =
+    ["checkpoint_migrations", "store_migrations", "vector_migrations", "agentstate_migrations"];
+
+/// How hard a commit tries to reach the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=NORMAL` in WAL mode: a crashed *process* loses nothing that
+    /// was committed; a power loss may lose the last few commits (never
+    /// corrupts the file).
+    #[default]
+    Normal,
+    /// `synchronous=FULL`: every commit is fsynced before the call returns;
+    /// a power loss loses nothing that was acknowledged.
+    Full,
+}
+
+/// Options for opening a [`Db`]. Start from [`Db::builder`].
+#[derive(Clone, Debug)]
+pub struct DbBuilder {
+    durability: Durability,
+    pool_size: u32,
+    busy_timeout: Duration,
+}
+
+impl Default for DbBuilder {
+    fn default() -> Self {
+        DbBuilder { durability: Durability::Normal, pool_size: 8, busy_timeout: Duration::from_secs(10) }
+    }
+}
+
+impl DbBuilder {
+    /// How commits reach the disk (default [`Durability::Normal`]).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The most connections the pool opens (default 8, at least 1). An
+    /// in-memory database always uses exactly one.
+    pub fn pool_size(mut self, n: u32) -> Self {
+        self.pool_size = n.max(1);
+        self
+    }
+
+    /// How long a writer waits for another writer before giving up with
+    /// [`Error::Busy`] (default 10 s).
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Opens (creating if needed) the database file at `path` and brings its
+    /// schema up to date.
+    ///
+    /// # Errors
+    /// - [`Error::NotAgentstate`] if the file is not an SQLite database, or is
+    ///   one with tables of the same names but another layout (for example a
+    ///   Python `SqliteSaver` file, which keeps whole states in its rows).
+    /// - [`Error::SchemaTooNew`] if a newer agentstate wrote the file.
+    /// - [`Error::Corrupt`] if SQLite reports the file damaged.
+    /// - [`Error::Busy`] if another process held the file for longer than the
+    ///   busy timeout while the schema was being created.
+    /// - [`Error::Pool`] / [`Error::Sqlite`] / [`Error::Io`] if the file cannot
+    ///   be opened (permissions, missing directory, ...).
+    pub fn open(self, path: impl AsRef<Path>) -> Result<Db> {
+        let path = path.as_ref().to_path_buf();
+        let manager = SqliteConnectionManager::file(&path);
+        let size = self.pool_size;
+        self.build(manager, Some(path), size)
+    }
+
+    /// Opens a fresh in-memory database (one connection; gone when the `Db`
+    /// and all its handles are dropped). Handy in tests.
+    ///
+    /// # Errors
+    /// [`Error::Sqlite`] / [`Error::Pool`] if SQLite cannot allocate it.
+    pub fn open_in_memory(self) -> Result<Db> {
+        let manager = SqliteConnectionManager::memory();
+        self.build(manager, None, 1)
+    }
+
+    fn build(self, manager: SqliteConnectionManager, path: Option<PathBuf>, size: u32) -> Result<Db> {
+        let durability = self.durability;
+        let busy = self.busy_timeout;
+        let in_memory = path.is_none();
+        let manager = manager
+            .with_flags(
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_URI
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .with_init(move |conn| init_connection(conn, durability, busy, in_memory));
+        let pool = Pool::builder()
+            .max_size(size)
+            .min_idle(Some(0))
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connection_timeout(busy.max(Duration::from_secs(30)))
+            .build_unchecked(manager);
+        let db = Db { inner: Arc::new(Inner { pool, path, durability, busy_timeout: busy }) };
+        {
+            let mut conn = db.conn()?;
+            set_wal(&conn, in_memory, busy)?;
+            migrate(&mut conn, busy)?;
+        }
+        Ok(db)
+    }
+}
+
+struct Inner {
+    pool: Pool<SqliteConnectionManager>,
+    path: Option<PathBuf>,
+    durability: Durability,
+    busy_timeout: Duration,
+}
+
+/// One agentstate database: a file (or memory) and a pool of connections.
+///
+/// Cloning is cheap (an `Arc`); clones share the pool. `Db` is `Send + Sync`:
+/// use it from as many threads as you like. Several processes may open the
+/// same file; SQLite's WAL mode and `BEGIN IMMEDIATE` transactions keep them
+/// consistent.
+#[derive(Clone)]
+pub struct Db {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("path", &self.inner.path)
+            .field("durability", &self.inner.durability)
+            .finish()
+    }
+}
+
+impl Db {
+    /// Opens (creating if needed) the file at `path` with default options.
+    /// See [`DbBuilder::open`] for the errors.
+    ///
+    /// # Errors
+    /// As [`DbBuilder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Db> {
+        DbBuilder::default().open(path)
+    }
+
+    /// A fresh in-memory database with default options.
+    ///
+    /// # Errors
+    /// As [`DbBuilder::open_in_memory`].
+    pub fn open_in_memory() -> Result<Db> {
+        DbBuilder::default().open_in_memory()
+    }
+
+    /// Options for opening a database.
+    pub fn builder() -> DbBuilder {
+        DbBuilder::default()
+    }
+
+    /// The file's path, or `None` for an in-memory database.
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// The durability every connection of this `Db` uses.
+    pub fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+
+    /// A pooled connection, for crate-internal reads.
+    pub(crate) fn conn(&self) -> Result<PooledConnection<SqliteConnectionManager>> {
+        Ok(self.inner.pool.get()?)
+    }
+
+    /// Runs `f` on a pooled connection (reads; no explicit transaction unless
+    /// `f` opens one).
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.conn()?;
+        f(&conn)
+    }
+
+    /// Runs `f` inside a `BEGIN IMMEDIATE` transaction and commits; any error
+    /// rolls everything back. If the database stays busy (another writer),
+    /// the whole transaction is retried until the busy timeout has passed.
+    pub(crate) fn write<T>(&self, mut f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = self.conn()?;
+        let deadline = Instant::now() + self.inner.busy_timeout;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let attempt = (|| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let out = f(&tx)?;
+                tx.commit()?;
+                Ok(out)
+            })();
+            match attempt {
+                Err(Error::Busy) if Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+fn init_connection(
+    conn: &mut Connection,
+    durability: Durability,
+    busy: Duration,
+    in_memory: bool,
+) -> rusqlite::Result<()> {
+    conn.busy_timeout(busy)?;
+    let sync = match durability {
+        Durability::Normal => "NORMAL",
+        Durability::Full => "FULL",
+    };
+    conn.execute_batch(&format!(
+        "PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync}; PRAGMA temp_store = MEMORY; \
+         PRAGMA cache_size = -16000;"
+    ))?;
+    let _ = in_memory;
+    crate::vector::register(conn)?;
+    crate::filter::register_functions(conn)?;
+    Ok(())
+}
+
+/// Switches the file to WAL. `journal_mode` cannot be changed inside a
+/// transaction and may briefly be busy while another process does the same.
+fn set_wal(conn: &Connection, in_memory: bool, busy: Duration) -> Result<()> {
+    if in_memory {
+        return Ok(());
+    }
+    let deadline = Instant::now() + busy;
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(e) => match Error::from(e) {
+                Error::Busy if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                other => return Err(other),
+            },
+        }
+    }
+}
+
+/// One numbered migration parsed out of `schema.sql`.
+struct Migration {
+    series: &'static str,
+    version: i64,
+    sql: String,
+}
+
+fn migrations() -> Vec<Migration> {
+    let mut out: Vec<Migration> = Vec::new();
+    for line in SCHEMA_SQL.lines() {
+        if let Some(rest) = line.strip_prefix("-- migration: ") {
+            let mut parts = rest.split_whitespace();
+            let series = parts.next().unwrap_or_default();
+            let version = parts.next().and_then(|v| v.parse().ok()).unwrap_or(-1);
+            let series = SERIES.iter().copied().find(|s| *s == series).unwrap_or("invalid");
+            out.push(Migration { series, version, sql: String::new() });
+        } else if let Some(m) = out.last_mut() {
+            m.sql.push_str(line);
+            m.sql.push('\n');
+        }
+    }
+    out
+}
+
+/// The highest migration number of each series this binary knows.
+pub(crate) fn known_versions() -> Vec<(&'static str, i64)> {
+    SERIES
+        .iter()
+        .map(|s| (*s, migrations().iter().filter(|m| m.series == *s).map(|m| m.version).max().unwrap_or(-1)))
+        .collect()
+}
+
+/// Applies every migration the file lacks, in one `BEGIN IMMEDIATE`
+/// transaction, so that two processes creating the same file serialize and
+/// the second one finds nothing to do.
+fn migrate(conn: &mut Connection, busy: Duration) -> Result<()> {
+    // A cheap read first: an up-to-date file needs no write lock at all.
+    check_foreign(conn)?;
+    if up_to_date(conn)? {
+        return Ok(());
+    }
+    let deadline = Instant::now() + busy;
+    loop {
+        let res = (|| -> Result<()> {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            check_foreign(&tx)?;
+            for series in SERIES {
+                tx.execute_batch(&format!("CREATE TABLE IF NOT EXISTS {series} (v INTEGER PRIMARY KEY)"))?;
+            }
+            for (series, known) in known_versions() {
+                let have = max_version(&tx, series)?;
+                if have > known {
+                    return Err(Error::SchemaTooNew { table: series, found: have, supported: known });
+                }
+            }
+            for m in migrations() {
+                if m.version <= max_version(&tx, m.series)? {
+                    continue;
+                }
+                tx.execute_batch(&m.sql)?;
+                tx.execute(&format!("INSERT INTO {} (v) VALUES (?1)", m.series), [m.version])?;
+            }
+            tx.commit()?;
+            Ok(())
+        })();
+        match res {
+            Err(Error::Busy) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            other => return other,
+        }
+    }
+}
+
+fn max_version(conn: &Connection, series: &str) -> Result<i64> {
+    let exists: bool = conn.query_row(
+        "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+        [series],
+        |r| r.get(0),
+    )?;
+    if !exists {
+        return Ok(-1);
+    }
+    Ok(conn.query_row(&format!("SELECT COALESCE(MAX(v), -1) FROM {series}"), [], |r| r.get(0))?)
+}
+
+fn up_to_date(conn: &Connection) -> Result<bool> {
+    for (series, known) in known_versions() {
+        let have = max_version(conn, series)?;
+        if have > known {
+            return Err(Error::SchemaTooNew { table: series, found: have, supported: known });
+        }
+        if have < known {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Refuses files whose tables share our names but not our layout: a Python
+/// `SqliteSaver` file has `checkpoints` and `writes` without
+/// `checkpoint_migrations`.
+fn check_foreign(conn: &Connection) -> Result<()> {
+    let has = |name: &str| -> Result<bool> {
+        Ok(conn.query_row(
+            "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+            [name],
+            |r| r.get(0),
+        )?)
+    };
+    if has("checkpoints")? && !has("checkpoint_migrations")? {
+        return Err(Error::NotAgentstate(
+            "the file has a `checkpoints` table but no `checkpoint_migrations`: it looks like a \
+             Python SqliteSaver file, whose layout (whole states per row) agentstate does not use"
+                .into(),
+        ));
+    }
+    if has("store")? && !has("store_migrations")? {
+        return Err(Error::NotAgentstate(
+            "the file has a `store` table that no LangGraph or agentstate store created".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_parses_into_numbered_migrations() {
+        let ms = migrations();
+        assert!(ms.iter().all(|m| m.series != "invalid" && m.version >= 0));
+        for s in SERIES {
+            let vs: Vec<i64> = ms.iter().filter(|m| m.series == s).map(|m| m.version).collect();
+            let expect: Vec<i64> = (0..vs.len() as i64).collect();
+            assert_eq!(vs, expect, "{s} must be numbered 0, 1, 2, ...");
+        }
+        let store: Vec<_> = ms.iter().filter(|m| m.series == "store_migrations").collect();
+        assert_eq!(store.len(), 5, "Python's SqliteStore has store migrations 0..=4");
+    }
+
+    #[test]
+    fn open_twice_is_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.db");
+        drop(Db::open(&p).unwrap());
+        let db = Db::open(&p).unwrap();
+        let n: i64 =
+            db.read(|c| Ok(c.query_row("SELECT COUNT(*) FROM store_migrations", [], |r| r.get(0))?)).unwrap();
+        assert_eq!(n, 5);
+    }
+}

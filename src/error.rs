@@ -1,0 +1,173 @@
+//! The one error type of the crate.
+//!
+//! Every public fallible function returns [`Result`]. Variants are the things a
+//! caller can act on: fix the input ([`Error::InvalidNamespace`],
+//! [`Error::InvalidFilter`], [`Error::InvalidArgument`], ...), retry
+//! ([`Error::Busy`]), free space ([`Error::DiskFull`]), or give up on a file
+//! ([`Error::Corrupt`], [`Error::NotAgentstate`], [`Error::SchemaTooNew`]).
+
+use std::fmt;
+
+/// `Result<T, agentstate::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in agentstate.
+///
+/// The enum is `#[non_exhaustive]`: match the variants you act on and keep a
+/// catch-all arm.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A Store namespace broke LangGraph's rules (empty, a label that is empty,
+    /// contains `.` or NUL, or a root label `langgraph`). The message is
+    /// LangGraph's own.
+    #[error("{0}")]
+    InvalidNamespace(String),
+
+    /// A filter (Store search or checkpoint metadata) could not be parsed: a key
+    /// with characters outside `[A-Za-z0-9_.-]`, an unknown `$` operator, an
+    /// operator mixed with plain keys, or an operand of the wrong shape.
+    #[error("{reason}")]
+    InvalidFilter {
+        /// The offending key (or operator).
+        key: String,
+        /// What is wrong with it (the whole message, naming the key).
+        reason: String,
+    },
+
+    /// A config lacks something the operation needs (for example `thread_id`),
+    /// or has a value of the wrong type.
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+
+    /// Any other malformed argument: an unknown prune strategy, a field path,
+    /// a TTL that is negative or not finite, a value that is not a JSON object.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// A vector's length is not the dimension the Store was configured with.
+    #[error("vector dimension mismatch: expected {expected}, got {got}")]
+    DimensionMismatch {
+        /// The configured dimension.
+        expected: usize,
+        /// The dimension that was given.
+        got: usize,
+    },
+
+    /// The file's vectors were made by another embedder than the one
+    /// configured. Configure the recorded one, or call `reindex` to re-embed.
+    #[error("embedder mismatch: the file's vectors were made by {stored}, the store is configured with {configured}; use the same embedder or reindex")]
+    EmbedderMismatch {
+        /// `name/dims` recorded in the file.
+        stored: String,
+        /// `name/dims` of the configured embedder.
+        configured: String,
+    },
+
+    /// The embedder failed or returned the wrong number of vectors.
+    #[error("embedding failed: {0}")]
+    Embedding(String),
+
+    /// A value could not be encoded or decoded by the serializer (for example
+    /// an integer outside the msgpack range, or bytes that are not valid
+    /// msgpack).
+    #[error("serialization error: {0}")]
+    Serialization(String),
+
+    /// A stored value carries a type tag no serializer here knows.
+    #[error("Unknown serialization type: {0}")]
+    UnknownSerialization(String),
+
+    /// Another writer held the database for longer than the busy timeout.
+    /// Retrying later is safe: nothing was written.
+    #[error("database is busy (locked by another connection for longer than the busy timeout)")]
+    Busy,
+
+    /// The disk (or `max_page_count`) is full. The operation was rolled back;
+    /// free space and retry.
+    #[error("database or disk is full; the operation was rolled back")]
+    DiskFull,
+
+    /// The file is damaged, or a row breaks an invariant this crate relies on.
+    #[error("corrupt database: {0}")]
+    Corrupt(String),
+
+    /// The file is an SQLite database but not one agentstate (or LangGraph's
+    /// SqliteStore) wrote, or not an SQLite database at all.
+    #[error("not an agentstate database: {0}")]
+    NotAgentstate(String),
+
+    /// The file was written by a newer agentstate: its schema has migrations
+    /// this binary does not know. Upgrade agentstate.
+    #[error(
+        "the file's {table} is at version {found}, newer than this binary's {supported}; upgrade agentstate"
+    )]
+    SchemaTooNew {
+        /// The migrations table.
+        table: &'static str,
+        /// The highest version recorded in the file.
+        found: i64,
+        /// The highest version this binary knows.
+        supported: i64,
+    },
+
+    /// Any other SQLite error, with its extended code.
+    #[error("sqlite error: {source}")]
+    Sqlite {
+        /// The error from rusqlite.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// Getting a connection from the pool failed (usually: the file could not
+    /// be opened).
+    #[error("connection pool: {0}")]
+    Pool(#[from] r2d2::Error),
+
+    /// A filesystem error outside SQLite.
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    /// SQLite's primary error code, if this error came from SQLite.
+    pub fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {
+        match self {
+            Error::Sqlite { source } => source.sqlite_error_code(),
+            Error::Busy => Some(rusqlite::ErrorCode::DatabaseBusy),
+            Error::DiskFull => Some(rusqlite::ErrorCode::DiskFull),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn invalid_filter(key: impl fmt::Display, reason: impl fmt::Display) -> Self {
+        Error::InvalidFilter { key: key.to_string(), reason: reason.to_string() }
+    }
+
+    pub(crate) fn corrupt(what: impl fmt::Display) -> Self {
+        Error::Corrupt(what.to_string())
+    }
+
+    pub(crate) fn ser(what: impl fmt::Display) -> Self {
+        Error::Serialization(what.to_string())
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode as C;
+        match e.sqlite_error_code() {
+            Some(C::DatabaseBusy) | Some(C::DatabaseLocked) => Error::Busy,
+            Some(C::DiskFull) => Error::DiskFull,
+            Some(C::DatabaseCorrupt) => Error::Corrupt(e.to_string()),
+            Some(C::NotADatabase) => Error::NotAgentstate(e.to_string()),
+            _ => Error::Sqlite { source: e },
+        }
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::Serialization(e.to_string())
+    }
+}
