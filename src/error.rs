@@ -45,6 +45,15 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// The thread or checkpoint an operation names does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+
+    /// The operation would overwrite data it must not (for example copying a
+    /// thread onto one that already has checkpoints).
+    #[error("conflict: {0}")]
+    Conflict(String),
+
     /// A vector's length is not the dimension the Store was configured with.
     #[error("vector dimension mismatch: expected {expected}, got {got}")]
     DimensionMismatch {

@@ -1,12 +1,14 @@
 //! agentstate: everything an LLM agent must remember, in one SQLite file.
 #![deny(missing_docs)]
 
+pub mod checkpoint;
 pub mod codec;
 mod db;
 mod error;
 pub mod filter;
 mod vector;
 
+pub use checkpoint::{Checkpoint, CheckpointTuple, Checkpointer, Config, ListQuery, Metadata, PruneStrategy};
 pub use codec::{JsonPlusSerializer, Serializer};
 pub use db::{Db, DbBuilder, Durability};
 pub use error::{Error, Result};

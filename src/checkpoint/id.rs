@@ -1,0 +1,161 @@
+//! Checkpoint ids (UUIDv6, reference 1.6), channel versions (reference 1.7)
+//! and timestamps.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use uuid::Uuid;
+
+use super::types::ChannelVersion;
+
+/// 100 ns ticks between 1582-10-15 (the UUID epoch) and 1970-01-01.
+const GREGORIAN_OFFSET: u64 = 0x01B2_1DD2_1381_4000;
+
+static LAST_TS100: AtomicU64 = AtomicU64::new(0);
+
+fn random_u64() -> u64 {
+    // A v4 UUID has 122 random bits; its version and variant bits sit in
+    // different halves, so XOR-ing the halves gives 64 random bits.
+    let x = Uuid::new_v4().as_u128();
+    (x >> 64) as u64 ^ x as u64
+}
+
+/// A new UUIDv6, built the way LangGraph's `uuid6(clock_seq=...)` builds it.
+///
+/// Ids are strictly increasing within the process (a clock that does not
+/// advance is bumped by one tick), so their string order is creation order.
+/// `clock_seq` is masked to 14 bits; LangGraph passes the step, so `-1`
+/// gives the group `bfff`. `None` picks a random one.
+pub fn uuid6(clock_seq: Option<i64>) -> Uuid {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let mut ts = (now / 100) as u64 + GREGORIAN_OFFSET;
+    let mut last = LAST_TS100.load(Ordering::Relaxed);
+    loop {
+        if ts <= last {
+            ts = last + 1;
+        }
+        match LAST_TS100.compare_exchange_weak(last, ts, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(seen) => last = seen,
+        }
+    }
+    let clock_seq = clock_seq.unwrap_or_else(|| random_u64() as i64) as u64 & 0x3FFF;
+    let node = random_u64() & 0xFFFF_FFFF_FFFF;
+    let mut v: u128 = (((ts >> 12) & 0xFFFF_FFFF_FFFF) as u128) << 80;
+    v |= ((ts & 0xFFF) as u128) << 64;
+    v |= (clock_seq as u128) << 48;
+    v |= node as u128;
+    // version 6, variant 10
+    v &= !(0xF000u128 << 64);
+    v |= 0x6000u128 << 64;
+    v &= !(0xC000u128 << 48);
+    v |= 0x8000u128 << 48;
+    Uuid::from_u128(v)
+}
+
+/// The version after `current`, in LangGraph's format:
+/// `"{counter+1:032}.{random:016}"` (reference 1.7). `None` starts at 1; an
+/// integer or a string version continues its counter.
+pub fn next_version(current: Option<&ChannelVersion>) -> ChannelVersion {
+    let n = current.map(ChannelVersion::counter).unwrap_or(0);
+    let r = (random_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    ChannelVersion::Str(format!("{:032}.{:0>16}", n + 1, python_float_repr(r)))
+}
+
+/// Python's `repr` of a float in `[0, 1)`: shortest round-trip digits,
+/// scientific below `1e-4` with a two-digit exponent.
+fn python_float_repr(x: f64) -> String {
+    if x == 0.0 {
+        return "0.0".into();
+    }
+    if x >= 1e-4 {
+        return format!("{x}");
+    }
+    let s = format!("{x:e}");
+    match s.split_once('e') {
+        Some((mant, exp)) => {
+            let (sign, digits) = exp.strip_prefix('-').map(|d| ("-", d)).unwrap_or(("+", exp));
+            format!("{mant}e{sign}{digits:0>2}")
+        }
+        None => s,
+    }
+}
+
+/// Now as `2024-05-04T06:32:42.235444+00:00` (Python's
+/// `datetime.now(timezone.utc).isoformat()`).
+pub fn now_iso8601() -> String {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (y, m, day) = civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:06}+00:00",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60,
+        d.subsec_micros()
+    )
+}
+
+/// Days since 1970-01-01 -> (year, month, day), proleptic Gregorian.
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // reference 14 case 27
+    #[test]
+    fn ids_are_strictly_increasing_version_6_and_clock_seq_is_settable() {
+        let ids: Vec<String> = (0..10_000).map(|_| uuid6(None).to_string()).collect();
+        for w in ids.windows(2) {
+            assert!(w[0] < w[1], "{} !< {}", w[0], w[1]);
+        }
+        assert!(ids.iter().all(|id| id.as_bytes()[14] == b'6'));
+        let id = uuid6(Some(-1)).to_string();
+        assert_eq!(id.split('-').nth(3), Some("bfff"));
+        assert_eq!(uuid6(Some(-2)).to_string().split('-').nth(3), Some("bffe"));
+        assert_eq!(uuid6(Some(5)).to_string().split('-').nth(3), Some("8005"));
+    }
+
+    // reference 14 case 23
+    #[test]
+    fn versions_follow_python_format() {
+        let v = next_version(None).to_string();
+        assert!(v.starts_with(&format!("{}1.", "0".repeat(31))), "{v}");
+        assert!(v.len() >= 32 + 1 + 16);
+        let v = next_version(Some(&"00000000000000000000000000000005.123".into())).to_string();
+        assert!(v.starts_with(&format!("{}06.", "0".repeat(30))), "{v}");
+        let v = next_version(Some(&ChannelVersion::Int(7))).to_string();
+        assert!(v.starts_with(&format!("{}8.", "0".repeat(31))), "{v}");
+    }
+
+    #[test]
+    fn python_float_repr_cases() {
+        assert_eq!(python_float_repr(0.5), "0.5");
+        assert_eq!(format!("{:0>16}", python_float_repr(0.5)), "00000000000000.5");
+        assert_eq!(python_float_repr(0.08839345909685259), "0.08839345909685259");
+        assert_eq!(python_float_repr(5e-5), "5e-05");
+        assert_eq!(python_float_repr(1.25e-7), "1.25e-07");
+    }
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        let ts = now_iso8601();
+        assert_eq!(ts.len(), "2024-05-04T06:32:42.235444+00:00".len(), "{ts}");
+    }
+}

@@ -1,0 +1,749 @@
+//! Short-term memory: a thread's checkpoints, LangGraph-style.
+//!
+//! The [`Checkpointer`] follows LangGraph's `BaseCheckpointSaver` contract
+//! (reference sections 1-4) with the Postgres saver's normalised storage
+//! (DESIGN.md decision 1):
+//!
+//! - `checkpoints` holds each checkpoint's JSON with only primitive channel
+//!   values inline (null, bool, number, string), plus its metadata;
+//! - `checkpoint_blobs` holds every other channel value once per
+//!   `(thread, namespace, channel, version)`; consecutive checkpoints share the
+//!   blobs of channels that did not change, and a version once written is
+//!   never overwritten;
+//! - `checkpoint_writes` holds pending writes per `(checkpoint, task, idx)`.
+//!
+//! Every call is one transaction: a checkpoint is never visible without its
+//! blobs.
+
+mod id;
+mod types;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub use id::{next_version, now_iso8601, uuid6};
+pub use types::{
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointTuple, Config, ListQuery, Metadata, PendingWrite,
+    PruneStrategy,
+};
+
+use crate::codec::{JsonPlusSerializer, Serializer};
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::filter::Filter;
+
+/// The special channels and their fixed write indexes (LangGraph's
+/// `WRITES_IDX_MAP`, reference 1.5).
+pub const WRITES_IDX_MAP: [(&str, i64); 4] =
+    [("__error__", -1), ("__scheduled__", -2), ("__interrupt__", -3), ("__resume__", -4)];
+
+/// Metadata keys never copied from the config into the metadata (reference 1.3).
+const EXCLUDED_METADATA_KEYS: [&str; 9] = [
+    "thread_id",
+    "checkpoint_id",
+    "checkpoint_ns",
+    "checkpoint_map",
+    "langgraph_step",
+    "langgraph_node",
+    "langgraph_triggers",
+    "langgraph_path",
+    "langgraph_checkpoint_ns",
+];
+
+fn special_idx(channel: &str) -> Option<i64> {
+    WRITES_IDX_MAP.iter().find(|(c, _)| *c == channel).map(|(_, i)| *i)
+}
+
+fn is_primitive(v: &Value) -> bool {
+    matches!(v, Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_))
+}
+
+/// A handle on the checkpoint tables of a [`Db`]. Cheap to clone; `Send +
+/// Sync`.
+#[derive(Clone)]
+pub struct Checkpointer {
+    db: Db,
+    serde: Arc<dyn Serializer>,
+}
+
+impl std::fmt::Debug for Checkpointer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpointer").field("db", &self.db).finish_non_exhaustive()
+    }
+}
+
+impl Db {
+    /// The checkpointer of this database, with LangGraph's serializer.
+    pub fn checkpointer(&self) -> Checkpointer {
+        Checkpointer { db: self.clone(), serde: Arc::new(JsonPlusSerializer) }
+    }
+}
+
+/// The checkpoint JSON as stored: the checkpoint with only primitive channel
+/// values.
+#[derive(Serialize)]
+struct StoredCheckpoint<'a> {
+    v: i64,
+    id: &'a str,
+    ts: &'a str,
+    channel_values: Map<String, Value>,
+    channel_versions: &'a ChannelVersions,
+    versions_seen: &'a BTreeMap<String, ChannelVersions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    updated_channels: &'a Option<Vec<String>>,
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
+}
+
+/// A `checkpoints` row before its blobs and writes are attached.
+struct Row {
+    thread_id: String,
+    ns: String,
+    id: String,
+    parent: Option<String>,
+    metadata: String,
+    checkpoint: String,
+}
+
+const ROW_COLUMNS: &str =
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, checkpoint";
+
+fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok(Row {
+        thread_id: r.get(0)?,
+        ns: r.get(1)?,
+        id: r.get(2)?,
+        parent: r.get(3)?,
+        metadata: text_or_blob(r, 4)?,
+        checkpoint: text_or_blob(r, 5)?,
+    })
+}
+
+/// Reads a column written as TEXT or as a BLOB of UTF-8.
+fn text_or_blob(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<String> {
+    use rusqlite::types::ValueRef;
+    match r.get_ref(i)? {
+        ValueRef::Text(t) | ValueRef::Blob(t) => Ok(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Null => Ok("{}".into()),
+        _ => Err(rusqlite::Error::InvalidColumnType(i, "metadata".into(), rusqlite::types::Type::Integer)),
+    }
+}
+
+impl Checkpointer {
+    /// The same checkpointer with another serializer for channel values and
+    /// writes (for example an encrypting wrapper).
+    pub fn with_serializer(mut self, serializer: impl Serializer) -> Checkpointer {
+        self.serde = Arc::new(serializer);
+        self
+    }
+
+    /// The database this checkpointer writes to.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The version after `current` in LangGraph's string format (reference
+    /// 1.7); see [`next_version`].
+    pub fn get_next_version(&self, current: Option<&ChannelVersion>) -> ChannelVersion {
+        next_version(current)
+    }
+
+    /// Stores `checkpoint` as a child of `config.checkpoint_id` (if any) and
+    /// returns its canonical config (reference 2.1).
+    ///
+    /// Primitive channel values stay inline in the checkpoint row; every other
+    /// value is written to `checkpoint_blobs` only if its channel is in
+    /// `new_versions`, keyed by that version, and only if that version has no
+    /// blob yet (first writer wins). The caller guarantees that unchanged
+    /// channels' versions were stored by an earlier put, exactly as with
+    /// LangGraph's Postgres saver. `metadata` is merged with the config's
+    /// `metadata` and `extra` entries (reference 1.3). Re-putting an existing
+    /// id replaces its checkpoint and metadata and keeps its stored parent
+    /// (DESIGN.md decision 3); its writes survive.
+    ///
+    /// # Errors
+    /// - [`Error::InvalidConfig`] if `config.thread_id` is empty.
+    /// - [`Error::InvalidArgument`] if `checkpoint.id` is empty.
+    /// - [`Error::Serialization`] if a channel value cannot be encoded.
+    /// - [`Error::Busy`], [`Error::DiskFull`], [`Error::Sqlite`] from the
+    ///   database; nothing is written then.
+    pub fn put(
+        &self,
+        config: &Config,
+        checkpoint: &Checkpoint,
+        metadata: &Metadata,
+        new_versions: &ChannelVersions,
+    ) -> Result<Config> {
+        require_thread(config)?;
+        if checkpoint.id.is_empty() {
+            return Err(Error::InvalidArgument("checkpoint.id must not be empty".into()));
+        }
+        let mut inline = Map::new();
+        let mut blobs: Vec<(&str, String, String, Vec<u8>)> = Vec::new();
+        for (ch, value) in &checkpoint.channel_values {
+            if is_primitive(value) {
+                inline.insert(ch.clone(), value.clone());
+            } else if let Some(version) = new_versions.get(ch) {
+                let (tag, bytes) = self.serde.dumps_typed(value)?;
+                blobs.push((ch.as_str(), version.to_string(), tag, bytes));
+            }
+        }
+        let stored = StoredCheckpoint {
+            v: checkpoint.v,
+            id: &checkpoint.id,
+            ts: &checkpoint.ts,
+            channel_values: inline,
+            channel_versions: &checkpoint.channel_versions,
+            versions_seen: &checkpoint.versions_seen,
+            updated_channels: &checkpoint.updated_channels,
+            extra: &checkpoint.extra,
+        };
+        let checkpoint_json = serde_json::to_string(&stored)?;
+        let metadata_json = serde_json::to_string(&merge_metadata(config, metadata))?;
+        let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
+        self.db.write(|tx| {
+            let mut ins = tx.prepare_cached(
+                "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+            )?;
+            for (ch, version, tag, bytes) in &blobs {
+                ins.execute(params![thread, ns, ch, version, tag, bytes])?;
+            }
+            tx.prepare_cached(
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, checkpoint) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) \
+                 DO UPDATE SET checkpoint = excluded.checkpoint, metadata = excluded.metadata",
+            )?
+            .execute(params![thread, ns, checkpoint.id, config.checkpoint_id, metadata_json, checkpoint_json])?;
+            Ok(())
+        })?;
+        Ok(Config::canonical(thread, ns, &checkpoint.id))
+    }
+
+    /// Stores the writes a task produced for the checkpoint
+    /// `config.checkpoint_id` (reference 2.2 and 1.5).
+    ///
+    /// The write at position `i` gets `idx = i`, except the special channels
+    /// of [`WRITES_IDX_MAP`]. If every write of the call is special the rows
+    /// are upserted (last writer wins); otherwise every row is
+    /// insert-or-ignore (first writer wins, so retries are idempotent).
+    ///
+    /// # Errors
+    /// - [`Error::InvalidConfig`] if `thread_id` is empty or `checkpoint_id`
+    ///   is missing.
+    /// - [`Error::Serialization`] if a value cannot be encoded.
+    /// - database errors as for [`put`](Self::put); nothing is written then.
+    pub fn put_writes<C: AsRef<str>>(
+        &self,
+        config: &Config,
+        writes: &[(C, Value)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        require_thread(config)?;
+        let checkpoint_id = config
+            .checkpoint_id
+            .as_deref()
+            .ok_or_else(|| Error::InvalidConfig("put_writes needs config.checkpoint_id".into()))?;
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let all_special = writes.iter().all(|(c, _)| special_idx(c.as_ref()).is_some());
+        let mut rows = Vec::with_capacity(writes.len());
+        for (i, (channel, value)) in writes.iter().enumerate() {
+            let channel = channel.as_ref();
+            let idx = special_idx(channel).unwrap_or(i as i64);
+            let (tag, bytes) = self.serde.dumps_typed(value)?;
+            rows.push((channel, idx, tag, bytes));
+        }
+        let sql = if all_special {
+            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) \
+             DO UPDATE SET channel = excluded.channel, type = excluded.type, blob = excluded.blob"
+        } else {
+            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING"
+        };
+        self.db.write(|tx| {
+            let mut stmt = tx.prepare_cached(sql)?;
+            for (channel, idx, tag, bytes) in &rows {
+                stmt.execute(params![
+                    config.thread_id,
+                    config.checkpoint_ns,
+                    checkpoint_id,
+                    task_id,
+                    idx,
+                    channel,
+                    tag,
+                    bytes,
+                    task_path
+                ])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The checkpoint `config.checkpoint_id` of the thread and namespace, or
+    /// the latest one if no id is given, with its pending writes (reference
+    /// 2.3). `None` if there is none.
+    ///
+    /// # Errors
+    /// - [`Error::InvalidConfig`] if `thread_id` is empty.
+    /// - [`Error::Corrupt`] if a stored row does not parse.
+    /// - [`Error::UnknownSerialization`] / [`Error::Serialization`] if a
+    ///   stored value cannot be decoded.
+    /// - database errors.
+    pub fn get_tuple(&self, config: &Config) -> Result<Option<CheckpointTuple>> {
+        require_thread(config)?;
+        self.db.read(|conn| {
+            let tx = conn.unchecked_transaction()?;
+            let row = match &config.checkpoint_id {
+                Some(id) => tx
+                    .prepare_cached(&format!(
+                        "SELECT {ROW_COLUMNS} FROM checkpoints \
+                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
+                    ))?
+                    .query_row(params![config.thread_id, config.checkpoint_ns, id], read_row)
+                    .optional()?,
+                None => tx
+                    .prepare_cached(&format!(
+                        "SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                         ORDER BY checkpoint_id DESC LIMIT 1"
+                    ))?
+                    .query_row(params![config.thread_id, config.checkpoint_ns], read_row)
+                    .optional()?,
+            };
+            let Some(row) = row else { return Ok(None) };
+            let mut out = self.assemble(&tx, vec![row])?;
+            Ok(out.pop())
+        })
+    }
+
+    /// The checkpoint of [`get_tuple`](Self::get_tuple), without the rest.
+    ///
+    /// # Errors
+    /// As [`get_tuple`](Self::get_tuple).
+    pub fn get(&self, config: &Config) -> Result<Option<Checkpoint>> {
+        Ok(self.get_tuple(config)?.map(|t| t.checkpoint))
+    }
+
+    /// The checkpoints matching `query`, newest first (by id, across threads
+    /// and namespaces), each with its pending writes (reference 2.4, DESIGN.md
+    /// decision 4). The metadata filter uses the [filter language](crate::filter).
+    ///
+    /// # Errors
+    /// - [`Error::InvalidFilter`] if the filter does not parse.
+    /// - decoding and database errors as for [`get_tuple`](Self::get_tuple).
+    pub fn list(&self, query: &ListQuery) -> Result<Vec<CheckpointTuple>> {
+        let filter = query.filter.as_ref().map(Filter::parse).transpose()?;
+        if query.limit == Some(0) {
+            return Ok(Vec::new());
+        }
+        let mut sql = format!("SELECT {ROW_COLUMNS} FROM checkpoints WHERE 1");
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if let Some(t) = &query.thread_id {
+            sql.push_str(" AND thread_id = ?");
+            args.push(t.clone().into());
+        }
+        if let Some(ns) = &query.checkpoint_ns {
+            sql.push_str(" AND checkpoint_ns = ?");
+            args.push(ns.clone().into());
+        }
+        if let Some(id) = &query.checkpoint_id {
+            sql.push_str(" AND checkpoint_id = ?");
+            args.push(id.clone().into());
+        }
+        if let Some(f) = &filter {
+            let (expr, params) = f.to_sql("metadata");
+            sql.push_str(" AND (");
+            sql.push_str(&expr);
+            sql.push(')');
+            args.extend(params);
+        }
+        if let Some(b) = &query.before {
+            sql.push_str(" AND checkpoint_id < ?");
+            args.push(b.clone().into());
+        }
+        sql.push_str(" ORDER BY checkpoint_id DESC");
+        if let Some(n) = query.limit {
+            sql.push_str(" LIMIT ?");
+            args.push((n.min(i64::MAX as usize) as i64).into());
+        }
+        self.db.read(|conn| {
+            let tx = conn.unchecked_transaction()?;
+            let rows = tx
+                .prepare_cached(&sql)?
+                .query_map(params_from_iter(args.iter()), read_row)?
+                .collect::<rusqlite::Result<Vec<Row>>>()?;
+            self.assemble(&tx, rows)
+        })
+    }
+
+    /// Removes every checkpoint, blob and write of `thread_id`, in every
+    /// namespace (reference 2.5). An unknown thread is a no-op.
+    ///
+    /// # Errors
+    /// Database errors; nothing is deleted then.
+    pub fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        self.db.write(|tx| {
+            for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
+                tx.prepare_cached(&format!("DELETE FROM {table} WHERE thread_id = ?1"))?
+                    .execute([thread_id])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Copies every checkpoint, blob and write of thread `src`, in every
+    /// namespace, to thread `dst`, keeping ids, parents, metadata and task
+    /// paths (reference 2.6). `src` is unchanged. A missing `src` leaves
+    /// `dst` empty.
+    ///
+    /// # Errors
+    /// - [`Error::Conflict`] if `dst` already has checkpoints (histories are
+    ///   never mixed: delete `dst` first).
+    /// - database errors; nothing is copied then.
+    pub fn copy_thread(&self, src: &str, dst: &str) -> Result<()> {
+        if src == dst {
+            return Ok(());
+        }
+        self.db.write(|tx| {
+            let taken: bool = tx.query_row(
+                "SELECT EXISTS(SELECT 1 FROM checkpoints WHERE thread_id = ?1)",
+                [dst],
+                |r| r.get(0),
+            )?;
+            if taken {
+                return Err(Error::Conflict(format!(
+                    "thread '{dst}' already has checkpoints; delete it before copying onto it"
+                )));
+            }
+            tx.execute(
+                "INSERT OR IGNORE INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob, created_at) \
+                 SELECT ?2, checkpoint_ns, channel, version, type, blob, created_at FROM checkpoint_blobs WHERE thread_id = ?1",
+                [src, dst],
+            )?;
+            tx.execute(
+                "INSERT OR IGNORE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, metadata, checkpoint, created_at) \
+                 SELECT ?2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, metadata, checkpoint, created_at \
+                 FROM checkpoints WHERE thread_id = ?1",
+                [src, dst],
+            )?;
+            tx.execute(
+                "INSERT OR IGNORE INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, created_at) \
+                 SELECT ?2, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, created_at \
+                 FROM checkpoint_writes WHERE thread_id = ?1",
+                [src, dst],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Shrinks the history of `thread_ids` (reference 2.6):
+    /// [`PruneStrategy::KeepLatest`] keeps the newest checkpoint of each
+    /// (thread, namespace) with its writes; [`PruneStrategy::Delete`] removes
+    /// the threads. Blobs that no remaining checkpoint references are
+    /// removed. Unknown threads are a no-op; other threads are untouched.
+    ///
+    /// # Errors
+    /// - [`Error::Corrupt`] if a remaining checkpoint's JSON does not parse.
+    /// - database errors; nothing is deleted then.
+    pub fn prune<S: AsRef<str>>(&self, thread_ids: &[S], strategy: PruneStrategy) -> Result<()> {
+        self.db.write(|tx| {
+            for thread in thread_ids {
+                let thread = thread.as_ref();
+                match strategy {
+                    PruneStrategy::Delete => {
+                        for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
+                            tx.prepare_cached(&format!("DELETE FROM {table} WHERE thread_id = ?1"))?
+                                .execute([thread])?;
+                        }
+                    }
+                    PruneStrategy::KeepLatest => {
+                        let gone: Vec<(String, String, String)> = tx
+                            .prepare_cached(
+                                "DELETE FROM checkpoints WHERE thread_id = ?1 AND checkpoint_id < \
+                                 (SELECT MAX(c.checkpoint_id) FROM checkpoints c \
+                                  WHERE c.thread_id = ?1 AND c.checkpoint_ns = checkpoints.checkpoint_ns) \
+                                 RETURNING thread_id, checkpoint_ns, checkpoint_id",
+                            )?
+                            .query_map([thread], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                            .collect::<rusqlite::Result<_>>()?;
+                        delete_writes_of(tx, &gone)?;
+                        collect_blobs(tx, thread)?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Removes every checkpoint whose `metadata.run_id` is one of `run_ids`,
+    /// across threads and namespaces, with its writes; blobs no remaining
+    /// checkpoint references are removed (reference 2.6). Empty or unknown
+    /// ids are a no-op.
+    ///
+    /// # Errors
+    /// As [`prune`](Self::prune).
+    pub fn delete_for_runs<S: AsRef<str>>(&self, run_ids: &[S]) -> Result<()> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        let ids = Value::Array(run_ids.iter().map(|s| Value::String(s.as_ref().to_string())).collect());
+        let ids = ids.to_string();
+        self.db.write(|tx| {
+            let gone: Vec<(String, String, String)> = tx
+                .prepare_cached(
+                    "DELETE FROM checkpoints WHERE json_extract(metadata, '$.run_id') IS NOT NULL \
+                     AND json_extract(metadata, '$.run_id') IN (SELECT value FROM json_each(?1)) \
+                     RETURNING thread_id, checkpoint_ns, checkpoint_id",
+                )?
+                .query_map([&ids], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            delete_writes_of(tx, &gone)?;
+            let threads: HashSet<&str> = gone.iter().map(|(t, _, _)| t.as_str()).collect();
+            for t in threads {
+                collect_blobs(tx, t)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Forks the history: a new checkpoint whose parent is the checkpoint
+    /// `config` names (or the latest), with the same channel values and
+    /// versions (blobs are shared, never copied) and metadata
+    /// `{"source": "fork", "step": <the old step>, "parents": {}}`. The old
+    /// branch stays readable. Returns the new checkpoint's config.
+    ///
+    /// # Errors
+    /// - [`Error::NotFound`] if `config` names no checkpoint.
+    /// - errors of [`get_tuple`](Self::get_tuple) and [`put`](Self::put).
+    pub fn fork(&self, config: &Config) -> Result<Config> {
+        self.fork_with(config, Map::new())
+    }
+
+    /// Like [`fork`](Self::fork), but replaces the given channel values (no
+    /// reducers are applied: this is storage, not a graph runtime). Changed
+    /// channels get new versions; the metadata source is `"update"` and the
+    /// step is the old one plus one. With no values this is `fork`.
+    ///
+    /// # Errors
+    /// As [`fork`](Self::fork).
+    pub fn fork_with(&self, config: &Config, values: Map<String, Value>) -> Result<Config> {
+        let base = self
+            .get_tuple(config)?
+            .ok_or_else(|| Error::NotFound(format!("no checkpoint for {}", describe(config))))?;
+        let step = base.metadata.step().unwrap_or(-1);
+        let (source, step) = if values.is_empty() { ("fork", step) } else { ("update", step + 1) };
+        let mut cp = base.checkpoint.clone();
+        cp.id = uuid6(Some(step)).to_string();
+        cp.ts = now_iso8601();
+        let mut new_versions = ChannelVersions::new();
+        let mut updated: Vec<String> = Vec::new();
+        for (ch, v) in values {
+            let version = next_version(cp.channel_versions.get(&ch));
+            cp.channel_versions.insert(ch.clone(), version.clone());
+            new_versions.insert(ch.clone(), version);
+            cp.channel_values.insert(ch.clone(), v);
+            updated.push(ch);
+        }
+        updated.sort();
+        cp.updated_channels = Some(updated);
+        let metadata = Metadata::new()
+            .with("source", source)
+            .with("step", step)
+            .with("parents", Value::Object(Map::new()));
+        let parent =
+            Config::canonical(&base.config.thread_id, &base.config.checkpoint_ns, &base.checkpoint.id);
+        self.put(&parent, &cp, &metadata, &new_versions)
+    }
+
+    /// Attaches values and pending writes to raw rows: blobs are fetched once
+    /// per distinct (namespace, channel, version); writes of all rows in one
+    /// query.
+    fn assemble(&self, conn: &Connection, rows: Vec<Row>) -> Result<Vec<CheckpointTuple>> {
+        let mut writes = self.load_writes(conn, &rows)?;
+        let mut blob_cache: HashMap<(String, String, String, String), Option<Value>> = HashMap::new();
+        let mut blob_stmt = conn.prepare_cached(
+            "SELECT type, blob FROM checkpoint_blobs \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut checkpoint: Checkpoint = serde_json::from_str(&row.checkpoint)
+                .map_err(|e| Error::corrupt(format!("checkpoint {} does not parse: {e}", row.id)))?;
+            let metadata: Metadata = serde_json::from_str(&row.metadata).map_err(|e| {
+                Error::corrupt(format!("metadata of checkpoint {} does not parse: {e}", row.id))
+            })?;
+            let inline = std::mem::take(&mut checkpoint.channel_values);
+            let mut values = Map::new();
+            for (ch, version) in &checkpoint.channel_versions {
+                if let Some(v) = inline.get(ch) {
+                    values.insert(ch.clone(), v.clone());
+                    continue;
+                }
+                let key = (row.thread_id.clone(), row.ns.clone(), ch.clone(), version.to_string());
+                let value = match blob_cache.get(&key) {
+                    Some(v) => v.clone(),
+                    None => {
+                        let found: Option<(String, Option<Vec<u8>>)> = blob_stmt
+                            .query_row(params![key.0, key.1, key.2, key.3], |r| Ok((r.get(0)?, r.get(1)?)))
+                            .optional()?;
+                        let v = match found {
+                            Some((tag, _)) if tag == "empty" => None,
+                            Some((tag, bytes)) => {
+                                Some(self.serde.loads_typed(&tag, bytes.as_deref().unwrap_or(&[]))?)
+                            }
+                            None => None,
+                        };
+                        blob_cache.insert(key, v.clone());
+                        v
+                    }
+                };
+                if let Some(v) = value {
+                    values.insert(ch.clone(), v);
+                }
+            }
+            checkpoint.channel_values = values;
+            let key = (row.thread_id.clone(), row.ns.clone(), row.id.clone());
+            let pending_writes = writes.remove(&key).unwrap_or_default();
+            out.push(CheckpointTuple {
+                config: Config::canonical(&row.thread_id, &row.ns, &row.id),
+                parent_config: row
+                    .parent
+                    .as_deref()
+                    .filter(|p| !p.is_empty())
+                    .map(|p| Config::canonical(&row.thread_id, &row.ns, p)),
+                checkpoint,
+                metadata,
+                pending_writes,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The pending writes of every row, in one query, ordered by
+    /// (task_id, idx) within a checkpoint.
+    #[allow(clippy::type_complexity)]
+    fn load_writes(
+        &self,
+        conn: &Connection,
+        rows: &[Row],
+    ) -> Result<HashMap<(String, String, String), Vec<PendingWrite>>> {
+        let mut out: HashMap<(String, String, String), Vec<PendingWrite>> = HashMap::new();
+        if rows.is_empty() {
+            return Ok(out);
+        }
+        let keys = Value::Array(
+            rows.iter()
+                .map(|r| {
+                    Value::Array(vec![r.thread_id.clone().into(), r.ns.clone().into(), r.id.clone().into()])
+                })
+                .collect(),
+        )
+        .to_string();
+        let mut stmt = conn.prepare_cached(
+            "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.blob \
+             FROM json_each(?1) AS k \
+             JOIN checkpoint_writes AS w ON w.thread_id = k.value ->> 0 AND w.checkpoint_ns = k.value ->> 1 \
+                                          AND w.checkpoint_id = k.value ->> 2 \
+             ORDER BY k.key, w.task_id, w.idx",
+        )?;
+        let mut q = stmt.query([keys])?;
+        while let Some(r) = q.next()? {
+            let key: (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+            let tag: Option<String> = r.get(5)?;
+            let bytes: Vec<u8> = r.get(6)?;
+            let value = self.serde.loads_typed(tag.as_deref().unwrap_or("null"), &bytes)?;
+            out.entry(key).or_default().push(PendingWrite { task_id: r.get(3)?, channel: r.get(4)?, value });
+        }
+        Ok(out)
+    }
+}
+
+fn require_thread(config: &Config) -> Result<()> {
+    if config.thread_id.is_empty() {
+        return Err(Error::InvalidConfig("thread_id must not be empty".into()));
+    }
+    Ok(())
+}
+
+fn describe(config: &Config) -> String {
+    match &config.checkpoint_id {
+        Some(id) => format!("thread '{}' ns '{}' id {id}", config.thread_id, config.checkpoint_ns),
+        None => format!("thread '{}' ns '{}'", config.thread_id, config.checkpoint_ns),
+    }
+}
+
+/// LangGraph's `get_checkpoint_metadata` (reference 1.3): the metadata with
+/// NULs removed from top-level strings, plus the config's `metadata` then
+/// `configurable` entries that are new, not excluded, not `__`-prefixed and
+/// a string, number or bool.
+fn merge_metadata(config: &Config, metadata: &Metadata) -> Map<String, Value> {
+    let strip = |v: &Value| match v {
+        Value::String(s) if s.contains('\0') => Value::String(s.replace('\0', "")),
+        other => other.clone(),
+    };
+    let mut out: Map<String, Value> = metadata.0.iter().map(|(k, v)| (k.clone(), strip(v))).collect();
+    for (k, v) in config.metadata.iter().chain(config.extra.iter()) {
+        if out.contains_key(k) || EXCLUDED_METADATA_KEYS.contains(&k.as_str()) || k.starts_with("__") {
+            continue;
+        }
+        if matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
+            out.insert(k.clone(), strip(v));
+        }
+    }
+    out
+}
+
+fn delete_writes_of(tx: &Connection, gone: &[(String, String, String)]) -> Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "DELETE FROM checkpoint_writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+    )?;
+    for (t, ns, id) in gone {
+        stmt.execute(params![t, ns, id])?;
+    }
+    Ok(())
+}
+
+/// Deletes the blobs of `thread` that no checkpoint of the thread references.
+fn collect_blobs(tx: &Connection, thread: &str) -> Result<()> {
+    let mut referenced: HashSet<(String, String, String)> = HashSet::new();
+    {
+        let mut stmt = tx.prepare_cached(
+            "SELECT checkpoint_ns, json_extract(checkpoint, '$.channel_versions') FROM checkpoints WHERE thread_id = ?1",
+        )?;
+        let mut q = stmt.query([thread])?;
+        while let Some(r) = q.next()? {
+            let ns: String = r.get(0)?;
+            let versions: Option<String> = r.get(1)?;
+            let versions: ChannelVersions = match versions {
+                Some(v) => serde_json::from_str(&v)
+                    .map_err(|e| Error::corrupt(format!("channel_versions in thread '{thread}': {e}")))?,
+                None => ChannelVersions::new(),
+            };
+            for (ch, v) in versions {
+                referenced.insert((ns.clone(), ch, v.to_string()));
+            }
+        }
+    }
+    let all: Vec<(String, String, String)> = tx
+        .prepare_cached("SELECT checkpoint_ns, channel, version FROM checkpoint_blobs WHERE thread_id = ?1")?
+        .query_map([thread], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut del = tx.prepare_cached(
+        "DELETE FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
+    )?;
+    for key in all {
+        if !referenced.contains(&key) {
+            del.execute(params![thread, key.0, key.1, key.2])?;
+        }
+    }
+    Ok(())
+}
