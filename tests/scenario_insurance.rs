@@ -1,0 +1,260 @@
+//! An insurance-advice chat checkpointed step by step, then rolled back to its
+//! second checkpoint to start a new branch. Asserts the rows of the three
+//! checkpoint tables: which blobs were written once and shared, which writes
+//! belong to which checkpoint, and both branches' parent chains.
+
+use std::collections::BTreeMap;
+
+use agentstate::checkpoint::{uuid6, ChannelVersion, ChannelVersions};
+use agentstate::{Checkpoint, Checkpointer, Config, Db, ListQuery, Metadata};
+use rusqlite::Connection;
+use serde_json::{json, Map, Value};
+
+const THREAD: &str = "thread_abc123";
+
+struct Agent {
+    saver: Checkpointer,
+    values: Map<String, Value>,
+    versions: ChannelVersions,
+    config: Config,
+    step: i64,
+}
+
+impl Agent {
+    /// A node ran as a task of the next step: its writes go onto the current
+    /// checkpoint first (so a crash would not rerun it), then the step's
+    /// checkpoint is put with the changed channels' new versions.
+    fn run_node(&mut self, node: &str, updates: Vec<(&str, Value)>) -> Config {
+        let task_id = format!("task-{node}");
+        let writes: Vec<(&str, Value)> = updates.iter().map(|(c, v)| (*c, v.clone())).collect();
+        self.saver.put_writes(&self.config, &writes, &task_id, node).unwrap();
+        self.step += 1;
+        let mut new_versions = ChannelVersions::new();
+        for (ch, v) in updates {
+            let merged = match (self.values.get(ch), v) {
+                (Some(Value::Array(old)), Value::Array(add)) if ch == "messages" => {
+                    Value::Array(old.iter().cloned().chain(add).collect())
+                }
+                (_, v) => v,
+            };
+            self.values.insert(ch.to_string(), merged);
+            let next = self.saver.get_next_version(self.versions.get(ch));
+            self.versions.insert(ch.to_string(), next.clone());
+            new_versions.insert(ch.to_string(), next);
+        }
+        self.checkpoint(node, "loop", new_versions)
+    }
+
+    fn checkpoint(&mut self, node: &str, source: &str, new_versions: ChannelVersions) -> Config {
+        let mut cp = Checkpoint::with_id(uuid6(Some(self.step)).to_string());
+        cp.channel_values = self.values.clone();
+        cp.channel_versions = self.versions.clone();
+        cp.updated_channels = Some(new_versions.keys().cloned().collect());
+        let mut seen = ChannelVersions::new();
+        for ch in new_versions.keys() {
+            seen.insert(ch.clone(), self.versions[ch].clone());
+        }
+        cp.versions_seen.insert(node.to_string(), seen);
+        let meta = Metadata::new().with("source", source).with("step", self.step).with("parents", json!({}));
+        self.config = self.saver.put(&self.config, &cp, &meta, &new_versions).unwrap();
+        self.config.clone()
+    }
+}
+
+fn msg(role: &str, text: &str) -> Value {
+    json!({"type": role, "content": text})
+}
+
+#[test]
+fn insurance_chat_with_rollback_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.db");
+    let db = Db::open(&path).unwrap();
+    let saver = db.checkpointer();
+    let mut agent = Agent {
+        saver: saver.clone(),
+        values: Map::new(),
+        versions: ChannelVersions::new(),
+        config: Config::thread(THREAD),
+        step: -2,
+    };
+
+    // Input checkpoint (step -1): the user's first message and profile.
+    agent.step = -1;
+    let mut nv = ChannelVersions::new();
+    for (ch, v) in [
+        ("messages", json!([msg("human", "Hi, I'm Alice. I need advice on car insurance.")])),
+        ("user", json!({"name": "Alice", "age": 34, "vehicle": "2019 Honda Civic"})),
+        ("turn", json!(1)),
+    ] {
+        agent.values.insert(ch.into(), v);
+        let ver = saver.get_next_version(None);
+        agent.versions.insert(ch.into(), ver.clone());
+        nv.insert(ch.into(), ver);
+    }
+    let c0 = agent.checkpoint("__input__", "input", nv);
+
+    let c1 = agent
+        .run_node("handle_greeting", vec![("messages", json!([msg("ai", "Hello Alice! Happy to help.")]))]);
+    let c2 = agent.run_node(
+        "retrieve_context",
+        vec![("context", json!([{"doc": "policy-guide.pdf", "chunk": 3}, {"doc": "faq.md", "chunk": 1}]))],
+    );
+    let c3 = agent.run_node(
+        "search_products",
+        vec![(
+            "products",
+            json!([{"id": "AUTO-BASIC", "premium": 42.5}, {"id": "AUTO-PLUS", "premium": 61.0}]),
+        )],
+    );
+    let c4 = agent.run_node(
+        "generate_response",
+        vec![("messages", json!([msg("ai", "For a 2019 Civic I'd suggest AUTO-PLUS at $61/month.")]))],
+    );
+    let old_branch = [&c0, &c1, &c2, &c3, &c4].map(|c| c.checkpoint_id.clone().unwrap());
+    let c4_values = saver.get(&c4).unwrap().unwrap().channel_values;
+
+    // Roll back to the second checkpoint (after handle_greeting) and branch:
+    // the user changes their question there.
+    let mut edit = Map::new();
+    let mut msgs = saver.get(&c1).unwrap().unwrap().channel_values["messages"].as_array().unwrap().clone();
+    msgs.push(msg("human", "Actually, what about home insurance?"));
+    edit.insert("messages".into(), Value::Array(msgs));
+    let b1 = saver.fork_with(&c1, edit).unwrap();
+    let b1_tuple = saver.get_tuple(&b1).unwrap().unwrap();
+    agent.config = b1.clone();
+    agent.values = b1_tuple.checkpoint.channel_values.clone();
+    agent.versions = b1_tuple.checkpoint.channel_versions.clone();
+    agent.step = b1_tuple.metadata.step().unwrap();
+    let b2 = agent
+        .run_node("retrieve_context", vec![("context", json!([{"doc": "home-policy.pdf", "chunk": 7}]))]);
+    let new_branch = [b1.checkpoint_id.clone().unwrap(), b2.checkpoint_id.clone().unwrap()];
+
+    // --- The old branch is still readable, unchanged.
+    assert_eq!(saver.get(&c4).unwrap().unwrap().channel_values, c4_values);
+    assert_eq!(c4_values["messages"].as_array().unwrap().len(), 3);
+    // The latest checkpoint of the thread is the new branch's head.
+    assert_eq!(saver.get_tuple(&Config::thread(THREAD)).unwrap().unwrap().config, b2);
+    assert_eq!(saver.list(&ListQuery::thread(THREAD)).unwrap().len(), 7);
+
+    // --- Raw rows.
+    let conn = Connection::open(&path).unwrap();
+    let parent = |id: &str| -> Option<String> {
+        conn.query_row(
+            "SELECT parent_checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_id = ?2",
+            [THREAD, id],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    // Parent chains.
+    assert_eq!(parent(&old_branch[0]), None);
+    for i in 1..5 {
+        assert_eq!(
+            parent(&old_branch[i]).as_deref(),
+            Some(old_branch[i - 1].as_str()),
+            "old branch link {i}"
+        );
+    }
+    assert_eq!(
+        parent(&new_branch[0]).as_deref(),
+        Some(old_branch[1].as_str()),
+        "branch starts at checkpoint 2"
+    );
+    assert_eq!(parent(&new_branch[1]).as_deref(), Some(new_branch[0].as_str()));
+
+    // Blobs: one row per (channel, version), each written once; 'turn' is a
+    // primitive and stays inline, so it has none.
+    let blobs: Vec<(String, String)> = conn
+        .prepare(
+            "SELECT channel, version FROM checkpoint_blobs WHERE thread_id = ?1 ORDER BY channel, version",
+        )
+        .unwrap()
+        .query_map([THREAD], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let per_channel = blobs.iter().fold(BTreeMap::<&str, usize>::new(), |mut m, (c, _)| {
+        *m.entry(c.as_str()).or_default() += 1;
+        m
+    });
+    // messages: input, greeting, response, branch edit; context: 2 branches;
+    // products: 1; user: 1 (shared by all seven checkpoints).
+    assert_eq!(per_channel, BTreeMap::from([("context", 2), ("messages", 4), ("products", 1), ("user", 1)]));
+    assert!(!blobs.iter().any(|(c, _)| c == "turn"));
+
+    // Sharing: every checkpoint names the one 'user' blob; c1..c3 share the
+    // greeting's messages blob; the branch shares the old 'user' blob.
+    let version_of = |id: &str, ch: &str| -> String {
+        let cp: String = conn
+            .query_row("SELECT checkpoint FROM checkpoints WHERE checkpoint_id = ?1", [id], |r| r.get(0))
+            .unwrap();
+        let cp: Value = serde_json::from_str(&cp).unwrap();
+        let v: ChannelVersion = serde_json::from_value(cp["channel_versions"][ch].clone()).unwrap();
+        v.to_string()
+    };
+    let all: Vec<&String> = old_branch.iter().chain(new_branch.iter()).collect();
+    let user_v = version_of(&old_branch[0], "user");
+    assert!(all.iter().all(|id| version_of(id, "user") == user_v));
+    let greet_v = version_of(&old_branch[1], "messages");
+    assert_eq!(version_of(&old_branch[2], "messages"), greet_v);
+    assert_eq!(version_of(&old_branch[3], "messages"), greet_v);
+    assert_ne!(version_of(&old_branch[4], "messages"), greet_v);
+    assert_ne!(version_of(&new_branch[0], "messages"), greet_v);
+    // The stored checkpoint JSON keeps primitives inline and nothing else.
+    let cp_json: String = conn
+        .query_row("SELECT checkpoint FROM checkpoints WHERE checkpoint_id = ?1", [&old_branch[4]], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let cp_json: Value = serde_json::from_str(&cp_json).unwrap();
+    assert_eq!(cp_json["channel_values"], json!({"turn": 1}));
+
+    // Writes: each node's writes belong to the checkpoint it ran from.
+    let writes: Vec<(String, String, String, String)> = conn
+        .prepare(
+            "SELECT checkpoint_id, task_id, channel, task_path FROM checkpoint_writes WHERE thread_id = ?1 \
+             ORDER BY checkpoint_id, task_id, idx",
+        )
+        .unwrap()
+        .query_map([THREAD], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let w = |cp: &str, node: &str, ch: &str| {
+        (cp.to_string(), format!("task-{node}"), ch.to_string(), node.to_string())
+    };
+    assert_eq!(
+        writes,
+        vec![
+            w(&old_branch[0], "handle_greeting", "messages"),
+            w(&old_branch[1], "retrieve_context", "context"),
+            w(&old_branch[2], "search_products", "products"),
+            w(&old_branch[3], "generate_response", "messages"),
+            w(&new_branch[0], "retrieve_context", "context"),
+        ]
+    );
+    // And through the API: the pending writes of checkpoint 2 are the
+    // retrieval it fed; the head of each branch has none.
+    let t2 = saver.get_tuple(&c2).unwrap().unwrap();
+    assert_eq!(t2.pending_writes.len(), 1);
+    assert_eq!(t2.pending_writes[0].channel, "products");
+    assert!(saver.get_tuple(&c4).unwrap().unwrap().pending_writes.is_empty());
+    assert!(saver.get_tuple(&b2).unwrap().unwrap().pending_writes.is_empty());
+
+    // The branch's history, walked through parent configs from its head.
+    let mut chain = vec![];
+    let mut cur = Some(b2.clone());
+    while let Some(c) = cur {
+        let t = saver.get_tuple(&c).unwrap().unwrap();
+        chain.push(t.checkpoint.id.clone());
+        cur = t.parent_config;
+    }
+    assert_eq!(
+        chain,
+        vec![new_branch[1].clone(), new_branch[0].clone(), old_branch[1].clone(), old_branch[0].clone()]
+    );
+    let forked = saver.get_tuple(&b1).unwrap().unwrap();
+    assert_eq!(forked.metadata.source(), Some("update"));
+    assert_eq!(forked.checkpoint.channel_values["messages"].as_array().unwrap().len(), 3);
+}
