@@ -1,4 +1,4 @@
-//! agentstate: everything an LLM agent must remember, in one SQLite file.
+#![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
 pub mod checkpoint;
