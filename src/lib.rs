@@ -5,6 +5,7 @@ pub mod codec;
 mod db;
 mod error;
 pub mod filter;
+pub mod store;
 mod vector;
 
 pub use codec::{JsonPlusSerializer, Serializer};

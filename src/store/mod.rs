@@ -1,0 +1,6 @@
+//! The long-term Store: namespaced JSON items with TTL, filters and vector
+//! search, in the file format of LangGraph's SqliteStore.
+
+pub mod path;
+
+pub use path::{get_text_at_path, tokenize_path, IndexField};
