@@ -6,6 +6,7 @@ pub mod codec;
 mod db;
 mod error;
 pub mod filter;
+pub mod store;
 mod vector;
 
 pub use checkpoint::{Checkpoint, CheckpointTuple, Checkpointer, Config, ListQuery, Metadata, PruneStrategy};
