@@ -41,7 +41,11 @@ fn main() -> agentstate::Result<()> {
 
     println!("\n2. Time travel: the state at the second checkpoint");
     let past = saver.get_tuple(&ids[1])?.expect("checkpoint exists");
-    println!("   {} messages, pending writes: {:?}", messages(&past.checkpoint).len(), past.pending_writes.iter().map(|w| &w.task_id).collect::<Vec<_>>());
+    println!(
+        "   {} messages, pending writes: {:?}",
+        messages(&past.checkpoint).len(),
+        past.pending_writes.iter().map(|w| &w.task_id).collect::<Vec<_>>()
+    );
 
     println!("\n3. Rollback: branch from the second checkpoint with another question");
     let mut edit = Map::new();

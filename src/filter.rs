@@ -299,10 +299,10 @@ fn cmp_int_float(i: i64, f: f64) -> Option<Ordering> {
     if f.is_nan() {
         return None;
     }
-    if f >= 9.223_372_036_854_775_808e18 {
+    if f >= 9_223_372_036_854_775_808.0 {
         return Some(Ordering::Less);
     }
-    if f < -9.223_372_036_854_775_808e18 {
+    if f < -9_223_372_036_854_775_808.0 {
         return Some(Ordering::Greater);
     }
     let t = f.trunc();

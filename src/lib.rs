@@ -14,3 +14,4 @@ pub use codec::{JsonPlusSerializer, Serializer};
 pub use db::{Db, DbBuilder, Durability};
 pub use error::{Error, Result};
 pub use filter::Filter;
+pub use store::{Item, SearchItem, Store, StoreConfig};

@@ -1,0 +1,872 @@
+//! The Store over SQLite: LangGraph's `SqliteStore` file format with the fixes
+//! of DESIGN.md decisions 10-16.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use serde_json::Value;
+
+use super::embed::{embed_documents_checked, Embedder};
+use super::namespace::{self, prefix_glob, validate_labels, validate_namespace, MatchCondition, PrefixGlob};
+use super::path::{configured_fields, field_texts, per_put_fields, IndexField};
+use super::types::*;
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::filter::Filter;
+use crate::vector::{decode_f32, encode_f32};
+
+/// SQL: now, as comparable UTC text with milliseconds.
+const NOW: &str = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
+
+/// SQL: the row of `store` (aliased `s`) has not expired.
+fn alive(alias: &str) -> String {
+    format!("({alias}.expires_at IS NULL OR {alias}.expires_at >= {NOW})")
+}
+
+/// SQL: the expiry of a row whose TTL (minutes) is the expression `ttl`.
+fn expiry(ttl: &str) -> String {
+    format!("strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || printf('%.3f', ({ttl}) * 60.0) || ' seconds')")
+}
+
+const EMBEDDER_KEY: &str = "store.embedder";
+
+/// Long-term memory: namespaced JSON items shared across threads, with TTL,
+/// filters and exact vector search. Get one with [`Db::store`]. Cheap to
+/// clone; `Send + Sync`. The TTL sweeper (if configured) stops when the last
+/// clone is dropped.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Db,
+    config: StoreConfig,
+    fields: Vec<IndexField>,
+    sweeper: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.sweeper.lock() {
+            if let Some((stop, handle)) = s.take() {
+                drop(stop);
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("config", &self.inner.config).finish()
+    }
+}
+
+impl Db {
+    /// The Store of this database with `config`.
+    ///
+    /// # Errors
+    /// - [`Error::InvalidArgument`] if `dims` is 0, a TTL or interval is
+    ///   negative or not finite.
+    /// - [`Error::DimensionMismatch`] if the embedder's `dims()` differs from
+    ///   `config.index.dims`.
+    /// - [`Error::EmbedderMismatch`] if the file's vectors were made by
+    ///   another embedder (name or dims); use [`Db::reindex_store`].
+    /// - database errors.
+    pub fn store(&self, config: StoreConfig) -> Result<Store> {
+        Store::open(self.clone(), config, false)
+    }
+
+    /// Like [`Db::store`], but instead of refusing a file whose vectors were
+    /// made by another embedder, re-embeds every item with the configured one
+    /// and records it.
+    ///
+    /// # Errors
+    /// As [`Db::store`] (except the mismatch) and [`Store::reindex`].
+    pub fn reindex_store(&self, config: StoreConfig) -> Result<Store> {
+        let store = Store::open(self.clone(), config, true)?;
+        store.reindex()?;
+        Ok(store)
+    }
+}
+
+/// Options of [`Store::put_with`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PutOptions {
+    /// Which vectors to make.
+    pub index: Index,
+    /// The item's TTL.
+    pub ttl: Ttl,
+}
+
+/// The TTL of a put.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Ttl {
+    /// The store's `default_ttl` (none if not configured).
+    #[default]
+    Default,
+    /// Never expires.
+    Never,
+    /// Expires this many minutes after the put (or the last read that
+    /// refreshed it).
+    Minutes(f64),
+}
+
+/// Options of [`Store::search`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchOptions {
+    /// Rank by similarity to this text (needs an index).
+    pub query: Option<String>,
+    /// A filter on the value in the [filter language](crate::filter).
+    pub filter: Option<Value>,
+    /// At most this many (default 10).
+    pub limit: usize,
+    /// Skip this many first.
+    pub offset: usize,
+    /// Refresh the TTL of returned items; `None` = the store's default.
+    pub refresh_ttl: Option<bool>,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions { query: None, filter: None, limit: 10, offset: 0, refresh_ttl: None }
+    }
+}
+
+impl SearchOptions {
+    /// Rank by similarity to `text`.
+    pub fn query(mut self, text: impl Into<String>) -> Self {
+        self.query = Some(text.into());
+        self
+    }
+
+    /// Keep items whose value matches `filter`.
+    pub fn filter(mut self, filter: Value) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// At most `n` results.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = n;
+        self
+    }
+
+    /// Skip the first `n` results.
+    pub fn offset(mut self, n: usize) -> Self {
+        self.offset = n;
+        self
+    }
+}
+
+/// Options of [`Store::list_namespaces`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListNamespacesOptions {
+    /// Namespaces starting with these labels (`*` = any one label).
+    pub prefix: Vec<String>,
+    /// Namespaces ending with these labels (`*` = any one label).
+    pub suffix: Vec<String>,
+    /// Truncate to this many labels.
+    pub max_depth: Option<usize>,
+    /// At most this many (default 100).
+    pub limit: usize,
+    /// Skip this many first.
+    pub offset: usize,
+}
+
+impl Default for ListNamespacesOptions {
+    fn default() -> Self {
+        ListNamespacesOptions { prefix: vec![], suffix: vec![], max_depth: None, limit: 100, offset: 0 }
+    }
+}
+
+fn labels(ns: &[&str]) -> Vec<String> {
+    ns.iter().map(|s| s.to_string()).collect()
+}
+
+fn check_ttl(minutes: f64) -> Result<()> {
+    if !minutes.is_finite() || minutes < 0.0 {
+        return Err(Error::InvalidArgument(format!(
+            "a TTL must be a finite number of minutes >= 0, got {minutes}"
+        )));
+    }
+    Ok(())
+}
+
+/// A put after validation and embedding, ready to write.
+struct PreparedPut {
+    prefix: String,
+    key: String,
+    value: Option<String>,
+    ttl: Option<f64>,
+    vectors: Vec<(String, Vec<u8>)>,
+}
+
+impl Store {
+    fn open(db: Db, config: StoreConfig, allow_mismatch: bool) -> Result<Store> {
+        if let Some(ttl) = &config.ttl {
+            if let Some(t) = ttl.default_ttl {
+                check_ttl(t)?;
+            }
+            if let Some(i) = ttl.sweep_interval_minutes {
+                if !i.is_finite() || i <= 0.0 {
+                    return Err(Error::InvalidArgument(format!(
+                        "sweep_interval_minutes must be a finite number > 0, got {i}"
+                    )));
+                }
+            }
+        }
+        let mut fields = vec![];
+        if let Some(index) = &config.index {
+            if index.dims == 0 {
+                return Err(Error::InvalidArgument("index dims must be > 0".into()));
+            }
+            if index.embedder.dims() != index.dims {
+                return Err(Error::DimensionMismatch { expected: index.dims, got: index.embedder.dims() });
+            }
+            fields = configured_fields(&index.fields);
+            let identity = format!("{}/{}", index.embedder.name(), index.dims);
+            db.write(|tx| {
+                let stored: Option<String> = tx
+                    .query_row("SELECT value FROM agentstate_meta WHERE key = ?1", [EMBEDDER_KEY], |r| {
+                        r.get(0)
+                    })
+                    .optional()?;
+                match stored {
+                    Some(s) if s == identity => Ok(()),
+                    Some(s) if !allow_mismatch => {
+                        Err(Error::EmbedderMismatch { stored: s, configured: identity.clone() })
+                    }
+                    _ => {
+                        tx.execute(
+                            "INSERT INTO agentstate_meta (key, value) VALUES (?1, ?2) \
+                             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                            [EMBEDDER_KEY, &identity],
+                        )?;
+                        Ok(())
+                    }
+                }
+            })?;
+        }
+        let inner = Arc::new(Inner { db, config, fields, sweeper: Mutex::new(None) });
+        if let Some(minutes) = inner.config.ttl.as_ref().and_then(|t| t.sweep_interval_minutes) {
+            let (stop, wait) = mpsc::channel::<()>();
+            let db = inner.db.clone();
+            let every = Duration::from_secs_f64(minutes * 60.0);
+            let handle =
+                std::thread::Builder::new().name("agentstate-ttl-sweeper".into()).spawn(move || loop {
+                    match wait.recv_timeout(every) {
+                        Err(RecvTimeoutError::Timeout) => {
+                            let _ = sweep(&db);
+                        }
+                        _ => return,
+                    }
+                })?;
+            if let Ok(mut s) = inner.sweeper.lock() {
+                *s = Some((stop, handle));
+            }
+        }
+        Ok(Store { inner })
+    }
+
+    /// The configuration this store was opened with.
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.config
+    }
+
+    /// The item at (`namespace`, `key`), or `None` (also if it expired).
+    /// Refreshes its TTL if the store refreshes on read.
+    ///
+    /// # Errors
+    /// [`Error::InvalidNamespace`]; database and decoding errors.
+    pub fn get(&self, namespace: &[&str], key: &str) -> Result<Option<Item>> {
+        let op = GetOp { namespace: labels(namespace), key: key.into(), refresh_ttl: None };
+        match self.batch(vec![Op::Get(op)])?.pop() {
+            Some(OpResult::Item(item)) => Ok(item),
+            _ => Ok(None),
+        }
+    }
+
+    /// Stores `value` (a JSON object) at (`namespace`, `key`) with the
+    /// store's default index fields and TTL. Replaces an existing item
+    /// (keeping its `created_at`) and its vectors.
+    ///
+    /// # Errors
+    /// [`Error::InvalidNamespace`]; [`Error::InvalidArgument`] if `value` is
+    /// not an object; embedder errors; database errors. Nothing is written
+    /// on error.
+    pub fn put(&self, namespace: &[&str], key: &str, value: Value) -> Result<()> {
+        self.put_with(namespace, key, value, PutOptions::default())
+    }
+
+    /// [`put`](Self::put) with an explicit index choice and TTL.
+    ///
+    /// # Errors
+    /// As [`put`](Self::put), and [`Error::InvalidArgument`] for a negative
+    /// or non-finite TTL.
+    pub fn put_with(&self, namespace: &[&str], key: &str, value: Value, options: PutOptions) -> Result<()> {
+        let ttl = match options.ttl {
+            Ttl::Default => self.inner.config.ttl.as_ref().and_then(|t| t.default_ttl),
+            Ttl::Never => None,
+            Ttl::Minutes(m) => Some(m),
+        };
+        let op = PutOp {
+            namespace: labels(namespace),
+            key: key.into(),
+            value: Some(value),
+            index: options.index,
+            ttl,
+        };
+        self.batch(vec![Op::Put(op)]).map(|_| ())
+    }
+
+    /// Deletes the item (and its vectors). Deleting a missing item is a
+    /// no-op.
+    ///
+    /// # Errors
+    /// [`Error::InvalidNamespace`]; database errors.
+    pub fn delete(&self, namespace: &[&str], key: &str) -> Result<()> {
+        let op = PutOp {
+            namespace: labels(namespace),
+            key: key.into(),
+            value: None,
+            index: Index::Default,
+            ttl: None,
+        };
+        self.batch(vec![Op::Put(op)]).map(|_| ())
+    }
+
+    /// Items under the namespace `prefix` (label-aligned), filtered, and
+    /// ranked by similarity to `options.query` if the store has an index;
+    /// otherwise newest first. See DESIGN.md decision 12 for the ordering of
+    /// items without vectors.
+    ///
+    /// # Errors
+    /// [`Error::InvalidNamespace`]; [`Error::InvalidFilter`]; embedder
+    /// errors; [`Error::Corrupt`] if a stored vector has the wrong length;
+    /// database errors.
+    pub fn search(&self, prefix: &[&str], options: SearchOptions) -> Result<Vec<SearchItem>> {
+        let op = SearchOp {
+            namespace_prefix: labels(prefix),
+            filter: options.filter,
+            limit: options.limit,
+            offset: options.offset,
+            query: options.query,
+            refresh_ttl: options.refresh_ttl,
+        };
+        match self.batch(vec![Op::Search(op)])?.pop() {
+            Some(OpResult::Items(items)) => Ok(items),
+            _ => Ok(vec![]),
+        }
+    }
+
+    /// The namespaces holding (unexpired) items, in tuple order.
+    ///
+    /// # Errors
+    /// [`Error::InvalidNamespace`] for a malformed label; database errors.
+    pub fn list_namespaces(&self, options: ListNamespacesOptions) -> Result<Vec<Vec<String>>> {
+        let mut match_conditions = vec![];
+        if !options.prefix.is_empty() {
+            match_conditions.push(MatchCondition::prefix(options.prefix));
+        }
+        if !options.suffix.is_empty() {
+            match_conditions.push(MatchCondition::suffix(options.suffix));
+        }
+        let op = ListNamespacesOp {
+            match_conditions,
+            max_depth: options.max_depth,
+            limit: options.limit,
+            offset: options.offset,
+        };
+        match self.batch(vec![Op::ListNamespaces(op)])?.pop() {
+            Some(OpResult::Namespaces(n)) => Ok(n),
+            _ => Ok(vec![]),
+        }
+    }
+
+    /// Deletes every expired item now (with its vectors) and returns how many.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn sweep_expired(&self) -> Result<usize> {
+        sweep(&self.inner.db)
+    }
+
+    /// Re-embeds every item with the configured embedder and fields,
+    /// replacing all vectors, and records the embedder in the file. Returns
+    /// the number of items. A store without an index removes all vectors.
+    ///
+    /// # Errors
+    /// Embedder errors; database errors. All or nothing.
+    pub fn reindex(&self) -> Result<usize> {
+        let rows: Vec<(String, String, String)> = self.inner.db.read(|c| {
+            Ok(c.prepare("SELECT prefix, key, CAST(value AS TEXT) FROM store")?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<_>>()?)
+        })?;
+        let mut all = vec![];
+        for (prefix, key, value) in &rows {
+            let value: Value = serde_json::from_str(value)
+                .map_err(|e| Error::corrupt(format!("item {prefix}/{key}: {e}")))?;
+            all.push((prefix, key, self.vectors_for(&value, &Index::Default)?));
+        }
+        self.inner.db.write(|tx| {
+            tx.execute("DELETE FROM store_vectors", [])?;
+            let mut ins = tx.prepare_cached(
+                "INSERT OR REPLACE INTO store_vectors (prefix, key, field_name, embedding) VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            for (prefix, key, vectors) in &all {
+                for (field, blob) in vectors {
+                    ins.execute(params![prefix, key, field, blob])?;
+                }
+            }
+            Ok(())
+        })?;
+        Ok(rows.len())
+    }
+
+    /// Runs `ops` as one transaction and returns one result per op, in order
+    /// (DESIGN.md decision 15): every read sees the state before the batch;
+    /// puts to the same (namespace, key) collapse to the last one.
+    ///
+    /// # Errors
+    /// Any op's validation error (nothing runs then), embedder errors, and
+    /// database errors (everything rolls back).
+    pub fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+        // 1. Validate everything and do the slow work (embedding) before
+        //    taking any lock.
+        let mut filters: HashMap<usize, Option<Filter>> = HashMap::new();
+        let mut queries: HashMap<usize, Vec<f32>> = HashMap::new();
+        let mut puts: Vec<PreparedPut> = vec![];
+        let mut put_slot: HashMap<(String, String), usize> = HashMap::new();
+        let mut refresh_wanted = false;
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                Op::Get(g) => {
+                    validate_namespace(&g.namespace)?;
+                    refresh_wanted |= self.refresh(g.refresh_ttl);
+                }
+                Op::Search(s) => {
+                    validate_labels(&s.namespace_prefix)?;
+                    filters.insert(i, s.filter.as_ref().map(Filter::parse).transpose()?);
+                    if let (Some(q), Some(index)) = (&s.query, &self.inner.config.index) {
+                        let v = index.embedder.embed_query(q)?;
+                        if v.len() != index.dims {
+                            return Err(Error::DimensionMismatch { expected: index.dims, got: v.len() });
+                        }
+                        queries.insert(i, v);
+                    }
+                    refresh_wanted |= self.refresh(s.refresh_ttl);
+                }
+                Op::ListNamespaces(l) => {
+                    for c in &l.match_conditions {
+                        c.validate()?;
+                    }
+                }
+                Op::Put(p) => {
+                    validate_namespace(&p.namespace)?;
+                    let prefix = namespace::encode_prefix(&p.namespace);
+                    let prepared = match &p.value {
+                        None => PreparedPut {
+                            prefix,
+                            key: p.key.clone(),
+                            value: None,
+                            ttl: None,
+                            vectors: vec![],
+                        },
+                        Some(v) => {
+                            if !v.is_object() {
+                                return Err(Error::InvalidArgument(format!(
+                                    "a store value must be a JSON object, got {}",
+                                    kind(v)
+                                )));
+                            }
+                            if let Some(t) = p.ttl {
+                                check_ttl(t)?;
+                            }
+                            PreparedPut {
+                                prefix,
+                                key: p.key.clone(),
+                                value: Some(serde_json::to_string(v)?),
+                                ttl: p.ttl,
+                                vectors: vec![],
+                            }
+                        }
+                    };
+                    let slot = (prepared.prefix.clone(), prepared.key.clone());
+                    match put_slot.get(&slot) {
+                        Some(&at) => puts[at] = prepared,
+                        None => {
+                            put_slot.insert(slot, puts.len());
+                            puts.push(prepared);
+                        }
+                    }
+                }
+            }
+        }
+        // Embed the surviving puts in one call.
+        self.embed_puts(&ops, &mut puts)?;
+
+        let writable = !puts.is_empty() || (refresh_wanted && self.any_ttl()?);
+        let run = |conn: &Connection| -> Result<Vec<OpResult>> {
+            let mut out = Vec::with_capacity(ops.len());
+            for (i, op) in ops.iter().enumerate() {
+                out.push(match op {
+                    Op::Get(g) => OpResult::Item(self.do_get(conn, g, writable)?),
+                    Op::Search(s) => OpResult::Items(self.do_search(
+                        conn,
+                        s,
+                        filters.get(&i).and_then(Option::as_ref),
+                        queries.get(&i),
+                        writable,
+                    )?),
+                    Op::ListNamespaces(l) => OpResult::Namespaces(do_list(conn, l)?),
+                    Op::Put(_) => OpResult::Done,
+                });
+            }
+            for p in &puts {
+                write_put(conn, p)?;
+            }
+            Ok(out)
+        };
+        if writable {
+            self.inner.db.write(|tx| run(tx))
+        } else {
+            self.inner.db.read(|conn| {
+                let tx = conn.unchecked_transaction()?;
+                run(&tx)
+            })
+        }
+    }
+
+    fn refresh(&self, flag: Option<bool>) -> bool {
+        flag.unwrap_or_else(|| self.inner.config.ttl.as_ref().map(|t| t.refresh_on_read).unwrap_or(true))
+    }
+
+    fn any_ttl(&self) -> Result<bool> {
+        self.inner.db.read(|c| {
+            Ok(c.query_row("SELECT EXISTS(SELECT 1 FROM store WHERE expires_at IS NOT NULL)", [], |r| {
+                r.get(0)
+            })?)
+        })
+    }
+
+    fn vectors_for(&self, value: &Value, index: &Index) -> Result<Vec<(String, Vec<u8>)>> {
+        let Some(cfg) = &self.inner.config.index else { return Ok(vec![]) };
+        let texts = self.texts_for(value, index);
+        if texts.is_empty() {
+            return Ok(vec![]);
+        }
+        let only: Vec<String> = texts.iter().map(|(_, t)| t.clone()).collect();
+        let vecs = embed_documents_checked(cfg.embedder.as_ref(), &only)?;
+        Ok(texts.into_iter().zip(vecs).map(|((name, _), v)| (name, encode_f32(&v))).collect())
+    }
+
+    fn texts_for(&self, value: &Value, index: &Index) -> Vec<(String, String)> {
+        match index {
+            Index::Off => vec![],
+            Index::Default => field_texts(value, &self.inner.fields),
+            Index::Fields(paths) => field_texts(value, &per_put_fields(paths)),
+        }
+    }
+
+    fn embed_puts(&self, ops: &[Op], puts: &mut [PreparedPut]) -> Result<()> {
+        let Some(cfg) = &self.inner.config.index else { return Ok(()) };
+        // The index choice of the op that won each slot.
+        let mut last_index: HashMap<(String, String), &Index> = HashMap::new();
+        let mut last_value: HashMap<(String, String), &Value> = HashMap::new();
+        for op in ops {
+            if let Op::Put(p) = op {
+                let slot = (namespace::encode_prefix(&p.namespace), p.key.clone());
+                last_index.insert(slot.clone(), &p.index);
+                match &p.value {
+                    Some(v) => last_value.insert(slot, v),
+                    None => last_value.remove(&slot),
+                };
+            }
+        }
+        let mut texts: Vec<String> = vec![];
+        let mut owners: Vec<(usize, String)> = vec![];
+        for (i, p) in puts.iter().enumerate() {
+            let slot = (p.prefix.clone(), p.key.clone());
+            if let (Some(v), Some(index)) = (last_value.get(&slot), last_index.get(&slot)) {
+                for (name, text) in self.texts_for(v, index) {
+                    owners.push((i, name));
+                    texts.push(text);
+                }
+            }
+        }
+        if texts.is_empty() {
+            return Ok(());
+        }
+        let vecs = embed_documents_checked(cfg.embedder.as_ref(), &texts)?;
+        for ((i, name), v) in owners.into_iter().zip(vecs) {
+            puts[i].vectors.push((name, encode_f32(&v)));
+        }
+        Ok(())
+    }
+
+    fn do_get(&self, conn: &Connection, g: &GetOp, writable: bool) -> Result<Option<Item>> {
+        let prefix = namespace::encode_prefix(&g.namespace);
+        if writable && self.refresh(g.refresh_ttl) {
+            conn.prepare_cached(&format!(
+                "UPDATE store SET expires_at = {} WHERE prefix = ?1 AND key = ?2 AND ttl_minutes IS NOT NULL AND {}",
+                expiry("ttl_minutes"),
+                alive("store")
+            ))?
+            .execute([&prefix, &g.key])?;
+        }
+        let row = conn
+            .prepare_cached(&format!(
+                "SELECT CAST(value AS TEXT), created_at, updated_at FROM store s \
+                 WHERE prefix = ?1 AND key = ?2 AND {}",
+                alive("s")
+            ))?
+            .query_row([&prefix, &g.key], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?;
+        row.map(|(v, c, u)| item(g.namespace.clone(), g.key.clone(), &v, c, u)).transpose()
+    }
+
+    fn do_search(
+        &self,
+        conn: &Connection,
+        s: &SearchOp,
+        filter: Option<&Filter>,
+        query: Option<&Vec<f32>>,
+        writable: bool,
+    ) -> Result<Vec<SearchItem>> {
+        if s.limit == 0 {
+            return Ok(vec![]);
+        }
+        let mut cond = alive("s");
+        let mut args: Vec<rusqlite::types::Value> = vec![];
+        if let Some(PrefixGlob { exact, glob }) = prefix_glob(&s.namespace_prefix) {
+            cond.push_str(" AND ");
+            cond.push_str(&PrefixGlob::sql("s.prefix"));
+            args.push(exact.into());
+            args.push(glob.into());
+        }
+        if let Some(f) = filter {
+            let (sql, p) = f.to_sql("s.value");
+            cond.push_str(&format!(" AND ({sql})"));
+            args.extend(p);
+        }
+        let page: Vec<(String, String, Option<f64>)> = match query {
+            None => {
+                let sql = format!(
+                    "SELECT s.prefix, s.key FROM store s WHERE {cond} \
+                     ORDER BY s.updated_at DESC, s.prefix, s.key LIMIT ? OFFSET ?"
+                );
+                let mut a = args.clone();
+                a.push((s.limit.min(i64::MAX as usize) as i64).into());
+                a.push((s.offset.min(i64::MAX as usize) as i64).into());
+                conn.prepare_cached(&sql)?
+                    .query_map(params_from_iter(a.iter()), |r| Ok((r.get(0)?, r.get(1)?, None)))?
+                    .collect::<rusqlite::Result<_>>()?
+            }
+            Some(q) => self.vector_page(conn, s, &cond, &args, q)?,
+        };
+        let mut out = Vec::with_capacity(page.len());
+        let mut fetch = conn.prepare_cached(
+            "SELECT CAST(value AS TEXT), created_at, updated_at FROM store WHERE prefix = ?1 AND key = ?2",
+        )?;
+        for (prefix, key, score) in page {
+            let (v, c, u): (String, String, String) =
+                fetch.query_row([&prefix, &key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            out.push(SearchItem { item: item(namespace::decode_prefix(&prefix), key, &v, c, u)?, score });
+        }
+        if writable && self.refresh(s.refresh_ttl) && !out.is_empty() {
+            let mut up = conn.prepare_cached(&format!(
+                "UPDATE store SET expires_at = {} WHERE prefix = ?1 AND key = ?2 AND ttl_minutes IS NOT NULL",
+                expiry("ttl_minutes")
+            ))?;
+            for si in &out {
+                up.execute([namespace::encode_prefix(&si.item.namespace), si.item.key.clone()])?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Exact cosine over every vector of every candidate, max-pooled per
+    /// item; then the candidates without a (non-zero) vector; then the page.
+    fn vector_page(
+        &self,
+        conn: &Connection,
+        s: &SearchOp,
+        cond: &str,
+        args: &[rusqlite::types::Value],
+        q: &[f32],
+    ) -> Result<Vec<(String, String, Option<f64>)>> {
+        let dims = q.len();
+        let qnorm = norm(q);
+        let mut best: HashMap<(String, String), f64> = HashMap::new();
+        {
+            let sql = format!(
+                "SELECT s.prefix, s.key, v.embedding FROM store s \
+                 JOIN store_vectors v ON v.prefix = s.prefix AND v.key = s.key WHERE {cond}"
+            );
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let mut rows = stmt.query(params_from_iter(args.iter()))?;
+            while let Some(r) = rows.next()? {
+                let blob = r.get_ref(2)?.as_blob_or_null().map_err(rusqlite::Error::from)?;
+                let Some(blob) = blob else { continue };
+                if blob.len() != dims * 4 {
+                    let (p, k): (String, String) = (r.get(0)?, r.get(1)?);
+                    return Err(Error::corrupt(format!(
+                        "vector of item {p}/{k} has {} bytes, expected {} ({dims} dims)",
+                        blob.len(),
+                        dims * 4
+                    )));
+                }
+                let Some(score) = cosine_blob(q, qnorm, blob) else { continue };
+                let key = (r.get::<_, String>(0)?, r.get::<_, String>(1)?);
+                let e = best.entry(key).or_insert(f64::NEG_INFINITY);
+                if score > *e {
+                    *e = score;
+                }
+            }
+        }
+        let mut scored: Vec<((String, String), f64)> = best.into_iter().collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let want = s.offset.saturating_add(s.limit);
+        let mut seq: Vec<(String, String, Option<f64>)> =
+            scored.into_iter().map(|((p, k), sc)| (p, k, Some(sc))).collect();
+        if seq.len() < want {
+            let have: HashSet<(String, String)> =
+                seq.iter().map(|(p, k, _)| (p.clone(), k.clone())).collect();
+            let sql = format!("SELECT s.prefix, s.key FROM store s WHERE {cond} ORDER BY s.updated_at DESC, s.prefix, s.key");
+            let rest: Vec<(String, String)> = conn
+                .prepare_cached(&sql)?
+                .query_map(params_from_iter(args.iter()), |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            for (p, k) in rest {
+                if seq.len() >= want {
+                    break;
+                }
+                if !have.contains(&(p.clone(), k.clone())) {
+                    seq.push((p, k, None));
+                }
+            }
+        }
+        Ok(seq.into_iter().skip(s.offset).take(s.limit).collect())
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a bool",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn item(
+    namespace: Vec<String>,
+    key: String,
+    value: &str,
+    created_at: String,
+    updated_at: String,
+) -> Result<Item> {
+    let value: Value = serde_json::from_str(value).map_err(|e| {
+        Error::corrupt(format!("value of item {}/{key} is not JSON: {e}", namespace.join(".")))
+    })?;
+    Ok(Item { namespace, key, value, created_at, updated_at })
+}
+
+fn norm(v: &[f32]) -> f64 {
+    v.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt()
+}
+
+/// Cosine similarity of `q` (norm `qnorm`) and a little-endian f32 blob of
+/// the same length; `None` if either vector is zero.
+fn cosine_blob(q: &[f32], qnorm: f64, blob: &[u8]) -> Option<f64> {
+    let mut dot = 0f32;
+    let mut nn = 0f32;
+    for (x, c) in q.iter().zip(blob.chunks_exact(4)) {
+        let y = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        dot += x * y;
+        nn += y * y;
+    }
+    let n = f64::from(nn).sqrt();
+    if qnorm == 0.0 || n == 0.0 {
+        return None;
+    }
+    Some(f64::from(dot) / (qnorm * n))
+}
+
+fn write_put(conn: &Connection, p: &PreparedPut) -> Result<()> {
+    match &p.value {
+        None => {
+            conn.prepare_cached("DELETE FROM store WHERE prefix = ?1 AND key = ?2")?
+                .execute([&p.prefix, &p.key])?;
+            // Files written by Python without foreign keys may hold orphans.
+            conn.prepare_cached("DELETE FROM store_vectors WHERE prefix = ?1 AND key = ?2")?
+                .execute([&p.prefix, &p.key])?;
+        }
+        Some(value) => {
+            conn.prepare_cached(&format!(
+                "INSERT INTO store (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes) \
+                 VALUES (?1, ?2, ?3, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, \
+                         CASE WHEN ?4 IS NULL THEN NULL ELSE {} END, ?4) \
+                 ON CONFLICT (prefix, key) DO UPDATE SET \
+                   value = excluded.value, updated_at = excluded.updated_at, \
+                   created_at = CASE WHEN {} THEN store.created_at ELSE excluded.created_at END, \
+                   expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes",
+                expiry("?4"),
+                alive("store")
+            ))?
+            .execute(params![p.prefix, p.key, value, p.ttl])?;
+            conn.prepare_cached("DELETE FROM store_vectors WHERE prefix = ?1 AND key = ?2")?
+                .execute([&p.prefix, &p.key])?;
+            let mut ins = conn.prepare_cached(
+                "INSERT OR REPLACE INTO store_vectors (prefix, key, field_name, embedding) VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            for (field, blob) in &p.vectors {
+                ins.execute(params![p.prefix, p.key, field, blob])?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn do_list(conn: &Connection, l: &ListNamespacesOp) -> Result<Vec<Vec<String>>> {
+    if l.limit == 0 {
+        return Ok(vec![]);
+    }
+    let prefixes: Vec<String> = conn
+        .prepare_cached(&format!("SELECT DISTINCT prefix FROM store s WHERE {}", alive("s")))?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let decoded: Vec<Vec<String>> = prefixes.iter().map(|p| namespace::decode_prefix(p)).collect();
+    Ok(namespace::list_namespaces(decoded, &l.match_conditions, l.max_depth, l.limit, l.offset))
+}
+
+fn sweep(db: &Db) -> Result<usize> {
+    db.write(|tx| {
+        let n = tx
+            .execute(&format!("DELETE FROM store WHERE expires_at IS NOT NULL AND expires_at < {NOW}"), [])?;
+        // Vectors go by cascade; orphans left by Python writers go too.
+        tx.execute(
+            "DELETE FROM store_vectors WHERE NOT EXISTS \
+             (SELECT 1 FROM store s WHERE s.prefix = store_vectors.prefix AND s.key = store_vectors.key)",
+            [],
+        )?;
+        Ok(n)
+    })
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<Store>();
+    let _ = decode_f32;
+    let _: Option<&dyn Embedder> = None;
+}
