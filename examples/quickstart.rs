@@ -1,12 +1,15 @@
 //! The main job: an agent conversation checkpointed step by step in a real
 //! file, with pending writes, a rollback that starts a new branch, and the
-//! thread's history tree.
+//! thread's history tree; then long-term memories in the Store, found from
+//! another thread by semantic search with a filter, and a TTL'd item
+//! expiring.
 //!
 //! Run with `cargo run --example quickstart [path]` (default
 //! `agentstate-quickstart.db`).
 
 use agentstate::checkpoint::ChannelVersions;
-use agentstate::{Checkpoint, Checkpointer, Config, Db, ListQuery, Metadata};
+use agentstate::store::{IndexConfig, PutOptions, SearchOptions, Ttl, TtlConfig};
+use agentstate::{Checkpoint, Checkpointer, Config, Db, ListQuery, Metadata, StoreConfig};
 use serde_json::{json, Map, Value};
 
 fn main() -> agentstate::Result<()> {
@@ -73,9 +76,63 @@ fn main() -> agentstate::Result<()> {
     let filtered = saver.list(&ListQuery::thread("support-42").filter(json!({"step": {"$gte": 1}})))?;
     println!("   checkpoints with step >= 1: {}", filtered.len());
 
+    println!("\n5. Long-term memory: the Store, shared across threads");
+    let store = db.store(
+        StoreConfig::default()
+            .with_index(IndexConfig::hashed(256)?.fields(["text"]))
+            .with_ttl(TtlConfig::default()),
+    )?;
+    // Thread support-42 learns facts about the user...
+    let memories = [
+        ("m1", "prefers refunds to store credit", "preference", 0.9),
+        ("m2", "lives in Lyon, France; ships to a parcel locker", "address", 0.8),
+        ("m3", "ordered running shoes twice this year", "history", 0.6),
+        ("m4", "asked about a refund for a late parcel in March", "history", 0.7),
+    ];
+    for (key, text, kind, confidence) in memories {
+        store.put(
+            &["users", "alice", "memories"],
+            key,
+            json!({"text": text, "kind": kind, "confidence": confidence}),
+        )?;
+        println!("   put  users/alice/memories/{key}: {text}");
+    }
+    // ...and a new thread finds them by meaning (lexical here) with a filter.
+    let found = store.search(
+        &["users", "alice"],
+        SearchOptions::default()
+            .query("refund for a late delivery")
+            .filter(json!({"confidence": {"$gte": 0.7}}))
+            .limit(3),
+    )?;
+    println!("   search 'refund for a late delivery' where confidence >= 0.7:");
+    for hit in &found {
+        println!("     {:.3}  {}  {}", hit.score.unwrap_or(0.0), hit.item.key, hit.item.value["text"]);
+    }
+
+    println!("\n6. A memory with a TTL expires");
+    store.put_with(
+        &["users", "alice", "session"],
+        "cart",
+        json!({"text": "2 items in cart"}),
+        PutOptions { ttl: Ttl::Minutes(0.01), ..PutOptions::default() },
+    )?;
+    println!(
+        "   put  users/alice/session/cart with a TTL of 0.6 s: {}",
+        store.get(&["users", "alice", "session"], "cart")?.is_some()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    println!(
+        "   after 0.9 s, get returns: {:?}",
+        store.get(&["users", "alice", "session"], "cart")?.map(|i| i.value)
+    );
+    println!("   swept {} expired item(s)", store.sweep_expired()?);
+    println!("   namespaces now: {:?}", store.list_namespaces(Default::default())?);
+
     println!("\nInspect the file with:");
     println!("   sqlite3 {path} 'SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints'");
     println!("   sqlite3 {path} 'SELECT channel, version, length(blob) FROM checkpoint_blobs'");
+    println!("   sqlite3 {path} 'SELECT prefix, key, value FROM store'");
     Ok(())
 }
 
