@@ -93,7 +93,7 @@ fn vectors(conn: &Connection) -> Vec<(String, String, String, Vec<u8>)> {
 }
 
 #[test]
-fn python_file_rows_decode_and_validate() {
+fn store_fixture_rows_decode_and_validate() {
     let conn = open();
     let exp = expected();
     let migrations: Vec<i64> = conn
@@ -123,7 +123,7 @@ fn python_file_rows_decode_and_validate() {
 }
 
 #[test]
-fn python_vectors_are_reproduced_by_field_paths() {
+fn store_fixture_vectors_are_reproduced_by_field_paths() {
     let conn = open();
     let exp = expected();
     let configured: Vec<String> = labels(&exp["index_config"]["text_fields"]);
@@ -157,7 +157,7 @@ fn python_vectors_are_reproduced_by_field_paths() {
 }
 
 #[test]
-fn python_vector_search_is_reproduced_exactly() {
+fn store_fixture_vector_search_is_reproduced_exactly() {
     let conn = open();
     let exp = expected();
     let q = &exp["search_query"];
@@ -203,7 +203,7 @@ fn python_vector_search_is_reproduced_exactly() {
 }
 
 #[test]
-fn python_list_namespaces_is_reproduced() {
+fn store_fixture_list_namespaces_is_reproduced() {
     let conn = open();
     let exp = expected();
     let mut prefixes: Vec<Vec<String>> = rows(&conn).into_iter().map(|(p, _, _)| decode_prefix(&p)).collect();
@@ -232,7 +232,7 @@ fn venv_python() -> Option<PathBuf> {
 }
 
 #[test]
-fn read_rust_store_script_reads_the_python_fixture() {
+fn store_fixture_read_rust_store_script_runs() {
     let Some(python) = venv_python() else {
         println!(
             "SKIPPED: no Python venv with langgraph-checkpoint-sqlite at $AGENTSTATE_STORE_PYTHON or \
