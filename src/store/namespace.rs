@@ -22,7 +22,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::path::python_float_repr;
+use super::path::python_number;
 use crate::error::{Error, Result};
 
 /// The separator between labels in the file's `prefix` column.
@@ -173,17 +173,8 @@ impl TryFrom<&Value> for Namespace {
 pub fn validate_labels<S: AsRef<str>>(labels: &[S]) -> Result<()> {
     for label in labels {
         let label = label.as_ref();
-        if let Some(reason) = label_problem(label) {
-            let ns = python_tuple_repr(labels);
-            return Err(Error::InvalidNamespace(match reason {
-                LabelProblem::Empty => format!("Namespace labels cannot be empty strings. Got  in {ns}"),
-                LabelProblem::Period => format!(
-                    "Invalid namespace label '{label}' found in {ns}. Namespace labels cannot contain periods ('.')."
-                ),
-                LabelProblem::Nul => format!(
-                    "Invalid namespace label '{label}' found in {ns}. Namespace labels cannot contain NUL bytes ('\\x00')."
-                ),
-            }));
+        if let Some(problem) = label_problem(label) {
+            return Err(label_error(problem, label, &python_tuple_repr(labels)));
         }
     }
     Ok(())
@@ -220,11 +211,7 @@ pub fn validate_namespace<S: AsRef<str>>(labels: &[S]) -> Result<()> {
 /// [`Error::InvalidNamespace`] with LangGraph's message, or saying that the
 /// value is not a JSON array.
 pub fn validate_json_namespace(value: &Value) -> Result<Namespace> {
-    let labels = json_labels(value)?;
-    if labels.is_empty() {
-        return Err(Error::InvalidNamespace("Namespace cannot be empty.".into()));
-    }
-    Namespace::new(labels)
+    Namespace::new(validate_json_labels(value)?)
 }
 
 /// Like [`validate_json_namespace`] but with only the label checks of
@@ -234,10 +221,6 @@ pub fn validate_json_namespace(value: &Value) -> Result<Namespace> {
 /// # Errors
 /// [`Error::InvalidNamespace`] as for [`validate_json_namespace`].
 pub fn validate_json_labels(value: &Value) -> Result<Vec<String>> {
-    json_labels(value)
-}
-
-fn json_labels(value: &Value) -> Result<Vec<String>> {
     let Value::Array(items) = value else {
         return Err(Error::InvalidNamespace(format!(
             "A namespace must be a JSON array of strings, but got {}.",
@@ -248,20 +231,8 @@ fn json_labels(value: &Value) -> Result<Vec<String>> {
     for item in items {
         match item {
             Value::String(s) => {
-                if let Some(reason) = label_problem(s) {
-                    // Report with the whole tuple repr, as Python does.
-                    let ns = python_tuple_repr_json(items);
-                    return Err(Error::InvalidNamespace(match reason {
-                        LabelProblem::Empty => {
-                            format!("Namespace labels cannot be empty strings. Got  in {ns}")
-                        }
-                        LabelProblem::Period => format!(
-                            "Invalid namespace label '{s}' found in {ns}. Namespace labels cannot contain periods ('.')."
-                        ),
-                        LabelProblem::Nul => format!(
-                            "Invalid namespace label '{s}' found in {ns}. Namespace labels cannot contain NUL bytes ('\\x00')."
-                        ),
-                    }));
+                if let Some(problem) = label_problem(s) {
+                    return Err(label_error(problem, s, &python_tuple_repr_json(items)));
                 }
                 labels.push(s.clone());
             }
@@ -282,6 +253,19 @@ enum LabelProblem {
     Period,
     Nul,
     Empty,
+}
+
+/// LangGraph's message for a bad string label; `ns` is the tuple's repr.
+fn label_error(problem: LabelProblem, label: &str, ns: &str) -> Error {
+    Error::InvalidNamespace(match problem {
+        LabelProblem::Empty => format!("Namespace labels cannot be empty strings. Got  in {ns}"),
+        LabelProblem::Period => format!(
+            "Invalid namespace label '{label}' found in {ns}. Namespace labels cannot contain periods ('.')."
+        ),
+        LabelProblem::Nul => format!(
+            "Invalid namespace label '{label}' found in {ns}. Namespace labels cannot contain NUL bytes ('\\x00')."
+        ),
+    })
 }
 
 /// The checks in LangGraph's order: period, then NUL, then empty.
@@ -327,8 +311,16 @@ pub fn decode_prefix(prefix: &str) -> Vec<String> {
 /// It is plain byte order with `.` ranked below every other byte, which is
 /// the same thing because labels cannot contain `.` (nor NUL).
 pub fn cmp_encoded(a: &str, b: &str) -> Ordering {
-    let rank = |c: u8| if c == b'.' { 0u16 } else { u16::from(c) + 1 };
-    a.bytes().map(rank).cmp(b.bytes().map(rank))
+    a.bytes().map(tuple_rank).cmp(b.bytes().map(tuple_rank))
+}
+
+/// `.` first, then every other byte in order (`0xff` never occurs in UTF-8).
+fn tuple_rank(b: u8) -> u8 {
+    if b == b'.' {
+        0
+    } else {
+        b.saturating_add(1)
+    }
 }
 
 /// A byte key whose byte order is the **tuple order** of encoded prefixes:
@@ -337,7 +329,7 @@ pub fn cmp_encoded(a: &str, b: &str) -> Ordering {
 /// function to sort in tuple order in SQL: `ORDER BY ns_key(prefix)`
 /// (SQLite compares blobs with `memcmp`).
 pub fn tuple_sort_key(prefix: &str) -> Vec<u8> {
-    prefix.bytes().map(|b| if b == b'.' { 0 } else { b.saturating_add(1) }).collect()
+    prefix.bytes().map(tuple_rank).collect()
 }
 
 /// The first `max_depth` labels of a namespace (all of them if it is shorter).
@@ -642,14 +634,6 @@ fn python_str(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => python_repr(other),
-    }
-}
-
-fn python_number(n: &serde_json::Number) -> String {
-    if n.is_f64() {
-        python_float_repr(n.as_f64().unwrap_or(f64::NAN))
-    } else {
-        n.to_string()
     }
 }
 

@@ -211,7 +211,9 @@ fn python_bool(b: bool) -> &'static str {
     }
 }
 
-fn python_number(n: &Number) -> String {
+/// Python's `str()` of a JSON number: integers as digits, floats as
+/// [`python_float_repr`].
+pub(crate) fn python_number(n: &Number) -> String {
     match n.as_f64() {
         Some(f) if n.is_f64() => python_float_repr(f),
         _ => n.to_string(),
