@@ -156,6 +156,10 @@ impl Error {
     pub(crate) fn corrupt(what: impl fmt::Display) -> Self {
         Error::Corrupt(what.to_string())
     }
+
+    pub(crate) fn ser(what: impl fmt::Display) -> Self {
+        Error::Serialization(what.to_string())
+    }
 }
 
 impl From<rusqlite::Error> for Error {

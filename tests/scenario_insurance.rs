@@ -182,6 +182,16 @@ fn insurance_chat_with_rollback_branch() {
     // products: 1; user: 1 (shared by all seven checkpoints).
     assert_eq!(per_channel, BTreeMap::from([("context", 2), ("messages", 4), ("products", 1), ("user", 1)]));
     assert!(!blobs.iter().any(|(c, _)| c == "turn"));
+    let types: Vec<String> = conn
+        .prepare(
+            "SELECT DISTINCT type FROM checkpoint_blobs UNION SELECT DISTINCT type FROM checkpoint_writes",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(types, vec!["msgpack"], "values are stored as LangGraph's msgpack (decision 17)");
 
     // Sharing: every checkpoint names the one 'user' blob; c1..c3 share the
     // greeting's messages blob; the branch shares the old 'user' blob.
