@@ -589,3 +589,41 @@ fn unknown_checkpoint_keys_round_trip() {
     let cfg = s.put(&Config::thread("t"), &c, &meta("input", -1), &none()).unwrap();
     assert_eq!(s.get(&cfg).unwrap().unwrap(), c);
 }
+
+/// Decision 7: top-level keys are ANDed, dotted keys are nested paths, and a
+/// key outside `[A-Za-z0-9_.-]` (such as an SQL fragment) is a typed error,
+/// never spliced into SQL.
+#[test]
+fn decision_7_filter_keys_are_paths_and_validated() {
+    let s = saver();
+    s.put(
+        &Config::thread("t"),
+        &cp(),
+        &Metadata::new().with("user", json!({"tier": "pro"})).with("step", 1),
+        &none(),
+    )
+    .unwrap();
+    let n = |f: Value| s.list(&ListQuery::thread("t").filter(f)).unwrap().len();
+    assert_eq!(n(json!({"user.tier": "pro", "step": 1})), 1);
+    assert_eq!(n(json!({"user.tier": "pro", "step": 2})), 0);
+    for bad in ["x') OR 1=1 --", "a b", "a..b", "$.x"] {
+        let err = s.list(&ListQuery::thread("t").filter(json!({ bad: 1 }))).unwrap_err();
+        assert!(matches!(err, Error::InvalidFilter { .. }), "{bad}: {err:?}");
+    }
+    assert_eq!(s.list(&ListQuery::thread("t")).unwrap().len(), 1, "nothing was harmed");
+}
+
+/// Decision 8 on history: types never compare across kinds, `$ne` matches a
+/// missing key, `true` is not 1.
+#[test]
+fn decision_8_json_semantics_on_metadata() {
+    let s = saver();
+    s.put(&Config::thread("t"), &cp(), &Metadata::new().with("step", 1).with("ok", true), &none()).unwrap();
+    let n = |f: Value| s.list(&ListQuery::thread("t").filter(f)).unwrap().len();
+    assert_eq!(n(json!({"step": 1.0})), 1);
+    assert_eq!(n(json!({"step": "1"})), 0);
+    assert_eq!(n(json!({"ok": 1})), 0);
+    assert_eq!(n(json!({"ok": true})), 1);
+    assert_eq!(n(json!({"missing": {"$ne": 3}})), 1);
+    assert_eq!(n(json!({"missing": {"$gt": 0}})), 0);
+}
