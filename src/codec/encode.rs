@@ -14,14 +14,83 @@ fn enc_err(e: impl Display) -> Error {
     Error::ser(format!("msgpack encode: {e}"))
 }
 
-fn len_u32(len: usize, what: &str) -> Result<u32> {
-    u32::try_from(len).map_err(|_| enc_err(format!("{what} of length {len} exceeds the msgpack limit")))
+#[cold]
+fn too_long(what: &str, len: usize) -> Error {
+    enc_err(format!("{what} of length {len} exceeds the msgpack limit"))
 }
 
+fn len_u32(len: usize, what: &str) -> Result<u32> {
+    u32::try_from(len).map_err(|_| too_long(what, len))
+}
+
+/// Writes a length header: `fix | len` when it fits under `fix_limit`, else
+/// the 8 (if `m8` is not 0), 16 or 32-bit form, as the spec's smallest
+/// encoding. (Hand-written rather than `rmp::encode`: this is the hot path.)
+#[inline(always)]
+fn write_len(
+    buf: &mut Vec<u8>,
+    len: usize,
+    fix: u8,
+    fix_limit: usize,
+    m8: u8,
+    m16: u8,
+    what: &str,
+) -> Result<()> {
+    if len < fix_limit {
+        buf.push(fix | len as u8);
+    } else if m8 != 0 && len < 256 {
+        buf.extend_from_slice(&[m8, len as u8]);
+    } else if len < 65536 {
+        buf.push(m16);
+        buf.extend_from_slice(&(len as u16).to_be_bytes());
+    } else {
+        buf.push(m16 + 1);
+        buf.extend_from_slice(&len_u32(len, what)?.to_be_bytes());
+    }
+    Ok(())
+}
+
+#[inline(always)]
 fn write_str(buf: &mut Vec<u8>, s: &str) -> Result<()> {
-    rmp::encode::write_str_len(buf, len_u32(s.len(), "string")?).map_err(enc_err)?;
+    write_len(buf, s.len(), 0xa0, 32, 0xd9, 0xda, "string")?;
     buf.extend_from_slice(s.as_bytes());
     Ok(())
+}
+
+/// Writes an unsigned integer in the smallest encoding.
+fn write_uint(buf: &mut Vec<u8>, u: u64) {
+    if u < 128 {
+        buf.push(u as u8);
+    } else if u < 1 << 8 {
+        buf.extend_from_slice(&[0xcc, u as u8]);
+    } else if u < 1 << 16 {
+        buf.push(0xcd);
+        buf.extend_from_slice(&(u as u16).to_be_bytes());
+    } else if u < 1 << 32 {
+        buf.push(0xce);
+        buf.extend_from_slice(&(u as u32).to_be_bytes());
+    } else {
+        buf.push(0xcf);
+        buf.extend_from_slice(&u.to_be_bytes());
+    }
+}
+
+/// Writes a negative integer in the smallest encoding.
+fn write_negative(buf: &mut Vec<u8>, i: i64) {
+    if i >= -32 {
+        buf.push(i as u8);
+    } else if i >= i64::from(i8::MIN) {
+        buf.extend_from_slice(&[0xd0, i as u8]);
+    } else if i >= i64::from(i16::MIN) {
+        buf.push(0xd1);
+        buf.extend_from_slice(&(i as i16).to_be_bytes());
+    } else if i >= i64::from(i32::MIN) {
+        buf.push(0xd2);
+        buf.extend_from_slice(&(i as i32).to_be_bytes());
+    } else {
+        buf.push(0xd3);
+        buf.extend_from_slice(&i.to_be_bytes());
+    }
 }
 
 fn write_f64(buf: &mut Vec<u8>, f: f64) {
@@ -31,7 +100,7 @@ fn write_f64(buf: &mut Vec<u8>, f: f64) {
 
 /// Writes a bin whose content is `hex` (already checked by `as_hex_str`).
 fn write_bin_hex(buf: &mut Vec<u8>, hex: &str) -> Result<()> {
-    rmp::encode::write_bin_len(buf, len_u32(hex.len() / 2, "bytes")?).map_err(enc_err)?;
+    write_len(buf, hex.len() / 2, 0, 0, 0xc4, 0xc5, "bytes")?;
     buf.extend(hex_decode(hex));
     Ok(())
 }
@@ -211,9 +280,9 @@ impl<'a> Encoder<'a, '_> {
             Value::Bool(b) => self.buf.push(if *b { 0xc3 } else { 0xc2 }),
             Value::Number(n) => {
                 if let Some(u) = n.as_u64() {
-                    rmp::encode::write_uint(self.buf, u).map_err(enc_err)?;
+                    write_uint(self.buf, u);
                 } else if let Some(i) = n.as_i64() {
-                    rmp::encode::write_sint(self.buf, i).map_err(enc_err)?;
+                    write_negative(self.buf, i);
                 } else {
                     // Without serde_json's arbitrary_precision every other
                     // number is a finite f64.
@@ -223,7 +292,7 @@ impl<'a> Encoder<'a, '_> {
             Value::String(s) => write_str(self.buf, s)?,
             Value::Array(a) => {
                 self.push(Frame::Array(a.iter()), 1)?;
-                rmp::encode::write_array_len(self.buf, len_u32(a.len(), "array")?).map_err(enc_err)?;
+                write_len(self.buf, a.len(), 0x90, 16, 0, 0xdc, "array")?;
             }
             Value::Object(m) => {
                 if m.len() == 1 {
@@ -234,7 +303,7 @@ impl<'a> Encoder<'a, '_> {
                     }
                 }
                 self.push(Frame::Map(m.iter()), 1)?;
-                rmp::encode::write_map_len(self.buf, len_u32(m.len(), "map")?).map_err(enc_err)?;
+                write_len(self.buf, m.len(), 0x80, 16, 0, 0xde, "map")?;
             }
         }
         Ok(None)
