@@ -57,6 +57,16 @@ fn literal_store(fields: &[&str]) -> (tempfile::TempDir, Store, Connection) {
     (dir, store, conn)
 }
 
+/// The field names of an item's vectors, sorted.
+fn vector_names(conn: &Connection, key: &str) -> Vec<String> {
+    conn.prepare("SELECT field_name FROM store_vectors WHERE key = ?1 ORDER BY field_name")
+        .unwrap()
+        .query_map([key], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
 fn keys(items: &[agentstate::SearchItem]) -> Vec<String> {
     items.iter().map(|i| i.item.key.clone()).collect()
 }
@@ -501,14 +511,7 @@ fn ref14_63_decision_12_unscored_items_follow() {
 fn ref14_64_decision_11_fields_honoured_and_per_put_override() {
     let (_d, s, conn) = literal_store(&["text"]);
     s.put(&["n"], "k", json!({"text": "1 0 0", "other": "0 1 0"})).unwrap();
-    let names = |key: &str| -> Vec<String> {
-        conn.prepare("SELECT field_name FROM store_vectors WHERE key = ?1 ORDER BY field_name")
-            .unwrap()
-            .query_map([key], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    };
+    let names = |key: &str| vector_names(&conn, key);
     assert_eq!(names("k"), vec!["text"]);
     s.put_with(
         &["n"],
@@ -525,14 +528,7 @@ fn ref14_64_decision_11_fields_honoured_and_per_put_override() {
 #[test]
 fn ref14_48_vector_field_names() {
     let (_d, s, conn) = literal_store(&["$"]);
-    let names = |key: &str| -> Vec<String> {
-        conn.prepare("SELECT field_name FROM store_vectors WHERE key = ?1 ORDER BY field_name")
-            .unwrap()
-            .query_map([key], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    };
+    let names = |key: &str| vector_names(&conn, key);
     let idx = |v: &[&str]| PutOptions {
         index: Index::Fields(v.iter().map(|s| s.to_string()).collect()),
         ..Default::default()
