@@ -640,6 +640,13 @@ impl Filter {
 /// SQL for "the value is a number" given `json_type` (may be NULL).
 const IS_NUMBER: &str = "IN ('integer', 'real')";
 
+/// The kind of scalars an `IN` list of [`SqlGen::in_scalars`] holds.
+#[derive(Clone, Copy)]
+enum ScalarKind {
+    Number,
+    Text,
+}
+
 struct SqlGen {
     /// The document, as text.
     col: String,
@@ -800,6 +807,36 @@ impl SqlGen {
         }
     }
 
+    /// `(json_extract(p) IN (?, ...) AND <p is of kind>)` for several numbers
+    /// or several strings.
+    fn in_scalars(&mut self, p: &str, many: &[&Value], kind: ScalarKind) {
+        self.push("(");
+        self.json_extract(p);
+        self.push(" IN (");
+        for (i, v) in many.iter().enumerate() {
+            if i > 0 {
+                self.push(", ");
+            }
+            match v {
+                Value::Number(n) => self.param(Num::of(n).to_sql()),
+                Value::String(s) => self.param(SqlValue::Text(s.clone())),
+                _ => {}
+            }
+        }
+        match kind {
+            ScalarKind::Number => {
+                self.push(") AND coalesce(");
+                self.json_type(p);
+                let _ = write!(self.sql, ", '') {IS_NUMBER})");
+            }
+            ScalarKind::Text => {
+                self.push(") AND ");
+                self.json_type(p);
+                self.push(" IS 'text')");
+            }
+        }
+    }
+
     fn is_in(&mut self, p: &str, list: &[Value]) {
         let has_null = list.iter().any(Value::is_null);
         let has_true = list.contains(&Value::Bool(true));
@@ -838,52 +875,17 @@ impl SqlGen {
             sep(self);
             self.eq(p, &Value::Bool(has_true));
         }
-        match nums.as_slice() {
-            [] => {}
-            [one] => {
-                sep(self);
-                self.eq(p, one);
-            }
-            many => {
-                sep(self);
-                self.push("(");
-                self.json_extract(p);
-                self.push(" IN (");
-                for (i, v) in many.iter().enumerate() {
-                    if i > 0 {
-                        self.push(", ");
-                    }
-                    if let Value::Number(n) = v {
-                        self.param(Num::of(n).to_sql());
-                    }
+        for (group, kind) in [(&nums, ScalarKind::Number), (&strs, ScalarKind::Text)] {
+            match group.as_slice() {
+                [] => {}
+                [one] => {
+                    sep(self);
+                    self.eq(p, one);
                 }
-                self.push(") AND coalesce(");
-                self.json_type(p);
-                let _ = write!(self.sql, ", '') {IS_NUMBER})");
-            }
-        }
-        match strs.as_slice() {
-            [] => {}
-            [one] => {
-                sep(self);
-                self.eq(p, one);
-            }
-            many => {
-                sep(self);
-                self.push("(");
-                self.json_extract(p);
-                self.push(" IN (");
-                for (i, v) in many.iter().enumerate() {
-                    if i > 0 {
-                        self.push(", ");
-                    }
-                    if let Value::String(s) = v {
-                        self.param(SqlValue::Text(s.clone()));
-                    }
+                many => {
+                    sep(self);
+                    self.in_scalars(p, many, kind);
                 }
-                self.push(") AND ");
-                self.json_type(p);
-                self.push(" IS 'text')");
             }
         }
         match containers.as_slice() {
