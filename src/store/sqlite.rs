@@ -204,6 +204,8 @@ struct PreparedPut {
     key: String,
     value: Option<String>,
     ttl: Option<f64>,
+    /// `(field_name, text)` to embed.
+    texts: Vec<(String, String)>,
     vectors: Vec<(String, Vec<u8>)>,
 }
 
@@ -477,6 +479,7 @@ impl Store {
                             key: p.key.clone(),
                             value: None,
                             ttl: None,
+                            texts: vec![],
                             vectors: vec![],
                         },
                         Some(v) => {
@@ -494,6 +497,7 @@ impl Store {
                                 key: p.key.clone(),
                                 value: Some(serde_json::to_string(v)?),
                                 ttl: p.ttl,
+                                texts: self.texts_for(v, &p.index),
                                 vectors: vec![],
                             }
                         }
@@ -510,7 +514,7 @@ impl Store {
             }
         }
         // Embed the surviving puts in one call.
-        self.embed_puts(&ops, &mut puts)?;
+        self.embed_puts(&mut puts)?;
 
         let writable = !puts.is_empty() || (refresh_wanted && self.any_ttl()?);
         let run = |conn: &Connection| -> Result<Vec<OpResult>> {
@@ -568,6 +572,9 @@ impl Store {
     }
 
     fn texts_for(&self, value: &Value, index: &Index) -> Vec<(String, String)> {
+        if self.inner.config.index.is_none() {
+            return vec![];
+        }
         match index {
             Index::Off => vec![],
             Index::Default => field_texts(value, &self.inner.fields),
@@ -575,30 +582,14 @@ impl Store {
         }
     }
 
-    fn embed_puts(&self, ops: &[Op], puts: &mut [PreparedPut]) -> Result<()> {
+    fn embed_puts(&self, puts: &mut [PreparedPut]) -> Result<()> {
         let Some(cfg) = &self.inner.config.index else { return Ok(()) };
-        // The index choice of the op that won each slot.
-        let mut last_index: HashMap<(String, String), &Index> = HashMap::new();
-        let mut last_value: HashMap<(String, String), &Value> = HashMap::new();
-        for op in ops {
-            if let Op::Put(p) = op {
-                let slot = (namespace::encode_prefix(&p.namespace), p.key.clone());
-                last_index.insert(slot.clone(), &p.index);
-                match &p.value {
-                    Some(v) => last_value.insert(slot, v),
-                    None => last_value.remove(&slot),
-                };
-            }
-        }
         let mut texts: Vec<String> = vec![];
         let mut owners: Vec<(usize, String)> = vec![];
-        for (i, p) in puts.iter().enumerate() {
-            let slot = (p.prefix.clone(), p.key.clone());
-            if let (Some(v), Some(index)) = (last_value.get(&slot), last_index.get(&slot)) {
-                for (name, text) in self.texts_for(v, index) {
-                    owners.push((i, name));
-                    texts.push(text);
-                }
+        for (i, p) in puts.iter_mut().enumerate() {
+            for (name, text) in std::mem::take(&mut p.texts) {
+                owners.push((i, name));
+                texts.push(text);
             }
         }
         if texts.is_empty() {
