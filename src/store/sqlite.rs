@@ -411,25 +411,22 @@ impl Store {
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
                 .collect::<rusqlite::Result<_>>()?)
         })?;
-        let mut all = vec![];
-        for (prefix, key, value) in &rows {
-            let value: Value = serde_json::from_str(value)
+        let mut all = Vec::with_capacity(rows.len());
+        for (prefix, key, value) in rows {
+            let parsed: Value = serde_json::from_str(&value)
                 .map_err(|e| Error::corrupt(format!("item {prefix}/{key}: {e}")))?;
-            all.push((prefix, key, self.vectors_for(&value, &Index::Default)?));
+            let texts = self.texts_for(&parsed, &Index::Default);
+            all.push(PreparedPut { prefix, key, value: None, ttl: None, texts, vectors: vec![] });
         }
+        self.embed_puts(&mut all)?;
         self.inner.db.write(|tx| {
             tx.execute("DELETE FROM store_vectors", [])?;
-            let mut ins = tx.prepare_cached(
-                "INSERT OR REPLACE INTO store_vectors (prefix, key, field_name, embedding) VALUES (?1, ?2, ?3, ?4)",
-            )?;
-            for (prefix, key, vectors) in &all {
-                for (field, blob) in vectors {
-                    ins.execute(params![prefix, key, field, blob])?;
-                }
+            for p in &all {
+                insert_vectors(tx, p)?;
             }
             Ok(())
         })?;
-        Ok(rows.len())
+        Ok(all.len())
     }
 
     /// Runs `ops` as one transaction and returns one result per op, in order
@@ -558,17 +555,6 @@ impl Store {
                 r.get(0)
             })?)
         })
-    }
-
-    fn vectors_for(&self, value: &Value, index: &Index) -> Result<Vec<(String, Vec<u8>)>> {
-        let Some(cfg) = &self.inner.config.index else { return Ok(vec![]) };
-        let texts = self.texts_for(value, index);
-        if texts.is_empty() {
-            return Ok(vec![]);
-        }
-        let only: Vec<String> = texts.iter().map(|(_, t)| t.clone()).collect();
-        let vecs = embed_documents_checked(cfg.embedder.as_ref(), &only)?;
-        Ok(texts.into_iter().zip(vecs).map(|((name, _), v)| (name, encode_f32(&v))).collect())
     }
 
     fn texts_for(&self, value: &Value, index: &Index) -> Vec<(String, String)> {
@@ -817,13 +803,18 @@ fn write_put(conn: &Connection, p: &PreparedPut) -> Result<()> {
             .execute(params![p.prefix, p.key, value, p.ttl])?;
             conn.prepare_cached("DELETE FROM store_vectors WHERE prefix = ?1 AND key = ?2")?
                 .execute([&p.prefix, &p.key])?;
-            let mut ins = conn.prepare_cached(
-                "INSERT OR REPLACE INTO store_vectors (prefix, key, field_name, embedding) VALUES (?1, ?2, ?3, ?4)",
-            )?;
-            for (field, blob) in &p.vectors {
-                ins.execute(params![p.prefix, p.key, field, blob])?;
-            }
+            insert_vectors(conn, p)?;
         }
+    }
+    Ok(())
+}
+
+fn insert_vectors(conn: &Connection, p: &PreparedPut) -> Result<()> {
+    let mut ins = conn.prepare_cached(
+        "INSERT OR REPLACE INTO store_vectors (prefix, key, field_name, embedding) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for (field, blob) in &p.vectors {
+        ins.execute(params![p.prefix, p.key, field, blob])?;
     }
     Ok(())
 }
