@@ -661,3 +661,28 @@ fn one_file_serves_checkpoints_and_store() {
     assert_eq!(store.get(&["users", "alice"], "prefs").unwrap().unwrap().value, json!({"lang": "en"}));
     let _ = MatchCondition::prefix(["users"]);
 }
+
+/// Search runs over an in-memory cache; a change made by any other writer
+/// (another `Db`, another process, Python, raw SQL) is seen by the next
+/// search, because triggers bump a per-namespace generation.
+#[test]
+fn search_cache_sees_every_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.db");
+    let cfg = || StoreConfig::default().with_index(IndexConfig::new(Literal(3)).fields(["v"]));
+    let a = Db::open(&path).unwrap().store(cfg()).unwrap();
+    let b = Db::open(&path).unwrap().store(cfg()).unwrap();
+    a.put(&["n"], "k1", json!({"v": "1 0 0"})).unwrap();
+    assert_eq!(keys(&b.search(&["n"], SearchOptions::default().query("1 0 0")).unwrap()), vec!["k1"]);
+    a.put(&["n"], "k2", json!({"v": "0 1 0"})).unwrap();
+    a.put(&["n"], "k1", json!({"v": "0 0 1"})).unwrap();
+    let got = b.search(&["n"], SearchOptions::default().query("0 1 0")).unwrap();
+    assert_eq!(keys(&got), vec!["k2", "k1"]);
+    assert_eq!(got[1].item.value, json!({"v": "0 0 1"}));
+    let raw = Connection::open(&path).unwrap();
+    raw.execute("DELETE FROM store WHERE key = 'k2'", []).unwrap();
+    raw.execute("UPDATE store SET value = '{\"v\": \"0 0 1\", \"w\": 1}' WHERE key = 'k1'", []).unwrap();
+    let got = b.search(&["n"], SearchOptions::default().filter(json!({"w": 1}))).unwrap();
+    assert_eq!(keys(&got), vec!["k1"]);
+    assert_eq!(b.search(&["n"], SearchOptions::default()).unwrap().len(), 1);
+}

@@ -11,6 +11,7 @@
 //! - [`embed`]: the [`Embedder`] trait, the built-in lexical
 //!   [`HashEmbedder`] and [`cosine`] similarity.
 
+mod cache;
 pub mod embed;
 pub mod namespace;
 pub mod path;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::Value;
 
+use super::cache::{self, normalise, SearchCache};
 use super::embed::{embed_documents_checked, Embedder};
 use super::namespace::{self, prefix_glob, validate_labels, validate_namespace, MatchCondition, PrefixGlob};
 use super::path::{configured_fields, field_texts, per_put_fields, IndexField};
@@ -48,6 +49,7 @@ struct Inner {
     config: StoreConfig,
     fields: Vec<IndexField>,
     sweeper: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
+    cache: SearchCache,
 }
 
 impl Drop for Inner {
@@ -255,7 +257,8 @@ impl Store {
                 }
             })?;
         }
-        let inner = Arc::new(Inner { db, config, fields, sweeper: Mutex::new(None) });
+        let inner =
+            Arc::new(Inner { db, config, fields, sweeper: Mutex::new(None), cache: SearchCache::default() });
         if let Some(minutes) = inner.config.ttl.as_ref().and_then(|t| t.sweep_interval_minutes) {
             let (stop, wait) = mpsc::channel::<()>();
             let db = inner.db.clone();
@@ -443,12 +446,10 @@ impl Store {
         let mut queries: HashMap<usize, Vec<f32>> = HashMap::new();
         let mut puts: Vec<PreparedPut> = vec![];
         let mut put_slot: HashMap<(String, String), usize> = HashMap::new();
-        let mut refresh_wanted = false;
         for (i, op) in ops.iter().enumerate() {
             match op {
                 Op::Get(g) => {
                     validate_namespace(&g.namespace)?;
-                    refresh_wanted |= self.refresh(g.refresh_ttl);
                 }
                 Op::Search(s) => {
                     validate_labels(&s.namespace_prefix)?;
@@ -460,7 +461,6 @@ impl Store {
                         }
                         queries.insert(i, v);
                     }
-                    refresh_wanted |= self.refresh(s.refresh_ttl);
                 }
                 Op::ListNamespaces(l) => {
                     for c in &l.match_conditions {
@@ -513,48 +513,52 @@ impl Store {
         // Embed the surviving puts in one call.
         self.embed_puts(&mut puts)?;
 
-        let writable = !puts.is_empty() || (refresh_wanted && self.any_ttl()?);
-        let run = |conn: &Connection| -> Result<Vec<OpResult>> {
+        // 2. Reads against the state before the batch, collecting the items
+        //    whose TTL a read refreshes; then refreshes and puts. A batch
+        //    without puts reads in a snapshot and takes the write lock only
+        //    if something needs refreshing.
+        let run = |conn: &Connection, refresh: &mut Vec<(String, String)>| -> Result<Vec<OpResult>> {
             let mut out = Vec::with_capacity(ops.len());
             for (i, op) in ops.iter().enumerate() {
                 out.push(match op {
-                    Op::Get(g) => OpResult::Item(self.do_get(conn, g, writable)?),
+                    Op::Get(g) => OpResult::Item(self.do_get(conn, g, refresh)?),
                     Op::Search(s) => OpResult::Items(self.do_search(
                         conn,
                         s,
                         filters.get(&i).and_then(Option::as_ref),
-                        queries.get(&i),
-                        writable,
+                        queries.get(&i).map(Vec::as_slice),
+                        refresh,
                     )?),
                     Op::ListNamespaces(l) => OpResult::Namespaces(do_list(conn, l)?),
                     Op::Put(_) => OpResult::Done,
                 });
             }
-            for p in &puts {
-                write_put(conn, p)?;
-            }
             Ok(out)
         };
-        if writable {
-            self.inner.db.write(|tx| run(tx))
-        } else {
-            self.inner.db.read(|conn| {
-                let tx = conn.unchecked_transaction()?;
-                run(&tx)
-            })
+        if !puts.is_empty() {
+            return self.inner.db.write(|tx| {
+                let mut refresh = vec![];
+                let out = run(tx, &mut refresh)?;
+                refresh_ttls(tx, &refresh)?;
+                for p in &puts {
+                    write_put(tx, p)?;
+                }
+                Ok(out)
+            });
         }
+        let mut refresh = vec![];
+        let out = self.inner.db.read(|conn| {
+            let tx = conn.unchecked_transaction()?;
+            run(&tx, &mut refresh)
+        })?;
+        if !refresh.is_empty() {
+            self.inner.db.write(|tx| refresh_ttls(tx, &refresh))?;
+        }
+        Ok(out)
     }
 
     fn refresh(&self, flag: Option<bool>) -> bool {
         flag.unwrap_or_else(|| self.inner.config.ttl.as_ref().map(|t| t.refresh_on_read).unwrap_or(true))
-    }
-
-    fn any_ttl(&self) -> Result<bool> {
-        self.inner.db.read(|c| {
-            Ok(c.query_row("SELECT EXISTS(SELECT 1 FROM store WHERE expires_at IS NOT NULL)", [], |r| {
-                r.get(0)
-            })?)
-        })
     }
 
     fn texts_for(&self, value: &Value, index: &Index) -> Vec<(String, String)> {
@@ -588,150 +592,106 @@ impl Store {
         Ok(())
     }
 
-    fn do_get(&self, conn: &Connection, g: &GetOp, writable: bool) -> Result<Option<Item>> {
+    fn do_get(
+        &self,
+        conn: &Connection,
+        g: &GetOp,
+        refresh: &mut Vec<(String, String)>,
+    ) -> Result<Option<Item>> {
         let prefix = namespace::encode_prefix(&g.namespace);
-        if writable && self.refresh(g.refresh_ttl) {
-            conn.prepare_cached(&format!(
-                "UPDATE store SET expires_at = {} WHERE prefix = ?1 AND key = ?2 AND ttl_minutes IS NOT NULL AND {}",
-                expiry("ttl_minutes"),
-                alive("store")
-            ))?
-            .execute([&prefix, &g.key])?;
-        }
         let row = conn
             .prepare_cached(&format!(
-                "SELECT CAST(value AS TEXT), created_at, updated_at FROM store s \
+                "SELECT CAST(value AS TEXT), created_at, updated_at, ttl_minutes IS NOT NULL FROM store s \
                  WHERE prefix = ?1 AND key = ?2 AND {}",
                 alive("s")
             ))?
-            .query_row([&prefix, &g.key], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?)))
+            .query_row([&prefix, &g.key], |r| {
+                Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get::<_, bool>(3)?))
+            })
             .optional()?;
-        row.map(|(v, c, u)| item(g.namespace.clone(), g.key.clone(), &v, c, u)).transpose()
+        let Some((v, c, u, has_ttl)) = row else { return Ok(None) };
+        if has_ttl && self.refresh(g.refresh_ttl) {
+            refresh.push((prefix, g.key.clone()));
+        }
+        item(g.namespace.clone(), g.key.clone(), &v, c, u).map(Some)
     }
 
+    /// Search through the in-memory cache (see `cache`): the prefixes under
+    /// the namespace prefix, live expiry, the Rust filter evaluator, exact
+    /// max-pooled cosine.
     fn do_search(
         &self,
         conn: &Connection,
         s: &SearchOp,
         filter: Option<&Filter>,
-        query: Option<&Vec<f32>>,
-        writable: bool,
+        query: Option<&[f32]>,
+        refresh: &mut Vec<(String, String)>,
     ) -> Result<Vec<SearchItem>> {
         if s.limit == 0 {
             return Ok(vec![]);
         }
-        let mut cond = alive("s");
-        let mut args: Vec<rusqlite::types::Value> = vec![];
-        if let Some(PrefixGlob { exact, glob }) = prefix_glob(&s.namespace_prefix) {
-            cond.push_str(" AND ");
-            cond.push_str(&PrefixGlob::sql("s.prefix"));
-            args.push(exact.into());
-            args.push(glob.into());
-        }
-        if let Some(f) = filter {
-            let (sql, p) = f.to_sql("s.value");
-            cond.push_str(&format!(" AND ({sql})"));
-            args.extend(p);
-        }
-        let page: Vec<(String, String, Option<f64>)> = match query {
-            None => {
-                let sql = format!(
-                    "SELECT s.prefix, s.key FROM store s WHERE {cond} \
-                     ORDER BY s.updated_at DESC, s.prefix, s.key LIMIT ? OFFSET ?"
-                );
-                let mut a = args.clone();
-                a.push((s.limit.min(i64::MAX as usize) as i64).into());
-                a.push((s.offset.min(i64::MAX as usize) as i64).into());
-                conn.prepare_cached(&sql)?
-                    .query_map(params_from_iter(a.iter()), |r| Ok((r.get(0)?, r.get(1)?, None)))?
-                    .collect::<rusqlite::Result<_>>()?
+        let dims = self.inner.config.index.as_ref().map(|i| i.dims);
+        let blocks = self.inner.cache.blocks(conn, &s.namespace_prefix, dims)?;
+        let expired = expired_under(conn, &s.namespace_prefix)?;
+        let unit = query.map(|q| {
+            let mut q = q.to_vec();
+            if !normalise(&mut q) {
+                q.iter_mut().for_each(|x| *x = 0.0);
             }
-            Some(q) => self.vector_page(conn, s, &cond, &args, q)?,
-        };
-        let mut out = Vec::with_capacity(page.len());
-        let mut fetch = conn.prepare_cached(
-            "SELECT CAST(value AS TEXT), created_at, updated_at FROM store WHERE prefix = ?1 AND key = ?2",
-        )?;
-        for (prefix, key, score) in page {
-            let (v, c, u): (String, String, String) =
-                fetch.query_row([&prefix, &key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-            out.push(SearchItem { item: item(namespace::decode_prefix(&prefix), key, &v, c, u)?, score });
-        }
-        if writable && self.refresh(s.refresh_ttl) && !out.is_empty() {
-            let mut up = conn.prepare_cached(&format!(
-                "UPDATE store SET expires_at = {} WHERE prefix = ?1 AND key = ?2 AND ttl_minutes IS NOT NULL",
-                expiry("ttl_minutes")
-            ))?;
-            for si in &out {
-                up.execute([namespace::encode_prefix(&si.item.namespace), si.item.key.clone()])?;
+            q
+        });
+        let hits = cache::search(&blocks, &expired, filter, unit.as_deref(), s.limit, s.offset);
+        let wants_refresh = self.refresh(s.refresh_ttl);
+        let mut out = Vec::with_capacity(hits.len());
+        for (prefix, it, score) in hits {
+            if wants_refresh && it.has_ttl {
+                refresh.push((prefix.to_string(), it.key.clone()));
             }
+            out.push(SearchItem {
+                item: Item {
+                    namespace: namespace::decode_prefix(prefix),
+                    key: it.key.clone(),
+                    value: it.value.clone(),
+                    created_at: it.created_at.clone(),
+                    updated_at: it.updated_at.clone(),
+                },
+                score,
+            });
         }
         Ok(out)
     }
+}
 
-    /// Exact cosine over every vector of every candidate, max-pooled per
-    /// item; then the candidates without a (non-zero) vector; then the page.
-    fn vector_page(
-        &self,
-        conn: &Connection,
-        s: &SearchOp,
-        cond: &str,
-        args: &[rusqlite::types::Value],
-        q: &[f32],
-    ) -> Result<Vec<(String, String, Option<f64>)>> {
-        let dims = q.len();
-        let qnorm = norm(q);
-        let mut best: HashMap<(String, String), f64> = HashMap::new();
-        {
-            let sql = format!(
-                "SELECT s.prefix, s.key, v.embedding FROM store s \
-                 JOIN store_vectors v ON v.prefix = s.prefix AND v.key = s.key WHERE {cond}"
-            );
-            let mut stmt = conn.prepare_cached(&sql)?;
-            let mut rows = stmt.query(params_from_iter(args.iter()))?;
-            while let Some(r) = rows.next()? {
-                let blob = r.get_ref(2)?.as_blob_or_null().map_err(rusqlite::Error::from)?;
-                let Some(blob) = blob else { continue };
-                if blob.len() != dims * 4 {
-                    let (p, k): (String, String) = (r.get(0)?, r.get(1)?);
-                    return Err(Error::corrupt(format!(
-                        "vector of item {p}/{k} has {} bytes, expected {} ({dims} dims)",
-                        blob.len(),
-                        dims * 4
-                    )));
-                }
-                let Some(score) = cosine_blob(q, qnorm, blob) else { continue };
-                let key = (r.get::<_, String>(0)?, r.get::<_, String>(1)?);
-                let e = best.entry(key).or_insert(f64::NEG_INFINITY);
-                if score > *e {
-                    *e = score;
-                }
-            }
-        }
-        let mut scored: Vec<((String, String), f64)> = best.into_iter().collect();
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let want = s.offset.saturating_add(s.limit);
-        let mut seq: Vec<(String, String, Option<f64>)> =
-            scored.into_iter().map(|((p, k), sc)| (p, k, Some(sc))).collect();
-        if seq.len() < want {
-            let have: HashSet<(String, String)> =
-                seq.iter().map(|(p, k, _)| (p.clone(), k.clone())).collect();
-            let sql = format!("SELECT s.prefix, s.key FROM store s WHERE {cond} ORDER BY s.updated_at DESC, s.prefix, s.key");
-            let rest: Vec<(String, String)> = conn
-                .prepare_cached(&sql)?
-                .query_map(params_from_iter(args.iter()), |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?;
-            for (p, k) in rest {
-                if seq.len() >= want {
-                    break;
-                }
-                if !have.contains(&(p.clone(), k.clone())) {
-                    seq.push((p, k, None));
-                }
-            }
-        }
-        Ok(seq.into_iter().skip(s.offset).take(s.limit).collect())
+/// The (prefix, key) of every expired, unswept item under `prefix`: found
+/// through the partial index on `expires_at`, so it costs what has expired.
+fn expired_under(conn: &Connection, prefix: &[String]) -> Result<HashSet<(String, String)>> {
+    let mut sql =
+        format!("SELECT prefix, key FROM store WHERE expires_at IS NOT NULL AND expires_at < {NOW}");
+    let mut args: Vec<String> = vec![];
+    if let Some(PrefixGlob { exact, glob }) = prefix_glob(prefix) {
+        sql.push_str(" AND ");
+        sql.push_str(&PrefixGlob::sql("prefix"));
+        args.push(exact);
+        args.push(glob);
     }
+    let rows = conn
+        .prepare_cached(&sql)?
+        .query_map(params_from_iter(args.iter()), |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Pushes the expiry of these (unexpired, TTL'd) items forward by their TTL.
+fn refresh_ttls(conn: &Connection, items: &[(String, String)]) -> Result<()> {
+    let mut up = conn.prepare_cached(&format!(
+        "UPDATE store SET expires_at = {} WHERE prefix = ?1 AND key = ?2 AND ttl_minutes IS NOT NULL AND {}",
+        expiry("ttl_minutes"),
+        alive("store")
+    ))?;
+    for (p, k) in items {
+        up.execute([p, k])?;
+    }
+    Ok(())
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -756,27 +716,6 @@ fn item(
         Error::corrupt(format!("value of item {}/{key} is not JSON: {e}", namespace.join(".")))
     })?;
     Ok(Item { namespace, key, value, created_at, updated_at })
-}
-
-fn norm(v: &[f32]) -> f64 {
-    v.iter().map(|x| f64::from(*x) * f64::from(*x)).sum::<f64>().sqrt()
-}
-
-/// Cosine similarity of `q` (norm `qnorm`) and a little-endian f32 blob of
-/// the same length; `None` if either vector is zero.
-fn cosine_blob(q: &[f32], qnorm: f64, blob: &[u8]) -> Option<f64> {
-    let mut dot = 0f32;
-    let mut nn = 0f32;
-    for (x, c) in q.iter().zip(blob.chunks_exact(4)) {
-        let y = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        dot += x * y;
-        nn += y * y;
-    }
-    let n = f64::from(nn).sqrt();
-    if qnorm == 0.0 || n == 0.0 {
-        return None;
-    }
-    Some(f64::from(dot) / (qnorm * n))
 }
 
 fn write_put(conn: &Connection, p: &PreparedPut) -> Result<()> {

@@ -1,0 +1,247 @@
+//! The Store workload of `shared/peer-bench/bench_store.py` (phases B-D) on
+//! agentstate: batch puts of `{"text", "category", "score", "n"}` items with
+//! 384-dim deterministic unit vectors, then get / vector search / filter
+//! search / vector+filter search at `--n-small` and `--n-large` items, then
+//! list_namespaces over 1000 namespaces. Prints one JSON object of medians.
+//!
+//! `cargo run --release --example bench_store -- [--n-small 10000] [--n-large 50000] [--full]`
+//! (`--full` selects `Durability::Full`).
+
+use std::time::Instant;
+
+use agentstate::store::{
+    Embedder, Index, IndexConfig, ListNamespacesOptions, Op, PutOp, SearchOptions, StoreConfig,
+};
+use agentstate::{Db, Durability, Result};
+use serde_json::{json, Map, Value};
+
+const DIMS: usize = 384;
+const TOPICS: [&str; 12] = [
+    "rust", "python", "sqlite", "vectors", "graphs", "agents", "memory", "cooking", "travel", "music",
+    "finance", "health",
+];
+
+/// Deterministic pseudo-random unit vectors seeded by a hash of the text (the
+/// Python benchmark uses numpy's generator seeded by blake2b; the values
+/// differ, the shape and cost do not).
+struct RandomUnit;
+
+impl RandomUnit {
+    fn one(text: &str) -> Vec<f32> {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in text.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        let mut next = || {
+            h ^= h << 13;
+            h ^= h >> 7;
+            h ^= h << 17;
+            (h >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut v: Vec<f64> = (0..DIMS)
+            .map(|_| {
+                let (u1, u2) = (next().max(1e-300), next());
+                (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+            })
+            .collect();
+        let n = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        v.iter_mut().for_each(|x| *x /= n);
+        v.into_iter().map(|x| x as f32).collect()
+    }
+}
+
+impl Embedder for RandomUnit {
+    fn name(&self) -> &str {
+        "bench-random-unit"
+    }
+    fn dims(&self) -> usize {
+        DIMS
+    }
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        Ok(texts.iter().map(|t| Self::one(t)).collect())
+    }
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        Ok(Self::one(text))
+    }
+}
+
+fn value(i: usize) -> Value {
+    let topic = TOPICS[i % TOPICS.len()];
+    let txt = format!("document {i} talks about {topic} and how {topic} relates to item {}. ", i * 7 % 1000);
+    let text: String = txt.repeat(2).chars().take(120).collect();
+    let category = ["a", "b", "c"][i % 3];
+    json!({"text": text, "category": category, "score": i % 10, "n": i})
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn time<T>(f: impl FnOnce() -> T) -> (f64, T) {
+    let t = Instant::now();
+    let out = f();
+    (t.elapsed().as_secs_f64(), out)
+}
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() -> Result<()> {
+    let n_small = arg("--n-small", 10_000);
+    let n_large = arg("--n-large", 50_000);
+    let batch = arg("--batch", 100);
+    let n_ns = arg("--n-ns", 1000);
+    let iters = arg("--search-iters", 20);
+    let durability =
+        if std::env::args().any(|a| a == "--full") { Durability::Full } else { Durability::Normal };
+    let dir = std::env::temp_dir().join(format!("agentstate-bench-store-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut r = Map::new();
+
+    let db = Db::builder().durability(durability).open(dir.join("batch.db"))?;
+    let store = db.store(StoreConfig::default().with_index(IndexConfig::new(RandomUnit).fields(["text"])))?;
+    let ns = vec!["bench".to_string(), "docs".to_string()];
+    let mut done = 0;
+    let mut embed_secs = 0.0;
+    let mut put_batches = |upto: usize, embed_secs: &mut f64| -> Result<f64> {
+        let t = Instant::now();
+        while done < upto {
+            let hi = (done + batch).min(upto);
+            let ops: Vec<Op> = (done..hi)
+                .map(|i| {
+                    Op::Put(PutOp {
+                        namespace: ns.clone(),
+                        key: format!("doc-{i:06}"),
+                        value: Some(value(i)),
+                        index: Index::Default,
+                        ttl: None,
+                    })
+                })
+                .collect();
+            // What embedding costs, to report the store's own cost apart.
+            let (e, _) = time(|| {
+                (done..hi)
+                    .map(|i| RandomUnit::one(value(i)["text"].as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+            });
+            *embed_secs += e;
+            store.batch(ops)?;
+            done = hi;
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let reads = |n: usize, tag: usize, r: &mut Map<String, Value>| -> Result<()> {
+        let mut ts = vec![];
+        for j in 0..1000 {
+            let k = format!("doc-{:06}", (j * 7919) % n);
+            let (t, it) = time(|| store.get(&["bench", "docs"], &k));
+            assert!(it?.is_some());
+            ts.push(t);
+        }
+        r.insert(format!("get_us@{tag}"), json!(median(ts) * 1e6));
+        let queries: Vec<String> =
+            (0..iters).map(|j| format!("what do you know about {} #{j}", TOPICS[j % TOPICS.len()])).collect();
+        let mut ts = vec![];
+        for q in &queries {
+            let (t, res) =
+                time(|| store.search(&["bench"], SearchOptions::default().query(q.clone()).limit(10)));
+            let res = res?;
+            assert_eq!(res.len(), 10);
+            ts.push(t);
+        }
+        r.insert(format!("vsearch_ms@{tag}"), json!(median(ts) * 1e3));
+        let flt = json!({"category": "a", "score": {"$gte": 5}});
+        let mut ts = vec![];
+        for _ in 0..iters {
+            let (t, res) =
+                time(|| store.search(&["bench"], SearchOptions::default().filter(flt.clone()).limit(10)));
+            assert_eq!(res?.len(), 10);
+            ts.push(t);
+        }
+        r.insert(format!("filter_search_ms@{tag}"), json!(median(ts) * 1e3));
+        let mut ts = vec![];
+        for q in &queries {
+            let opts = SearchOptions::default().query(q.clone()).filter(json!({"category": "a"})).limit(10);
+            let (t, res) = time(|| store.search(&["bench"], opts));
+            let res = res?;
+            assert!(res.len() == 10 && res.iter().all(|x| x.item.value["category"] == "a"));
+            ts.push(t);
+        }
+        r.insert(format!("vsearch+filter_ms@{tag}"), json!(median(ts) * 1e3));
+        Ok(())
+    };
+    let el = put_batches(n_small, &mut embed_secs)?;
+    r.insert("put_batch_per_s".into(), json!(n_small as f64 / el));
+    r.insert("put_batch_us_per_item_excl_embed".into(), json!((el - embed_secs) / n_small as f64 * 1e6));
+    reads(n_small, n_small, &mut r)?;
+    if n_large > n_small {
+        embed_secs = 0.0;
+        let el = put_batches(n_large, &mut embed_secs)?;
+        r.insert(format!("put_batch_per_s_to_{n_large}"), json!((n_large - n_small) as f64 / el));
+        reads(n_large, n_large, &mut r)?;
+    }
+
+    let db = Db::builder().durability(durability).open(dir.join("namespaces.db"))?;
+    let store = db.store(StoreConfig::default())?;
+    let mut ops = vec![];
+    for i in 0..n_ns {
+        for j in 0..2 {
+            ops.push(Op::Put(PutOp {
+                namespace: vec!["users".into(), format!("user{i:04}"), "memories".into()],
+                key: format!("m{j}"),
+                value: Some(json!({"text": format!("mem {i} {j}")})),
+                index: Index::Default,
+                ttl: None,
+            }));
+        }
+    }
+    store.batch(ops)?;
+    let list =
+        |name: &str, opts: ListNamespacesOptions, expect: usize, r: &mut Map<String, Value>| -> Result<()> {
+            let mut ts = vec![];
+            for _ in 0..20 {
+                let (t, res) = time(|| store.list_namespaces(opts.clone()));
+                assert_eq!(res?.len(), expect);
+                ts.push(t);
+            }
+            r.insert(name.into(), json!(median(ts) * 1e3));
+            Ok(())
+        };
+    let all = n_ns + 10;
+    let users = vec!["users".to_string()];
+    list(
+        "list_ns_all_ms",
+        ListNamespacesOptions { prefix: users.clone(), limit: all, ..Default::default() },
+        n_ns,
+        &mut r,
+    )?;
+    list("list_ns_noprefix_ms", ListNamespacesOptions { limit: all, ..Default::default() }, n_ns, &mut r)?;
+    list(
+        "list_ns_maxdepth2_ms",
+        ListNamespacesOptions { prefix: users.clone(), max_depth: Some(2), limit: all, ..Default::default() },
+        n_ns,
+        &mut r,
+    )?;
+    list(
+        "list_ns_suffix_ms",
+        ListNamespacesOptions { suffix: vec!["memories".into()], limit: all, ..Default::default() },
+        n_ns,
+        &mut r,
+    )?;
+    list(
+        "list_ns_default_limit100_ms",
+        ListNamespacesOptions { prefix: users, ..Default::default() },
+        100,
+        &mut r,
+    )?;
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("{}", Value::Object(r));
+    Ok(())
+}
