@@ -27,10 +27,20 @@ pub(crate) struct Block {
     gen: i64,
     pub(crate) items: Vec<CachedItem>,
     dims: usize,
-    /// Row-major, unit-normalised; zero vectors are left out.
+    /// Row-major, unit-normalised; zero vectors are left out. Rows of one
+    /// item are contiguous.
     vectors: Vec<f32>,
+    /// The same rows quantised to i8 (`row ≈ scale * q`), a quarter of the
+    /// bytes, for pre-scoring.
+    quantised: Vec<i8>,
+    /// Per row: the quantisation scale and the L2 norm of the quantisation
+    /// error, which bounds |exact - approximate| for a unit query.
+    scale: Vec<f32>,
+    error: Vec<f32>,
     /// The item (index into `items`) each vector row belongs to.
     owners: Vec<u32>,
+    /// Per item, its rows `start..end`.
+    rows: Vec<(u32, u32)>,
 }
 
 pub(crate) struct CachedItem {
@@ -115,8 +125,7 @@ fn load(conn: &Connection, prefix: &str, gen: i64, dims: Option<usize>) -> Resul
             });
         }
     }
-    let mut vectors = vec![];
-    let mut owners = vec![];
+    let mut found: Vec<(u32, Vec<f32>)> = vec![];
     if let Some(dims) = dims {
         let mut stmt = conn.prepare_cached("SELECT key, embedding FROM store_vectors WHERE prefix = ?1")?;
         let mut rows = stmt.query([prefix])?;
@@ -133,16 +142,68 @@ fn load(conn: &Connection, prefix: &str, gen: i64, dims: Option<usize>) -> Resul
                     dims * 4
                 )));
             }
-            let start = vectors.len();
-            vectors.extend(blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
-            if normalise(&mut vectors[start..]) {
-                owners.push(owner);
-            } else {
-                vectors.truncate(start);
+            let mut v: Vec<f32> =
+                blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            if normalise(&mut v) {
+                found.push((owner, v));
             }
         }
     }
-    Ok(Block { gen, items, dims: dims.unwrap_or(0), vectors, owners })
+    found.sort_by_key(|(o, _)| *o);
+    let dims = dims.unwrap_or(0);
+    let n = found.len();
+    let mut block = Block {
+        gen,
+        rows: vec![(0, 0); items.len()],
+        items,
+        dims,
+        vectors: Vec::with_capacity(n * dims),
+        quantised: Vec::with_capacity(n * dims),
+        scale: Vec::with_capacity(n),
+        error: Vec::with_capacity(n),
+        owners: Vec::with_capacity(n),
+    };
+    for (row, (owner, v)) in found.into_iter().enumerate() {
+        let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+        let mut err2 = 0f64;
+        for x in &v {
+            let q = (x / scale).round().clamp(-127.0, 127.0) as i8;
+            err2 += f64::from(x - scale * f32::from(q)).powi(2);
+            block.quantised.push(q);
+        }
+        block.vectors.extend_from_slice(&v);
+        block.scale.push(scale);
+        block.error.push(err2.sqrt() as f32);
+        block.owners.push(owner);
+        let r = &mut block.rows[owner as usize];
+        if r.0 == r.1 {
+            *r = (row as u32, row as u32 + 1);
+        } else {
+            r.1 = row as u32 + 1;
+        }
+    }
+    Ok(block)
+}
+
+/// Slack added to every bound, covering f32 rounding in both dot products.
+const SLACK: f32 = 1e-4;
+
+/// `Σ q[j] * v[j]` for an i8 row.
+fn dot_i8(q: &[f32], v: &[i8]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (cq, cv) = (q.chunks_exact(8), v.chunks_exact(8));
+    let (rq, rv) = (cq.remainder(), cv.remainder());
+    for (x, y) in cq.zip(cv) {
+        for i in 0..8 {
+            acc[i] += x[i] * f32::from(y[i]);
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in rq.iter().zip(rv) {
+        s += x * f32::from(*y);
+    }
+    s
 }
 
 /// Scales `v` to unit length; false (and `v` untouched) for a zero vector.
@@ -188,6 +249,10 @@ pub(crate) fn search<'a>(
     let want = offset.saturating_add(limit);
     let mut scored: Vec<Hit<'a>> = vec![];
     let mut unscored: Vec<Hit<'a>> = vec![];
+    // Candidates per block, and for a query the bounds of each candidate's
+    // best score from the quantised rows.
+    let mut cands: Vec<Vec<bool>> = Vec::with_capacity(blocks.len());
+    let mut bounds: Vec<Vec<(f32, f32)>> = Vec::with_capacity(blocks.len());
     for (prefix, block) in blocks {
         let candidate: Vec<bool> = block
             .items
@@ -197,26 +262,54 @@ pub(crate) fn search<'a>(
                     && filter.is_none_or_matches(&it.value)
             })
             .collect();
-        let mut best: Vec<f32> = vec![f32::NEG_INFINITY; block.items.len()];
-        if let Some(q) = query {
-            if block.dims == q.len() {
-                for (row, &owner) in block.vectors.chunks_exact(block.dims).zip(&block.owners) {
-                    let o = owner as usize;
-                    if candidate[o] {
-                        let s = dot(q, row);
-                        if s > best[o] {
-                            best[o] = s;
-                        }
-                    }
+        let mut b = vec![(f32::NEG_INFINITY, f32::NEG_INFINITY); block.items.len()];
+        if let Some(q) = query.filter(|q| q.len() == block.dims && block.dims > 0) {
+            for (row, &owner) in block.owners.iter().enumerate() {
+                let o = owner as usize;
+                if !candidate[o] {
+                    continue;
                 }
+                let qv = &block.quantised[row * block.dims..(row + 1) * block.dims];
+                let a = block.scale[row] * dot_i8(q, qv);
+                let e = block.error[row] + SLACK;
+                let (lo, hi) = &mut b[o];
+                *lo = lo.max(a - e);
+                *hi = hi.max(a + e);
             }
         }
+        cands.push(candidate);
+        bounds.push(b);
+    }
+    // Only items whose upper bound reaches the want-th best lower bound can
+    // be in the page: score exactly those, with the full f32 rows.
+    let threshold = if query.is_some() {
+        let mut lows: Vec<f32> =
+            bounds.iter().flatten().map(|(lo, _)| *lo).filter(|lo| *lo > f32::NEG_INFINITY).collect();
+        if lows.len() >= want && want > 0 {
+            let (_, nth, _) = lows.select_nth_unstable_by(want - 1, |a, b| b.total_cmp(a));
+            *nth
+        } else {
+            f32::NEG_INFINITY
+        }
+    } else {
+        f32::NEG_INFINITY
+    };
+    for (((prefix, block), candidate), b) in blocks.iter().zip(&cands).zip(&bounds) {
         for (i, it) in block.items.iter().enumerate() {
             if !candidate[i] {
                 continue;
             }
-            if query.is_some() && best[i] > f32::NEG_INFINITY {
-                scored.push((prefix.as_str(), it, Some(f64::from(best[i]))));
+            let (_, hi) = b[i];
+            if query.is_some() && hi > f32::NEG_INFINITY {
+                if hi < threshold {
+                    continue;
+                }
+                let (start, end) = block.rows[i];
+                let q = query.unwrap_or(&[]);
+                let best = (start..end)
+                    .map(|r| dot(q, &block.vectors[r as usize * block.dims..(r as usize + 1) * block.dims]))
+                    .fold(f32::NEG_INFINITY, f32::max);
+                scored.push((prefix.as_str(), it, Some(f64::from(best))));
             } else {
                 unscored.push((prefix.as_str(), it, None));
             }
@@ -282,5 +375,75 @@ mod tests {
         let mut v = vec![2, 1];
         top(&mut v, 0, |a, b| a.cmp(b));
         assert!(v.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod exactness {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn block(vectors: &[(u32, Vec<f32>)], items: usize, dims: usize) -> Block {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE store (prefix TEXT, key TEXT, value TEXT, created_at TEXT, updated_at TEXT, ttl_minutes REAL);
+             CREATE TABLE store_vectors (prefix TEXT, key TEXT, field_name TEXT, embedding BLOB);",
+        )
+        .unwrap();
+        for i in 0..items {
+            conn.execute("INSERT INTO store VALUES ('p', ?1, '{}', 'c', 'u', NULL)", [format!("k{i:03}")])
+                .unwrap();
+        }
+        for (n, (owner, v)) in vectors.iter().enumerate() {
+            let blob: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            conn.execute(
+                "INSERT INTO store_vectors VALUES ('p', ?1, ?2, ?3)",
+                rusqlite::params![format!("k{owner:03}"), format!("f{n}"), blob],
+            )
+            .unwrap();
+        }
+        load(&conn, "p", 1, Some(dims)).unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// Pre-scoring on quantised rows never changes the page: it equals
+        /// the exhaustive exact scan.
+        #[test]
+        fn pruned_search_equals_exhaustive_scan(
+            items in 1usize..40,
+            raw in prop::collection::vec((0u32..40, prop::collection::vec(-1.0f32..1.0, 16)), 0..120),
+            q in prop::collection::vec(-1.0f32..1.0, 16),
+            limit in 1usize..12,
+            offset in 0usize..5,
+        ) {
+            let vectors: Vec<(u32, Vec<f32>)> = raw.into_iter().map(|(o, v)| (o % items as u32, v)).collect();
+            let b = Arc::new(block(&vectors, items, 16));
+            let mut unit = q.clone();
+            prop_assume!(normalise(&mut unit));
+            let blocks = vec![("p".to_string(), b.clone())];
+            let got: Vec<(String, Option<f64>)> =
+                search(&blocks, &HashSet::new(), None, Some(&unit), limit, offset)
+                    .into_iter().map(|(_, it, s)| (it.key.clone(), s)).collect();
+            // Exhaustive: every row, exact, pooled.
+            let mut best: Vec<Option<f32>> = vec![None; items];
+            for (row, &o) in b.owners.iter().enumerate() {
+                let s = dot(&unit, &b.vectors[row * 16..(row + 1) * 16]);
+                let e = &mut best[o as usize];
+                *e = Some(e.map_or(s, |x: f32| x.max(s)));
+            }
+            let mut scored: Vec<(String, f32)> = best.iter().enumerate()
+                .filter_map(|(i, s)| s.map(|s| (format!("k{i:03}"), s))).collect();
+            scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            let mut seq: Vec<(String, Option<f64>)> =
+                scored.into_iter().map(|(k, s)| (k, Some(f64::from(s)))).collect();
+            let unscored: Vec<String> = (0..items).filter(|i| best[*i].is_none()).map(|i| format!("k{i:03}")).collect();
+            seq.extend(unscored.into_iter().map(|k| (k, None)));
+            let want: Vec<_> = seq.into_iter().skip(offset).take(limit).collect();
+            prop_assert_eq!(got, want);
+            let _ = json!(null);
+        }
     }
 }

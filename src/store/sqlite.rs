@@ -633,13 +633,11 @@ impl Store {
         let dims = self.inner.config.index.as_ref().map(|i| i.dims);
         let blocks = self.inner.cache.blocks(conn, &s.namespace_prefix, dims)?;
         let expired = expired_under(conn, &s.namespace_prefix)?;
-        let unit = query.map(|q| {
-            let mut q = q.to_vec();
-            if !normalise(&mut q) {
-                q.iter_mut().for_each(|x| *x = 0.0);
-            }
-            q
-        });
+        // A zero query has no direction: nothing gets a score.
+        let unit = query
+            .map(<[f32]>::to_vec)
+            .filter(|q| q.iter().any(|x| *x != 0.0))
+            .and_then(|mut q| normalise(&mut q).then_some(q));
         let hits = cache::search(&blocks, &expired, filter, unit.as_deref(), s.limit, s.offset);
         let wants_refresh = self.refresh(s.refresh_ttl);
         let mut out = Vec::with_capacity(hits.len());
