@@ -315,12 +315,25 @@ impl Test {
 }
 
 impl Node {
-    fn eval(&self, doc: &Value) -> bool {
+    /// Evaluates with `look` giving the value at a path.
+    fn eval<'v, L: Fn(&[String]) -> Option<&'v Value>>(&self, look: &L) -> bool {
         match self {
-            Node::All(v) => v.iter().all(|n| n.eval(doc)),
-            Node::Any(v) => v.iter().any(|n| n.eval(doc)),
-            Node::Not(n) => !n.eval(doc),
-            Node::Test(path, t) => t.eval(lookup(doc, path)),
+            Node::All(v) => v.iter().all(|n| n.eval(look)),
+            Node::Any(v) => v.iter().any(|n| n.eval(look)),
+            Node::Not(n) => !n.eval(look),
+            Node::Test(path, t) => t.eval(look(path)),
+        }
+    }
+
+    fn collect_paths<'a>(&'a self, out: &mut Vec<&'a [String]>) {
+        match self {
+            Node::All(v) | Node::Any(v) => v.iter().for_each(|n| n.collect_paths(out)),
+            Node::Not(n) => n.collect_paths(out),
+            Node::Test(path, _) => {
+                if !out.contains(&&**path) {
+                    out.push(path);
+                }
+            }
         }
     }
 
@@ -608,7 +621,26 @@ impl Filter {
     /// True if `doc` matches (the Rust evaluator). A document that is not an
     /// object has no keys: every path is missing in it.
     pub fn matches(&self, doc: &Value) -> bool {
-        self.root.eval(doc)
+        self.root.eval(&|path: &[String]| lookup(doc, path))
+    }
+
+    /// [`matches`](Self::matches), reading the value at each path through
+    /// `look` instead of walking a document (the Store evaluates over
+    /// columns of pre-extracted values this way).
+    pub(crate) fn matches_with<'v>(&self, look: impl Fn(&[String]) -> Option<&'v Value>) -> bool {
+        self.root.eval(&look)
+    }
+
+    /// The distinct paths the filter looks at.
+    pub(crate) fn paths(&self) -> Vec<&[String]> {
+        let mut out = vec![];
+        self.root.collect_paths(&mut out);
+        out
+    }
+
+    /// The value at `path` in `doc`, as the filter sees it (objects only).
+    pub(crate) fn value_at<'a>(doc: &'a Value, path: &[String]) -> Option<&'a Value> {
+        lookup(doc, path)
     }
 
     /// Compiles to an SQL boolean expression over the JSON document in

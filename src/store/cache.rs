@@ -41,6 +41,27 @@ pub(crate) struct Block {
     owners: Vec<u32>,
     /// Per item, its rows `start..end`.
     rows: Vec<(u32, u32)>,
+    /// Per filter path, the value of every item at that path, extracted on
+    /// first use: filters then read one compact column instead of walking
+    /// every document's map.
+    columns: Mutex<HashMap<Vec<String>, Column>>,
+}
+
+/// The values of every item of a block at one path.
+type Column = Arc<Vec<Option<Value>>>;
+
+impl Block {
+    fn column(&self, path: &[String]) -> Column {
+        if let Some(c) = self.columns.lock().ok().and_then(|m| m.get(path).cloned()) {
+            return c;
+        }
+        let col: Column =
+            Arc::new(self.items.iter().map(|it| Filter::value_at(&it.value, path).cloned()).collect());
+        if let Ok(mut m) = self.columns.lock() {
+            m.insert(path.to_vec(), col.clone());
+        }
+        col
+    }
 }
 
 pub(crate) struct CachedItem {
@@ -162,6 +183,7 @@ fn load(conn: &Connection, prefix: &str, gen: i64, dims: Option<usize>) -> Resul
         scale: Vec::with_capacity(n),
         error: Vec::with_capacity(n),
         owners: Vec::with_capacity(n),
+        columns: Mutex::default(),
     };
     for (row, (owner, v)) in found.into_iter().enumerate() {
         let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
@@ -254,12 +276,25 @@ pub(crate) fn search<'a>(
     let mut cands: Vec<Vec<bool>> = Vec::with_capacity(blocks.len());
     let mut bounds: Vec<Vec<(f32, f32)>> = Vec::with_capacity(blocks.len());
     for (prefix, block) in blocks {
+        let columns: Vec<(&[String], Column)> = match filter {
+            Some(f) => f.paths().into_iter().map(|p| (p, block.column(p))).collect(),
+            None => vec![],
+        };
         let candidate: Vec<bool> = block
             .items
             .iter()
-            .map(|it| {
+            .enumerate()
+            .map(|(i, it)| {
                 (expired.is_empty() || !expired.contains(&(prefix.clone(), it.key.clone())))
-                    && filter.is_none_or_matches(&it.value)
+                    && match filter {
+                        None => true,
+                        Some(f) => f.matches_with(|p| {
+                            columns
+                                .iter()
+                                .find(|(cp, _)| std::ptr::eq(*cp, p) || *cp == p)
+                                .and_then(|(_, c)| c[i].as_ref())
+                        }),
+                    }
             })
             .collect();
         let mut b = vec![(f32::NEG_INFINITY, f32::NEG_INFINITY); block.items.len()];
@@ -340,19 +375,6 @@ fn top<T>(v: &mut Vec<T>, n: usize, cmp: impl Fn(&T, &T) -> Ordering) {
         v.truncate(n);
     }
     v.sort_by(cmp);
-}
-
-trait MatchesOpt {
-    fn is_none_or_matches(&self, doc: &Value) -> bool;
-}
-
-impl MatchesOpt for Option<&Filter> {
-    fn is_none_or_matches(&self, doc: &Value) -> bool {
-        match self {
-            None => true,
-            Some(f) => f.matches(doc),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::cache::{self, normalise, SearchCache};
 use super::embed::{embed_documents_checked, Embedder};
-use super::namespace::{self, prefix_glob, validate_labels, validate_namespace, MatchCondition, PrefixGlob};
+use super::namespace::{self, validate_labels, validate_namespace, MatchCondition};
 use super::path::{configured_fields, field_texts, per_put_fields, IndexField};
 use super::types::*;
 use crate::db::Db;
@@ -632,7 +632,7 @@ impl Store {
         }
         let dims = self.inner.config.index.as_ref().map(|i| i.dims);
         let blocks = self.inner.cache.blocks(conn, &s.namespace_prefix, dims)?;
-        let expired = expired_under(conn, &s.namespace_prefix)?;
+        let expired = expired_items(conn)?;
         // A zero query has no direction: nothing gets a score.
         let unit = query
             .map(<[f32]>::to_vec)
@@ -660,21 +660,16 @@ impl Store {
     }
 }
 
-/// The (prefix, key) of every expired, unswept item under `prefix`: found
-/// through the partial index on `expires_at`, so it costs what has expired.
-fn expired_under(conn: &Connection, prefix: &[String]) -> Result<HashSet<(String, String)>> {
-    let mut sql =
-        format!("SELECT prefix, key FROM store WHERE expires_at IS NOT NULL AND expires_at < {NOW}");
-    let mut args: Vec<String> = vec![];
-    if let Some(PrefixGlob { exact, glob }) = prefix_glob(prefix) {
-        sql.push_str(" AND ");
-        sql.push_str(&PrefixGlob::sql("prefix"));
-        args.push(exact);
-        args.push(glob);
-    }
+/// The (prefix, key) of every expired, unswept item: found through the
+/// partial index on `expires_at`, so it costs what has expired, not what the
+/// namespace holds. (Filtering by prefix here would steer SQLite to the
+/// prefix index and a scan of the namespace.)
+fn expired_items(conn: &Connection) -> Result<HashSet<(String, String)>> {
     let rows = conn
-        .prepare_cached(&sql)?
-        .query_map(params_from_iter(args.iter()), |r| Ok((r.get(0)?, r.get(1)?)))?
+        .prepare_cached(&format!(
+            "SELECT prefix, key FROM store WHERE expires_at IS NOT NULL AND expires_at < {NOW}"
+        ))?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
     Ok(rows)
 }
