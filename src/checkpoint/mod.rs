@@ -568,43 +568,64 @@ impl Checkpointer {
     /// per distinct (namespace, channel, version); writes of all rows in one
     /// query.
     fn assemble(&self, conn: &Connection, rows: Vec<Row>) -> Result<Vec<CheckpointTuple>> {
+        type BlobKey = (String, String, String, String);
         let mut writes = self.load_writes(conn, &rows)?;
-        let mut blob_cache: HashMap<(String, String, String, String), Option<Value>> = HashMap::new();
-        let mut blob_stmt = conn.prepare_cached(
-            "SELECT type, blob FROM checkpoint_blobs \
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
-        )?;
-        let mut out = Vec::with_capacity(rows.len());
+        // Pass 1: parse the rows and count how many of them use each blob.
+        let mut parsed = Vec::with_capacity(rows.len());
+        let mut uses: HashMap<BlobKey, usize> = HashMap::new();
         for row in rows {
-            let mut checkpoint: Checkpoint = serde_json::from_str(&row.checkpoint)
+            let checkpoint: Checkpoint = serde_json::from_str(&row.checkpoint)
                 .map_err(|e| Error::corrupt(format!("checkpoint {} does not parse: {e}", row.id)))?;
             let metadata: Metadata = serde_json::from_str(&row.metadata).map_err(|e| {
                 Error::corrupt(format!("metadata of checkpoint {} does not parse: {e}", row.id))
             })?;
-            let inline = std::mem::take(&mut checkpoint.channel_values);
+            for (ch, version) in &checkpoint.channel_versions {
+                if !checkpoint.channel_values.contains_key(ch) {
+                    let key = (row.thread_id.clone(), row.ns.clone(), ch.clone(), version.to_string());
+                    *uses.entry(key).or_default() += 1;
+                }
+            }
+            parsed.push((row, checkpoint, metadata));
+        }
+        // Pass 2: decode each blob once; the last user takes it, the others
+        // get clones.
+        let mut blobs: HashMap<BlobKey, Option<Value>> = HashMap::with_capacity(uses.len());
+        {
+            let mut stmt = conn.prepare_cached(
+                "SELECT type, blob FROM checkpoint_blobs \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
+            )?;
+            for key in uses.keys() {
+                let found: Option<(String, Option<Vec<u8>>)> = stmt
+                    .query_row(params![key.0, key.1, key.2, key.3], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                let v = match found {
+                    Some((tag, _)) if tag == "empty" => None,
+                    Some((tag, bytes)) => {
+                        Some(self.serde.loads_typed(&tag, bytes.as_deref().unwrap_or(&[]))?)
+                    }
+                    None => None,
+                };
+                blobs.insert(key.clone(), v);
+            }
+        }
+        let mut out = Vec::with_capacity(parsed.len());
+        for (row, mut checkpoint, metadata) in parsed {
+            let mut inline = std::mem::take(&mut checkpoint.channel_values);
             let mut values = Map::new();
             for (ch, version) in &checkpoint.channel_versions {
-                if let Some(v) = inline.get(ch) {
-                    values.insert(ch.clone(), v.clone());
+                if let Some(v) = inline.remove(ch) {
+                    values.insert(ch.clone(), v);
                     continue;
                 }
                 let key = (row.thread_id.clone(), row.ns.clone(), ch.clone(), version.to_string());
-                let value = match blob_cache.get(&key) {
-                    Some(v) => v.clone(),
-                    None => {
-                        let found: Option<(String, Option<Vec<u8>>)> = blob_stmt
-                            .query_row(params![key.0, key.1, key.2, key.3], |r| Ok((r.get(0)?, r.get(1)?)))
-                            .optional()?;
-                        let v = match found {
-                            Some((tag, _)) if tag == "empty" => None,
-                            Some((tag, bytes)) => {
-                                Some(self.serde.loads_typed(&tag, bytes.as_deref().unwrap_or(&[]))?)
-                            }
-                            None => None,
-                        };
-                        blob_cache.insert(key, v.clone());
-                        v
-                    }
+                let left = uses.get_mut(&key).map(|n| {
+                    *n -= 1;
+                    *n
+                });
+                let value = match left {
+                    Some(0) => blobs.remove(&key).flatten(),
+                    _ => blobs.get(&key).cloned().flatten(),
                 };
                 if let Some(v) = value {
                     values.insert(ch.clone(), v);
