@@ -143,3 +143,7 @@ CREATE TRIGGER IF NOT EXISTS agentstate_vectors_upd AFTER UPDATE ON store_vector
         WHERE NOT EXISTS (SELECT 1 FROM agentstate_store_gen WHERE prefix = NEW.prefix);
     UPDATE agentstate_store_gen SET gen = gen + 1 WHERE prefix IN (OLD.prefix, NEW.prefix);
 END;
+
+-- migration: agentstate_migrations 2
+-- Lets list_namespaces skip expired items with an index-only scan.
+CREATE INDEX IF NOT EXISTS agentstate_store_prefix_expires ON store (prefix, expires_at);

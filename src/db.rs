@@ -199,6 +199,23 @@ impl Db {
         f(&conn)
     }
 
+    /// Runs `f` in a read transaction: every statement sees one snapshot of
+    /// the file. (BEGIN/COMMIT go through cached statements: this sits on
+    /// every read path.)
+    pub(crate) fn snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.conn()?;
+        conn.prepare_cached("BEGIN")?.execute([])?;
+        let out = f(&conn);
+        let end = conn
+            .prepare_cached(if out.is_ok() { "COMMIT" } else { "ROLLBACK" })
+            .and_then(|mut s| s.execute([]));
+        match (out, end) {
+            (Ok(v), Ok(_)) => Ok(v),
+            (Err(e), _) => Err(e),
+            (Ok(_), Err(e)) => Err(e.into()),
+        }
+    }
+
     /// Runs `f` inside a `BEGIN IMMEDIATE` transaction and commits; any error
     /// rolls everything back. If the database stays busy (another writer),
     /// the whole transaction is retried until the busy timeout has passed.

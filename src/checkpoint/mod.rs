@@ -301,8 +301,7 @@ impl Checkpointer {
     /// - database errors.
     pub fn get_tuple(&self, config: &Config) -> Result<Option<CheckpointTuple>> {
         require_thread(config)?;
-        self.db.read(|conn| {
-            let tx = conn.unchecked_transaction()?;
+        self.db.snapshot(|tx| {
             let row = match &config.checkpoint_id {
                 Some(id) => tx
                     .prepare_cached(&format!(
@@ -320,7 +319,7 @@ impl Checkpointer {
                     .optional()?,
             };
             let Some(row) = row else { return Ok(None) };
-            let mut out = self.assemble(&tx, vec![row])?;
+            let mut out = self.assemble(tx, vec![row])?;
             Ok(out.pop())
         })
     }
@@ -375,13 +374,12 @@ impl Checkpointer {
             sql.push_str(" LIMIT ?");
             args.push((n.min(i64::MAX as usize) as i64).into());
         }
-        self.db.read(|conn| {
-            let tx = conn.unchecked_transaction()?;
+        self.db.snapshot(|tx| {
             let rows = tx
                 .prepare_cached(&sql)?
                 .query_map(params_from_iter(args.iter()), read_row)?
                 .collect::<rusqlite::Result<Vec<Row>>>()?;
-            self.assemble(&tx, rows)
+            self.assemble(tx, rows)
         })
     }
 
@@ -659,6 +657,25 @@ impl Checkpointer {
     ) -> Result<HashMap<(String, String, String), Vec<PendingWrite>>> {
         let mut out: HashMap<(String, String, String), Vec<PendingWrite>> = HashMap::new();
         if rows.is_empty() {
+            return Ok(out);
+        }
+        if let [row] = rows {
+            // One checkpoint (get_tuple): a plain primary-key range.
+            let mut stmt = conn.prepare_cached(
+                "SELECT task_id, channel, type, blob FROM checkpoint_writes \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_id, idx",
+            )?;
+            let mut q = stmt.query(params![row.thread_id, row.ns, row.id])?;
+            let mut list = vec![];
+            while let Some(r) = q.next()? {
+                let tag: Option<String> = r.get(2)?;
+                let bytes = r.get_ref(3)?.as_blob().map_err(rusqlite::Error::from)?;
+                let value = self.serde.loads_typed(tag.as_deref().unwrap_or("null"), bytes)?;
+                list.push(PendingWrite { task_id: r.get(0)?, channel: r.get(1)?, value });
+            }
+            if !list.is_empty() {
+                out.insert((row.thread_id.clone(), row.ns.clone(), row.id.clone()), list);
+            }
             return Ok(out);
         }
         let keys = Value::Array(

@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::cache::{self, normalise, SearchCache};
 use super::embed::{embed_documents_checked, Embedder};
-use super::namespace::{self, validate_labels, validate_namespace, MatchCondition};
+use super::namespace::{self, prefix_glob, validate_labels, validate_namespace, MatchCondition, PrefixGlob};
 use super::path::{configured_fields, field_texts, per_put_fields, IndexField};
 use super::types::*;
 use crate::db::Db;
@@ -21,7 +21,8 @@ use crate::filter::Filter;
 use crate::vector::{decode_f32, encode_f32};
 
 /// SQL: now, as comparable UTC text with milliseconds.
-const NOW: &str = "strftime('%Y-%m-%d %H:%M:%f', 'now')";
+/// (A scalar subquery, so SQLite computes it once per statement, not per row.)
+const NOW: &str = "(SELECT strftime('%Y-%m-%d %H:%M:%f', 'now'))";
 
 /// SQL: the row of `store` (aliased `s`) has not expired.
 fn alive(alias: &str) -> String {
@@ -547,10 +548,7 @@ impl Store {
             });
         }
         let mut refresh = vec![];
-        let out = self.inner.db.read(|conn| {
-            let tx = conn.unchecked_transaction()?;
-            run(&tx, &mut refresh)
-        })?;
+        let out = self.inner.db.snapshot(|tx| run(tx, &mut refresh))?;
         if !refresh.is_empty() {
             self.inner.db.write(|tx| refresh_ttls(tx, &refresh))?;
         }
@@ -755,12 +753,49 @@ fn do_list(conn: &Connection, l: &ListNamespacesOp) -> Result<Vec<Vec<String>>> 
     if l.limit == 0 {
         return Ok(vec![]);
     }
-    let prefixes: Vec<String> = conn
-        .prepare_cached(&format!("SELECT DISTINCT prefix FROM store s WHERE {}", alive("s")))?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let decoded: Vec<Vec<String>> = prefixes.iter().map(|p| namespace::decode_prefix(p)).collect();
-    Ok(namespace::list_namespaces(decoded, &l.match_conditions, l.max_depth, l.limit, l.offset))
+    // Push one literal prefix down to the index; match the rest on the
+    // encoded text, sort in tuple order, and decode only the page.
+    let mut sql = format!(
+        "SELECT DISTINCT prefix FROM store s INDEXED BY agentstate_store_prefix_expires WHERE {}",
+        alive("s")
+    );
+    let mut args: Vec<String> = vec![];
+    if let Some(lit) = l.match_conditions.iter().find_map(MatchCondition::literal_prefix) {
+        if let Some(PrefixGlob { exact, glob }) = prefix_glob(&lit) {
+            sql.push_str(" AND ");
+            sql.push_str(&PrefixGlob::sql("s.prefix"));
+            args.push(exact);
+            args.push(glob);
+        }
+    }
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params_from_iter(args.iter()))?;
+    let mut found: Vec<String> = vec![];
+    while let Some(r) = rows.next()? {
+        let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+        if l.match_conditions.iter().all(|c| c.matches_encoded(p)) {
+            let cut = match l.max_depth {
+                Some(d) => p.match_indices('.').nth(d.wrapping_sub(1)).map_or(p, |(i, _)| &p[..i]),
+                None => p,
+            };
+            let cut = if l.max_depth == Some(0) { "" } else { cut };
+            if found.last().map(String::as_str) != Some(cut) {
+                found.push(cut.to_string());
+            }
+        }
+    }
+    // SQLite returned byte order, which is tuple order unless a label holds a
+    // byte that sorts below the '.' separator.
+    if found.iter().any(|p| p.bytes().any(|b| b < b'.')) {
+        found.sort_by(|a, b| namespace::cmp_encoded(a, b));
+    }
+    found.dedup();
+    Ok(found
+        .iter()
+        .skip(l.offset)
+        .take(l.limit)
+        .map(|p| if p.is_empty() { vec![] } else { namespace::decode_prefix(p) })
+        .collect())
 }
 
 fn sweep(db: &Db) -> Result<usize> {

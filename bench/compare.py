@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Runs the Python reference benchmarks (shared/peer-bench) and agentstate's
+same workloads (examples/bench_checkpointer.rs, examples/bench_store.rs)
+alternately in one run, and prints one table: metric, Python median, Rust
+median, ratio, target.
+
+Called by bench/compare.sh, which sets up the pinned Python venv and builds
+the Rust benchmarks. Peak RSS of every run is read with wait4().
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PEER = os.environ.get("PEER_BENCH", os.path.join(ROOT, "..", "shared", "peer-bench"))
+
+
+def run(cmd: list[str], out_json: str | None = None) -> tuple[dict, float, float]:
+    """Runs cmd; returns (parsed JSON result, seconds, peak RSS MiB)."""
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = p.communicate()
+    # communicate() has reaped it; rusage of the child comes from the
+    # children totals, so measure per run with a fresh wait4 instead:
+    el = time.perf_counter() - t
+    if p.returncode != 0:
+        sys.stderr.write(err.decode(errors="replace"))
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    if out_json:
+        with open(out_json) as f:
+            data = json.load(f)["median"]
+    else:
+        data = json.loads(out.decode().strip().splitlines()[-1])
+    return data, el, 0.0
+
+
+def run_rss(cmd: list[str], out_json: str | None = None) -> tuple[dict, float, float]:
+    t = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        el = time.perf_counter() - t
+        out.seek(0)
+        err.seek(0)
+        if p.returncode != 0:
+            sys.stderr.write(err.read().decode(errors="replace"))
+            raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}")
+        if out_json:
+            with open(out_json) as f:
+                data = json.load(f)["median"]
+        else:
+            data = json.loads(out.read().decode().strip().splitlines()[-1])
+    return data, el, ru.ru_maxrss / 1024.0
+
+
+# (metric, better, target ratio, note). better: "lower" times/sizes, "higher" rates.
+CKPT = [
+    ("single_steps_per_s", "higher", 10, "checkpoint step (put + put_writes), 1 thread"),
+    ("single_first100_ms", "lower", None, "per-step median, first 100 steps"),
+    ("single_last100_ms", "lower", None, "per-step median, last 100 steps"),
+    ("multi_steps_per_s", "higher", None, "100 threads x 50 steps, round-robin"),
+    ("get_tuple_latest_us", "lower", 10, "get_tuple latest (long thread)"),
+    ("get_tuple_by_id_mid_us", "lower", None, "get_tuple by id (middle)"),
+    ("multi_get_tuple_latest_us", "lower", None, "get_tuple latest, 50-step thread"),
+    ("list_full_ms", "lower", 20, "list() full history"),
+    ("list_limit10_ms", "lower", None, "list(limit=10)"),
+    ("list_filter_ms", "lower", 20, "list(filter={source, step}) on the thread"),
+    ("list_filter_allthreads_ms", "lower", None, "same filter, all threads"),
+    ("single_db_bytes_after_close", "lower", 20, "file size after the run"),
+]
+STORE = [
+    ("put_batch_us_per_item_excl_embed", "lower", 5, "batch put of 100, per item, embedding excluded"),
+    ("get_us@{s}", "lower", 3, "get, N={s}"),
+    ("get_us@{l}", "lower", 3, "get, N={l}"),
+    ("vsearch_ms@{s}", "lower", None, "vector search limit 10, N={s}"),
+    ("vsearch_ms@{l}", "lower", 10, "vector search limit 10, N={l} x 384 dims"),
+    ("filter_search_ms@{s}", "lower", 3, "filter-only search, N={s}"),
+    ("filter_search_ms@{l}", "lower", 3, "filter-only search, N={l}"),
+    ("vsearch+filter_ms@{s}", "lower", None, "vector + filter search, N={s}"),
+    ("vsearch+filter_ms@{l}", "lower", None, "vector + filter search, N={l}"),
+    ("list_ns_all_ms", "lower", 3, "list_namespaces(prefix) over 1000 ns"),
+    ("list_ns_noprefix_ms", "lower", 3, "list_namespaces() no prefix"),
+    ("list_ns_maxdepth2_ms", "lower", 3, "list_namespaces(max_depth=2)"),
+    ("list_ns_suffix_ms", "lower", 3, "list_namespaces(suffix)"),
+]
+
+
+def fmt(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:.1f} M"
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def table(title: str, rows, py_runs, rs_runs, extra_rows=()):
+    lines = [f"\n### {title}\n", "| metric | Python median | Rust median | ratio | target | met |",
+             "|---|---:|---:|---:|---:|:-:|"]
+    for key, better, target, note in rows:
+        pv = [r[key] for r in py_runs if key in r]
+        rv = [r[key] for r in rs_runs if key in r]
+        if not pv or not rv:
+            continue
+        p, r = statistics.median(pv), statistics.median(rv)
+        ratio = (p / r if better == "lower" else r / p) if p and r else float("nan")
+        met = "" if target is None else ("yes" if ratio >= target else "**no**")
+        tgt = "" if target is None else f">= {target}x"
+        lines.append(f"| {note} (`{key}`) | {fmt(p)} | {fmt(r)} | {ratio:.1f}x | {tgt} | {met} |")
+    lines.extend(extra_rows)
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", required=True, help="the venv python with the pinned LangGraph packages")
+    ap.add_argument("--rust-dir", default=os.path.join(ROOT, "target", "release", "examples"))
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--steps", default="100,1000", help="checkpointer sizes")
+    ap.add_argument("--n-small", type=int, default=10_000)
+    ap.add_argument("--n-large", type=int, default=50_000)
+    ap.add_argument("--store-reps", type=int, default=2)
+    ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "agentstate-compare"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    work = os.path.join(args.out, "work")
+    os.makedirs(work, exist_ok=True)
+    rs_ck = os.path.join(args.rust_dir, "bench_checkpointer")
+    rs_st = os.path.join(args.rust_dir, "bench_store")
+    report = [f"Machine: {platform.platform()}, {os.cpu_count()} CPUs; Python {args.python}; "
+              f"{args.reps} alternating repeats per checkpointer row, {args.store_reps} per store row; "
+              "medians of the repeats (each Python repeat is itself one --repeats 1 run)."]
+    raw = {}
+    for steps in [int(s) for s in args.steps.split(",")]:
+        # Python's default is synchronous=FULL in WAL; NORMAL is our default.
+        for sync, rs_flag in (("default", ["--full"]), ("NORMAL", [])):
+            py_runs, rs_runs, py_rss, rs_rss = [], [], [], []
+            for rep in range(args.reps):
+                out = os.path.join(args.out, f"py_ckpt_{steps}_{sync}_{rep}.json")
+                d, _, rss = run_rss([args.python, os.path.join(PEER, "bench_checkpointer.py"), "--steps", str(steps),
+                                     "--synchronous", sync, "--repeats", "1", "--dir", work, "--json", out], out)
+                py_runs.append(d)
+                py_rss.append(rss)
+                d, _, rss = run_rss([rs_ck, "--steps", str(steps)] + rs_flag)
+                rs_runs.append(d)
+                rs_rss.append(rss)
+                print(f"# checkpointer steps={steps} sync={sync} repeat {rep + 1}/{args.reps}", file=sys.stderr)
+            raw[f"ckpt_{steps}_{sync}"] = {"python": py_runs, "rust": rs_runs, "py_rss": py_rss, "rs_rss": rs_rss}
+            mode = "synchronous=FULL (Python's default) vs Durability::Full" if sync == "default" else \
+                "synchronous=NORMAL vs Durability::Normal (agentstate's default)"
+            rss_row = (f"| peak RSS of the whole run (MiB) | {statistics.median(py_rss):.0f} | "
+                       f"{statistics.median(rs_rss):.0f} | {statistics.median(py_rss) / statistics.median(rs_rss):.1f}x | | |")
+            report.append(table(f"Checkpointer, {steps} steps, {mode}", CKPT, py_runs, rs_runs, [rss_row]))
+    py_runs, rs_runs, py_rss, rs_rss = [], [], [], []
+    s, l = args.n_small, args.n_large
+    for rep in range(args.store_reps):
+        out = os.path.join(args.out, f"py_store_{rep}.json")
+        d, _, rss = run_rss([args.python, os.path.join(PEER, "bench_store.py"), "--backend", "sqlite", "--repeats", "1",
+                             "--n-small", str(s), "--n-large", str(l), "--dir", work, "--json", out], out)
+        py_runs.append(d)
+        py_rss.append(rss)
+        d, _, rss = run_rss([rs_st, "--n-small", str(s), "--n-large", str(l), "--full"])
+        rs_runs.append(d)
+        rs_rss.append(rss)
+        print(f"# store repeat {rep + 1}/{args.store_reps}", file=sys.stderr)
+    raw["store"] = {"python": py_runs, "rust": rs_runs, "py_rss": py_rss, "rs_rss": rs_rss}
+    rows = [(k.format(s=s, l=l), b, t, n.format(s=s, l=l)) for k, b, t, n in STORE]
+    rss_row = (f"| peak RSS of the whole run (MiB) | {statistics.median(py_rss):.0f} | "
+               f"{statistics.median(rs_rss):.0f} | {statistics.median(py_rss) / statistics.median(rs_rss):.1f}x | | |")
+    report.append(table(f"Store, {s} and {l} items x 384 dims, synchronous=FULL on both sides", rows, py_runs,
+                        rs_runs, [rss_row]))
+    with open(os.path.join(args.out, "raw.json"), "w") as f:
+        json.dump(raw, f, indent=1)
+    print("\n".join(report))
+
+
+if __name__ == "__main__":
+    main()
