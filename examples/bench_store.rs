@@ -186,6 +186,31 @@ fn main() -> Result<()> {
         let el = put_batches(n_large, &mut embed_secs)?;
         r.insert(format!("put_batch_per_s_to_{n_large}"), json!((n_large - n_small) as f64 / el));
         reads(n_large, n_large, &mut r)?;
+        // The same vector search once the file also holds as many items in
+        // other namespaces: search cost must not depend on them.
+        let other = vec!["elsewhere".to_string(), "docs".to_string()];
+        for c in (0..n_large).step_by(batch) {
+            let ops: Vec<Op> = (c..(c + batch).min(n_large))
+                .map(|i| {
+                    Op::Put(PutOp {
+                        namespace: other.clone(),
+                        key: format!("doc-{i:06}"),
+                        value: Some(value(i)),
+                        index: Index::Default,
+                        ttl: None,
+                    })
+                })
+                .collect();
+            store.batch(ops)?;
+        }
+        let mut ts = vec![];
+        for j in 0..iters {
+            let q = format!("what do you know about {} #{j}", TOPICS[j % TOPICS.len()]);
+            let (t, res) = time(|| store.search(&["bench"], SearchOptions::default().query(q).limit(10)));
+            assert_eq!(res?.len(), 10);
+            ts.push(t);
+        }
+        r.insert(format!("vsearch_ms@{n_large}_plus_{n_large}_elsewhere"), json!(median(ts) * 1e3));
     }
 
     let db = Db::builder().durability(durability).open(dir.join("namespaces.db"))?;
