@@ -548,7 +548,14 @@ impl Store {
             });
         }
         let mut refresh = vec![];
-        let out = self.inner.db.snapshot(|tx| run(tx, &mut refresh))?;
+        // A lone get or list_namespaces is one SELECT, atomic by itself; only
+        // multi-statement reads need an explicit snapshot.
+        let single_statement = matches!(ops.as_slice(), [Op::Get(_)] | [Op::ListNamespaces(_)]);
+        let out = if single_statement {
+            self.inner.db.read(|conn| run(conn, &mut refresh))?
+        } else {
+            self.inner.db.snapshot(|tx| run(tx, &mut refresh))?
+        };
         if !refresh.is_empty() {
             self.inner.db.write(|tx| refresh_ttls(tx, &refresh))?;
         }
