@@ -104,8 +104,10 @@ CREATE TABLE IF NOT EXISTS agentstate_meta (
 
 -- migration: agentstate_migrations 1
 -- A generation counter per namespace prefix, bumped by triggers whenever an
--- item or a vector of that prefix is added, removed or changed (by any
--- writer, Python's SqliteStore included). The Store's in-memory search cache
+-- item of that prefix is added, removed or changed (by any writer, Python's
+-- SqliteStore included). Vectors are only ever written together with their
+-- item's row (by us and by Python); the one exception, a reindex, bumps every
+-- generation itself. The Store's in-memory search cache
 -- reloads exactly the prefixes whose generation moved. TTL refreshes (which
 -- only touch expires_at) do not bump it: expiry is always checked live.
 -- (No OR IGNORE inside triggers: the firing statement's conflict policy
@@ -126,19 +128,6 @@ CREATE TRIGGER IF NOT EXISTS agentstate_store_del AFTER DELETE ON store BEGIN
 END;
 CREATE TRIGGER IF NOT EXISTS agentstate_store_upd
 AFTER UPDATE OF prefix, key, value, created_at, updated_at, ttl_minutes ON store BEGIN
-    INSERT INTO agentstate_store_gen (prefix, gen) SELECT NEW.prefix, 0
-        WHERE NOT EXISTS (SELECT 1 FROM agentstate_store_gen WHERE prefix = NEW.prefix);
-    UPDATE agentstate_store_gen SET gen = gen + 1 WHERE prefix IN (OLD.prefix, NEW.prefix);
-END;
-CREATE TRIGGER IF NOT EXISTS agentstate_vectors_ins AFTER INSERT ON store_vectors BEGIN
-    INSERT INTO agentstate_store_gen (prefix, gen) SELECT NEW.prefix, 0
-        WHERE NOT EXISTS (SELECT 1 FROM agentstate_store_gen WHERE prefix = NEW.prefix);
-    UPDATE agentstate_store_gen SET gen = gen + 1 WHERE prefix = NEW.prefix;
-END;
-CREATE TRIGGER IF NOT EXISTS agentstate_vectors_del AFTER DELETE ON store_vectors BEGIN
-    UPDATE agentstate_store_gen SET gen = gen + 1 WHERE prefix = OLD.prefix;
-END;
-CREATE TRIGGER IF NOT EXISTS agentstate_vectors_upd AFTER UPDATE ON store_vectors BEGIN
     INSERT INTO agentstate_store_gen (prefix, gen) SELECT NEW.prefix, 0
         WHERE NOT EXISTS (SELECT 1 FROM agentstate_store_gen WHERE prefix = NEW.prefix);
     UPDATE agentstate_store_gen SET gen = gen + 1 WHERE prefix IN (OLD.prefix, NEW.prefix);

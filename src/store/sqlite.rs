@@ -428,6 +428,8 @@ impl Store {
             for p in &all {
                 insert_vectors(tx, p)?;
             }
+            // Vector writes alone fire no generation trigger.
+            tx.execute("UPDATE agentstate_store_gen SET gen = gen + 1", [])?;
             Ok(())
         })?;
         Ok(all.len())
