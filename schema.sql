@@ -58,6 +58,13 @@ CREATE INDEX IF NOT EXISTS checkpoints_run_id_idx
     ON checkpoints (json_extract(metadata, '$.run_id'))
     WHERE json_extract(metadata, '$.run_id') IS NOT NULL;
 
+-- migration: checkpoint_migrations 4
+-- Incremental blobs: a blob with a base_version holds only the elements its
+-- list appended to the base version's list (a msgpack array of the tail);
+-- chain counts the deltas since the last full snapshot (0 = full).
+ALTER TABLE checkpoint_blobs ADD COLUMN base_version TEXT;
+ALTER TABLE checkpoint_blobs ADD COLUMN chain INTEGER NOT NULL DEFAULT 0;
+
 -- migration: store_migrations 0
 CREATE TABLE IF NOT EXISTS store (
     prefix text NOT NULL,

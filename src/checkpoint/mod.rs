@@ -15,6 +15,7 @@
 //! Every call is one transaction: a checkpoint is never visible without its
 //! blobs.
 
+mod delta;
 mod id;
 mod types;
 
@@ -68,6 +69,7 @@ fn is_primitive(v: &Value) -> bool {
 pub struct Checkpointer {
     db: Db,
     serde: Arc<dyn Serializer>,
+    bases: Arc<delta::BaseCache>,
 }
 
 impl std::fmt::Debug for Checkpointer {
@@ -79,7 +81,7 @@ impl std::fmt::Debug for Checkpointer {
 impl Db {
     /// The checkpointer of this database, with LangGraph's serializer.
     pub fn checkpointer(&self) -> Checkpointer {
-        Checkpointer { db: self.clone(), serde: Arc::new(JsonPlusSerializer) }
+        Checkpointer { db: self.clone(), serde: Arc::new(JsonPlusSerializer), bases: Arc::default() }
     }
 }
 
@@ -138,6 +140,7 @@ impl Checkpointer {
     /// writes (for example an encrypting wrapper).
     pub fn with_serializer(mut self, serializer: impl Serializer) -> Checkpointer {
         self.serde = Arc::new(serializer);
+        self.bases = Arc::default();
         self
     }
 
@@ -182,14 +185,28 @@ impl Checkpointer {
         if checkpoint.id.is_empty() {
             return Err(Error::InvalidArgument("checkpoint.id must not be empty".into()));
         }
+        let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
         let mut inline = Map::new();
-        let mut blobs: Vec<(&str, String, String, Vec<u8>)> = Vec::new();
+        let mut blobs: Vec<PlannedBlob<'_>> = Vec::new();
         for (ch, value) in &checkpoint.channel_values {
             if is_primitive(value) {
                 inline.insert(ch.clone(), value.clone());
             } else if let Some(version) = new_versions.get(ch) {
                 let (tag, bytes) = self.serde.dumps_typed(value)?;
-                blobs.push((ch.as_str(), version.to_string(), tag, bytes));
+                let appendable = value.is_array() && tag == "msgpack" && self.serde.concatenates_arrays();
+                let delta = appendable
+                    .then(|| self.bases.get(thread, ns, ch))
+                    .flatten()
+                    .filter(|b| b.chain < delta::MAX_CHAIN)
+                    .and_then(|b| delta::delta(&b.bytes, &bytes).map(|d| (b.version, d, b.chain + 1)));
+                blobs.push(PlannedBlob {
+                    channel: ch,
+                    version: version.to_string(),
+                    tag,
+                    full: Arc::new(bytes),
+                    appendable,
+                    delta,
+                });
             }
         }
         let stored = StoredCheckpoint {
@@ -204,14 +221,33 @@ impl Checkpointer {
         };
         let checkpoint_json = serde_json::to_string(&stored)?;
         let metadata_json = serde_json::to_string(&merge_metadata(config, metadata))?;
-        let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
+        let mut cache_updates: Vec<(&str, Option<delta::Base>)> = vec![];
         self.db.write(|tx| {
+            cache_updates.clear();
             let mut ins = tx.prepare_cached(
-                "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+                "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING",
             )?;
-            for (ch, version, tag, bytes) in &blobs {
-                ins.execute(params![thread, ns, ch, version, tag, bytes])?;
+            let mut has_base = tx.prepare_cached(
+                "SELECT EXISTS(SELECT 1 FROM checkpoint_blobs \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4)",
+            )?;
+            for b in &blobs {
+                // A delta only if its base is (still) there in this transaction.
+                let mut delta = None;
+                if let Some((base, bytes, chain)) = &b.delta {
+                    if has_base.query_row(params![thread, ns, b.channel, base], |r| r.get::<_, bool>(0))? {
+                        delta = Some((base, bytes, *chain));
+                    }
+                }
+                let (bytes, base, chain): (&[u8], Option<&String>, i64) = match delta {
+                    Some((base, bytes, chain)) => (bytes, Some(base), chain),
+                    None => (&b.full, None, 0),
+                };
+                let inserted = ins.execute(params![thread, ns, b.channel, b.version, b.tag, bytes, base, chain])?;
+                let next = (inserted == 1 && b.appendable)
+                    .then(|| delta::Base { version: b.version.clone(), bytes: b.full.clone(), chain });
+                cache_updates.push((b.channel, next));
             }
             tx.prepare_cached(
                 "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, checkpoint) \
@@ -222,6 +258,9 @@ impl Checkpointer {
             .execute(params![thread, ns, checkpoint.id, config.checkpoint_id, metadata_json, checkpoint_json])?;
             Ok(())
         })?;
+        for (ch, base) in cache_updates {
+            self.bases.set(thread, ns, ch, base);
+        }
         Ok(Config::canonical(thread, ns, &checkpoint.id))
     }
 
@@ -423,8 +462,10 @@ impl Checkpointer {
                 )));
             }
             tx.execute(
-                "INSERT OR IGNORE INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob, created_at) \
-                 SELECT ?2, checkpoint_ns, channel, version, type, blob, created_at FROM checkpoint_blobs WHERE thread_id = ?1",
+                "INSERT OR IGNORE INTO checkpoint_blobs \
+                 (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain, created_at) \
+                 SELECT ?2, checkpoint_ns, channel, version, type, blob, base_version, chain, created_at \
+                 FROM checkpoint_blobs WHERE thread_id = ?1",
                 [src, dst],
             )?;
             tx.execute(
@@ -590,18 +631,13 @@ impl Checkpointer {
         let mut blobs: HashMap<BlobKey, Option<Value>> = HashMap::with_capacity(uses.len());
         {
             let mut stmt = conn.prepare_cached(
-                "SELECT type, blob FROM checkpoint_blobs \
+                "SELECT type, blob, base_version FROM checkpoint_blobs \
                  WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
             )?;
             for key in uses.keys() {
-                let found: Option<(String, Option<Vec<u8>>)> = stmt
-                    .query_row(params![key.0, key.1, key.2, key.3], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()?;
-                let v = match found {
+                let v = match load_blob(&mut stmt, key)? {
                     Some((tag, _)) if tag == "empty" => None,
-                    Some((tag, bytes)) => {
-                        Some(self.serde.loads_typed(&tag, bytes.as_deref().unwrap_or(&[]))?)
-                    }
+                    Some((tag, bytes)) => Some(self.serde.loads_typed(&tag, &bytes)?),
                     None => None,
                 };
                 blobs.insert(key.clone(), v);
@@ -705,6 +741,68 @@ impl Checkpointer {
     }
 }
 
+/// A blob `put` will write: the full encoding, and, when the list extends
+/// the last one this process stored for the channel, the delta against it.
+struct PlannedBlob<'a> {
+    channel: &'a str,
+    version: String,
+    tag: String,
+    full: Arc<Vec<u8>>,
+    appendable: bool,
+    /// (base version, delta bytes, chain length)
+    delta: Option<(String, Vec<u8>, i64)>,
+}
+
+/// The type tag and full bytes of a blob, following its chain of deltas back
+/// to the last snapshot (at most [`delta::MAX_CHAIN`] steps) and
+/// reassembling them. `None` if the blob does not exist.
+fn load_blob(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    key: &(String, String, String, String),
+) -> Result<Option<(String, Vec<u8>)>> {
+    type Piece = (String, Option<Vec<u8>>, Option<String>);
+    let (thread, ns, channel) = (&key.0, &key.1, &key.2);
+    let mut version = key.3.clone();
+    let mut pieces: Vec<Vec<u8>> = vec![];
+    let mut top_tag: Option<String> = None;
+    loop {
+        let found: Option<Piece> = stmt
+            .query_row(params![thread, ns, channel, version], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?;
+        let Some((tag, bytes, base)) = found else {
+            return match top_tag {
+                None => Ok(None),
+                Some(_) => Err(Error::corrupt(format!(
+                    "blob {channel}@{version} of thread '{thread}' is missing but a newer version extends it"
+                ))),
+            };
+        };
+        top_tag.get_or_insert(tag);
+        pieces.push(bytes.unwrap_or_default());
+        match base {
+            None => break,
+            Some(b) if (pieces.len() as i64) <= delta::MAX_CHAIN => version = b,
+            Some(_) => {
+                return Err(Error::corrupt(format!(
+                    "blob {channel}@{} of thread '{thread}': delta chain longer than {}",
+                    key.3,
+                    delta::MAX_CHAIN
+                )))
+            }
+        }
+    }
+    let tag = top_tag.unwrap_or_default();
+    if pieces.len() == 1 {
+        return Ok(pieces.pop().map(|p| (tag, p)));
+    }
+    pieces.reverse();
+    let refs: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+    let full = delta::assemble(&refs).ok_or_else(|| {
+        Error::corrupt(format!("blob {channel}@{} of thread '{thread}': a delta is not a list", key.3))
+    })?;
+    Ok(Some((tag, full)))
+}
+
 fn require_thread(config: &Config) -> Result<()> {
     if config.thread_id.is_empty() {
         return Err(Error::InvalidConfig("thread_id must not be empty".into()));
@@ -771,10 +869,32 @@ fn collect_blobs(tx: &Connection, thread: &str) -> Result<()> {
             }
         }
     }
-    let all: Vec<(String, String, String)> = tx
-        .prepare_cached("SELECT checkpoint_ns, channel, version FROM checkpoint_blobs WHERE thread_id = ?1")?
-        .query_map([thread], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+    // Keep the chains too: a kept delta needs every blob back to its snapshot.
+    let mut base_of: HashMap<(String, String, String), String> = HashMap::new();
+    let all: Vec<(String, String, String)> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT checkpoint_ns, channel, version, base_version FROM checkpoint_blobs WHERE thread_id = ?1",
+        )?;
+        let mut q = stmt.query([thread])?;
+        let mut all = vec![];
+        while let Some(r) = q.next()? {
+            let key: (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+            if let Some(base) = r.get::<_, Option<String>>(3)? {
+                base_of.insert(key.clone(), base);
+            }
+            all.push(key);
+        }
+        all
+    };
+    let mut pending: Vec<(String, String, String)> = referenced.iter().cloned().collect();
+    while let Some(key) = pending.pop() {
+        if let Some(base) = base_of.get(&key) {
+            let b = (key.0.clone(), key.1.clone(), base.clone());
+            if referenced.insert(b.clone()) {
+                pending.push(b);
+            }
+        }
+    }
     let mut del = tx.prepare_cached(
         "DELETE FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
     )?;

@@ -148,6 +148,15 @@ pub trait Serializer: Send + Sync + 'static {
     /// [`Error::UnknownSerialization`] for a tag this serializer does not
     /// know; [`Error::Serialization`] for bytes that do not decode.
     fn loads_typed(&self, type_tag: &str, bytes: &[u8]) -> Result<Value>;
+
+    /// True if this serializer writes a JSON array under the tag `msgpack` as
+    /// a msgpack array header followed by the concatenated encodings of its
+    /// elements, each independent of the others. The checkpointer then stores
+    /// a list that grew by appending as only its new tail (incremental
+    /// blobs). Default `false`: every value is stored whole.
+    fn concatenates_arrays(&self) -> bool {
+        false
+    }
 }
 
 /// LangGraph's `JsonPlusSerializer`, byte for byte for plain values.
@@ -158,6 +167,10 @@ pub trait Serializer: Send + Sync + 'static {
 pub struct JsonPlusSerializer;
 
 impl Serializer for JsonPlusSerializer {
+    fn concatenates_arrays(&self) -> bool {
+        true
+    }
+
     fn dumps_typed(&self, value: &Value) -> Result<(String, Vec<u8>)> {
         match value {
             Value::Null => Ok(("null".into(), Vec::new())),
