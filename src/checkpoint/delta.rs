@@ -13,7 +13,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The longest chain of deltas after a full snapshot.
-pub const MAX_CHAIN: i64 = 32;
+pub const MAX_CHAIN: i64 = 64;
+
+/// Lists whose encoding is smaller than this are stored whole: rewriting
+/// them costs little and keeps their reads to one row.
+pub const MIN_DELTA_BASE: usize = 8 * 1024;
 
 /// Entries kept in a [`BaseCache`] before it is emptied.
 const CACHE_ENTRIES: usize = 512;
@@ -36,6 +40,13 @@ impl BaseCache {
     pub(crate) fn get(&self, thread: &str, ns: &str, channel: &str) -> Option<Base> {
         let map = self.map.lock().ok()?;
         map.get(&(thread.to_string(), ns.to_string(), channel.to_string())).cloned()
+    }
+
+    /// Drops every entry of `thread` (its blobs are being deleted).
+    pub(crate) fn forget_thread(&self, thread: &str) {
+        if let Ok(mut map) = self.map.lock() {
+            map.retain(|k, _| k.0 != thread);
+        }
     }
 
     pub(crate) fn set(&self, thread: &str, ns: &str, channel: &str, base: Option<Base>) {

@@ -197,7 +197,7 @@ impl Checkpointer {
                 let delta = appendable
                     .then(|| self.bases.get(thread, ns, ch))
                     .flatten()
-                    .filter(|b| b.chain < delta::MAX_CHAIN)
+                    .filter(|b| b.chain < delta::MAX_CHAIN && bytes.len() >= delta::MIN_DELTA_BASE)
                     .and_then(|b| delta::delta(&b.bytes, &bytes).map(|d| (b.version, d, b.chain + 1)));
                 blobs.push(PlannedBlob {
                     channel: ch,
@@ -428,6 +428,7 @@ impl Checkpointer {
     /// # Errors
     /// Database errors; nothing is deleted then.
     pub fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        self.bases.forget_thread(thread_id);
         self.db.write(|tx| {
             for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
                 tx.prepare_cached(&format!("DELETE FROM {table} WHERE thread_id = ?1"))?
@@ -494,6 +495,9 @@ impl Checkpointer {
     /// - [`Error::Corrupt`] if a remaining checkpoint's JSON does not parse.
     /// - database errors; nothing is deleted then.
     pub fn prune<S: AsRef<str>>(&self, thread_ids: &[S], strategy: PruneStrategy) -> Result<()> {
+        for t in thread_ids {
+            self.bases.forget_thread(t.as_ref());
+        }
         self.db.write(|tx| {
             for thread in thread_ids {
                 let thread = thread.as_ref();
@@ -548,6 +552,7 @@ impl Checkpointer {
             delete_writes_of(tx, &gone)?;
             let threads: HashSet<&str> = gone.iter().map(|(t, _, _)| t.as_str()).collect();
             for t in threads {
+                self.bases.forget_thread(t);
                 collect_blobs(tx, t)?;
             }
             Ok(())
@@ -635,6 +640,11 @@ impl Checkpointer {
                  WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
             )?;
             for key in uses.keys() {
+                // The version this process wrote last is in memory, whole.
+                if let Some(b) = self.bases.get(&key.0, &key.1, &key.2).filter(|b| b.version == key.3) {
+                    blobs.insert(key.clone(), Some(self.serde.loads_typed("msgpack", &b.bytes)?));
+                    continue;
+                }
                 let v = match load_blob(&mut stmt, key)? {
                     Some((tag, _)) if tag == "empty" => None,
                     Some((tag, bytes)) => Some(self.serde.loads_typed(&tag, &bytes)?),
