@@ -17,6 +17,7 @@
 
 mod delta;
 mod id;
+mod retention;
 mod types;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -27,6 +28,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use id::{next_version, now_iso8601, uuid6};
+pub use retention::Retention;
 pub use types::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointTuple, Config, ListQuery, Metadata, PendingWrite,
     PruneStrategy,
@@ -70,6 +72,7 @@ pub struct Checkpointer {
     db: Db,
     serde: Arc<dyn Serializer>,
     bases: Arc<delta::BaseCache>,
+    retention: Option<Arc<Retention>>,
 }
 
 impl std::fmt::Debug for Checkpointer {
@@ -81,7 +84,12 @@ impl std::fmt::Debug for Checkpointer {
 impl Db {
     /// The checkpointer of this database, with LangGraph's serializer.
     pub fn checkpointer(&self) -> Checkpointer {
-        Checkpointer { db: self.clone(), serde: Arc::new(JsonPlusSerializer), bases: Arc::default() }
+        Checkpointer {
+            db: self.clone(),
+            serde: Arc::new(JsonPlusSerializer),
+            bases: Arc::default(),
+            retention: None,
+        }
     }
 }
 
@@ -142,6 +150,36 @@ impl Checkpointer {
         self.serde = Arc::new(serializer);
         self.bases = Arc::default();
         self
+    }
+
+    /// The same checkpointer, trimming history by `policy` as it writes: once
+    /// a (thread, namespace) holds a few checkpoints more than the policy
+    /// allows, the `put` that notices removes the surplus (with their writes
+    /// and the blobs nothing kept needs) in the same transaction.
+    pub fn with_retention(mut self, policy: Retention) -> Checkpointer {
+        self.retention = Some(Arc::new(policy));
+        self
+    }
+
+    /// Applies `policy` to every (thread, namespace) now, one transaction
+    /// each, and returns how many checkpoints it removed.
+    ///
+    /// # Errors
+    /// Database errors; a (thread, namespace) already trimmed stays trimmed.
+    pub fn apply_retention(&self, policy: &Retention) -> Result<usize> {
+        let pairs: Vec<(String, String)> = self.db.read(|c| {
+            Ok(c.prepare("SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints")?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?)
+        })?;
+        let mut removed = 0;
+        for (thread, ns) in pairs {
+            if policy.exempt.contains(&thread) {
+                continue;
+            }
+            removed += self.db.write(|tx| trim(tx, &thread, &ns, policy))?;
+        }
+        Ok(removed)
     }
 
     /// The database this checkpointer writes to.
@@ -256,6 +294,11 @@ impl Checkpointer {
                  DO UPDATE SET checkpoint = excluded.checkpoint, metadata = excluded.metadata",
             )?
             .execute(params![thread, ns, checkpoint.id, config.checkpoint_id, metadata_json, checkpoint_json])?;
+            if let Some(policy) = &self.retention {
+                if policy.due(tx, thread, ns)? {
+                    trim(tx, thread, ns, policy)?;
+                }
+            }
             Ok(())
         })?;
         for (ch, base) in cache_updates {
@@ -846,6 +889,26 @@ fn merge_metadata(config: &Config, metadata: &Metadata) -> Map<String, Value> {
         }
     }
     out
+}
+
+/// Removes the checkpoints of (thread, ns) that `policy` does not keep, their
+/// writes, and the blobs nothing kept needs. Returns how many checkpoints.
+fn trim(tx: &Connection, thread: &str, ns: &str, policy: &Retention) -> Result<usize> {
+    let victims = policy.victims(tx, thread, ns)?;
+    if victims.is_empty() {
+        return Ok(0);
+    }
+    let mut del = tx.prepare_cached(
+        "DELETE FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+    )?;
+    let mut gone = Vec::with_capacity(victims.len());
+    for id in victims {
+        del.execute(params![thread, ns, id])?;
+        gone.push((thread.to_string(), ns.to_string(), id));
+    }
+    delete_writes_of(tx, &gone)?;
+    collect_blobs(tx, thread)?;
+    Ok(gone.len())
 }
 
 fn delete_writes_of(tx: &Connection, gone: &[(String, String, String)]) -> Result<()> {
