@@ -165,7 +165,12 @@ def main():
                 "synchronous=NORMAL vs Durability::Normal (agentstate's default)"
             rss_row = (f"| peak RSS of the whole run (MiB) | {statistics.median(py_rss):.0f} | "
                        f"{statistics.median(rs_rss):.0f} | {statistics.median(py_rss) / statistics.median(rs_rss):.1f}x | | |")
-            report.append(table(f"Checkpointer, {steps} steps, {mode}", CKPT, py_runs, rs_runs, [rss_row]))
+            flat = [r["single_last100_ms"] / r["single_first100_ms"] for r in rs_runs]
+            pflat = [r["single_last100_ms"] / r["single_first100_ms"] for r in py_runs]
+            flat_row = (f"| step cost growth: last 100 / first 100 steps (`flatness`) | {statistics.median(pflat):.2f} | "
+                        f"{statistics.median(flat):.2f} | | <= 1.5 (Rust) | "
+                        f"{'yes' if statistics.median(flat) <= 1.5 else '**no**'} |")
+            report.append(table(f"Checkpointer, {steps} steps, {mode}", CKPT, py_runs, rs_runs, [flat_row, rss_row]))
     py_runs, rs_runs, py_rss, rs_rss = [], [], [], []
     s, l = args.n_small, args.n_large
     for rep in range(args.store_reps):

@@ -108,6 +108,20 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     let max_chain: i64 =
         conn.query_row("SELECT COALESCE(MAX(chain), 0) FROM checkpoint_blobs", [], |r| r.get(0)).unwrap();
     prop_assert!(max_chain <= 64);
+    // After a retention run, the kept checkpoints read back exactly.
+    s.apply_retention(&agentstate::checkpoint::Retention::keep_last(5)).unwrap();
+    let mut by_id: Vec<&Node> = nodes.iter().collect();
+    by_id.sort_by(|a, b| b.config.checkpoint_id.cmp(&a.config.checkpoint_id));
+    let kept: Vec<&Node> = by_id.into_iter().take(5).collect();
+    for n in &kept {
+        let got = s.get(&n.config).unwrap().unwrap();
+        prop_assert_eq!(&got.channel_values["messages"], &Value::Array(n.list.clone()));
+    }
+    let fresh = Db::open(&path).unwrap().checkpointer();
+    for n in &kept {
+        let got = fresh.get(&n.config).unwrap().unwrap();
+        prop_assert_eq!(&got.channel_values["messages"], &Value::Array(n.list.clone()));
+    }
     // After pruning, the kept checkpoint still reads back exactly.
     s.prune(&["t"], PruneStrategy::KeepLatest).unwrap();
     let newest = nodes.iter().max_by(|a, b| a.config.checkpoint_id.cmp(&b.config.checkpoint_id)).unwrap();
