@@ -334,7 +334,8 @@ fn search(
             }
         }
     }
-    let (store, _) = open_store(ctx, &conn, query.as_ref().map(|_| vec![]))?;
+    // A query only needs the embedder; the fields matter to puts alone.
+    let (store, _) = open_store(ctx, &conn, query.as_ref().map(|_| vec!["$".to_string()]))?;
     let options = SearchOptions { query, filter, limit, offset, refresh_ttl: Some(false) };
     let hits = store.search(&refs(&prefix), options)?;
     if ctx.json {
