@@ -1,0 +1,472 @@
+//! `agentstate`: inspect and maintain an agentstate SQLite file from the
+//! command line (checkpoint threads and their history, the long-term Store,
+//! file statistics and an integrity check).
+//!
+//! Shape: `agentstate <FILE> <COMMAND> [ARGS] [--json]`. Human-readable text
+//! by default; `--json` prints one JSON document on stdout. Errors are one
+//! line on stderr and a non-zero exit code (see [`exit`]).
+
+mod file;
+mod output;
+mod store;
+mod threads;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use agentstate::{Db, Error};
+use clap::{Parser, Subcommand, ValueEnum};
+use rusqlite::{Connection, OpenFlags};
+
+/// Exit codes, also listed in `--help`.
+pub mod exit {
+    /// Success.
+    pub const OK: u8 = 0;
+    /// Any other failure (SQLite, I/O, disk full, embedder, serialization).
+    pub const FAILURE: u8 = 1;
+    /// Bad command line or input: unknown option, malformed JSON, filter or
+    /// namespace, a value of the wrong shape, a query without an embedder.
+    pub const USAGE: u8 = 2;
+    /// The thread, checkpoint or Store item named does not exist.
+    pub const NOT_FOUND: u8 = 3;
+    /// The operation would overwrite data (copying onto an existing thread).
+    pub const CONFLICT: u8 = 4;
+    /// The file cannot be used: missing, not an agentstate database, written
+    /// by a newer agentstate, or corrupt.
+    pub const BAD_FILE: u8 = 5;
+    /// The database stayed locked by another process past the busy timeout.
+    pub const BUSY: u8 = 6;
+    /// `check` found problems.
+    pub const CHECK_FAILED: u8 = 7;
+}
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  any other failure (SQLite, I/O, disk full, embedder, serialization)
+  2  bad command line or input (malformed JSON, filter or namespace; --query without the file's embedder)
+  3  not found (unknown thread, checkpoint or Store item)
+  4  conflict (copying onto a thread that already has checkpoints)
+  5  unusable file (missing, not an agentstate database, newer schema than this binary, corrupt)
+  6  database busy (locked by another process past the busy timeout; retry)
+  7  `check` found problems
+
+Errors are printed as one line on stderr, also with --json.";
+
+/// Inspect and maintain an agentstate SQLite file: checkpoint threads (history,
+/// forks, diffs), the long-term Store, file statistics and integrity.
+#[derive(Parser, Debug)]
+#[command(name = "agentstate", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// The agentstate database file (it must exist; opening it applies any
+    /// pending schema migrations).
+    pub file: PathBuf,
+
+    /// Print JSON (one document on stdout) instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List threads with their checkpoint counts, namespaces, pending writes
+    /// and last update (newest first).
+    Threads {
+        /// Show at most this many threads.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// A thread's history as a fork tree: which checkpoint branched from which
+    /// (oldest first; a linear chain stays in one column).
+    History {
+        /// The thread id.
+        thread: String,
+        /// Only this checkpoint namespace ("" is the root graph); default all.
+        #[arg(long)]
+        ns: Option<String>,
+    },
+    /// One checkpoint: metadata, parent, channel values decoded to JSON and
+    /// pending writes.
+    Show {
+        /// The thread id.
+        thread: String,
+        /// The checkpoint id, or a unique part of it; default the
+        /// latest.
+        checkpoint: Option<String>,
+        /// The checkpoint namespace ("" is the root graph).
+        #[arg(long, default_value = "")]
+        ns: String,
+    },
+    /// Compare two checkpoints of a thread: channels added, removed and
+    /// changed (with the changed values).
+    Diff {
+        /// The thread id.
+        thread: String,
+        /// The older checkpoint (id, or a unique part of it).
+        from: String,
+        /// The newer checkpoint (id, or a unique part of it).
+        to: String,
+        /// The checkpoint namespace ("" is the root graph).
+        #[arg(long, default_value = "")]
+        ns: String,
+    },
+    /// Start a new branch from a checkpoint (default the latest): a new
+    /// checkpoint whose parent it is, optionally with some channel values
+    /// replaced. History is kept.
+    Fork {
+        /// The thread id.
+        thread: String,
+        /// The checkpoint to fork from (id, or a unique part of it);
+        /// default the latest.
+        checkpoint: Option<String>,
+        /// The checkpoint namespace ("" is the root graph).
+        #[arg(long, default_value = "")]
+        ns: String,
+        /// Replace a channel's value: CHANNEL=JSON (repeatable).
+        #[arg(long = "set", value_name = "CHANNEL=JSON")]
+        set: Vec<String>,
+        /// Replace channel values from a JSON object {"channel": value, ...}.
+        #[arg(long, value_name = "JSON")]
+        values: Option<String>,
+    },
+    /// Copy a thread (every namespace, checkpoint, blob and pending write) to
+    /// a new thread id. Refused if the target already has checkpoints.
+    Copy {
+        /// The thread to copy.
+        from: String,
+        /// The new thread id.
+        to: String,
+    },
+    /// Shrink threads' history: keep only the latest checkpoint of each
+    /// namespace (default), or delete the threads. Unreferenced blobs go.
+    Prune {
+        /// The threads to prune.
+        #[arg(required_unless_present = "all")]
+        threads: Vec<String>,
+        /// Prune every thread in the file.
+        #[arg(long, conflicts_with = "threads")]
+        all: bool,
+        /// What to keep.
+        #[arg(long, value_enum, default_value_t = Strategy::KeepLatest)]
+        strategy: Strategy,
+    },
+    /// Delete a thread: all its checkpoints, blobs and pending writes, in every
+    /// namespace.
+    Delete {
+        /// The thread id.
+        thread: String,
+    },
+    /// The long-term Store: get, put, delete, search, namespaces, TTL sweep,
+    /// reindex.
+    #[command(subcommand)]
+    Store(StoreCommand),
+    /// File statistics: rows and bytes per table, blobs shared between
+    /// checkpoints, expired items, vectors and the embedder.
+    Stats,
+    /// Integrity check: SQLite's `PRAGMA integrity_check`, then ours (writes
+    /// whose checkpoint is missing, parents that do not resolve, channel
+    /// versions without their blob, vectors without their item).
+    Check,
+}
+
+/// `prune` strategies.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Keep the newest checkpoint of each (thread, namespace) and its writes.
+    KeepLatest,
+    /// Remove the threads entirely.
+    Delete,
+}
+
+/// Store commands. Namespaces are dot-joined text (`users.alice`) or a JSON
+/// array (`'["users","alice"]'`).
+#[derive(Subcommand, Debug)]
+pub enum StoreCommand {
+    /// Print one item (its value as JSON, timestamps and expiry).
+    Get {
+        /// The namespace (`users.alice` or a JSON array).
+        namespace: String,
+        /// The key.
+        key: String,
+    },
+    /// Store an item: a JSON object from the argument, or from stdin if the
+    /// argument is absent or `-`. Replaces an existing item.
+    Put {
+        /// The namespace (`users.alice` or a JSON array).
+        namespace: String,
+        /// The key.
+        key: String,
+        /// The value: a JSON object (default: read stdin).
+        value: Option<String>,
+        /// Expire the item this many minutes after the put (default never).
+        #[arg(long, value_name = "MINUTES", allow_negative_numbers = true)]
+        ttl: Option<f64>,
+        /// Fields to embed, comma-separated (LangGraph paths; `$` = the whole
+        /// document). Default: the fields the file's vectors were made from
+        /// (inferred from their names), else `$`. Only used when the file
+        /// records the built-in embedder.
+        #[arg(long, value_delimiter = ',', value_name = "FIELDS")]
+        index: Option<Vec<String>>,
+        /// Make no vector for this item.
+        #[arg(long, conflicts_with = "index")]
+        no_index: bool,
+    },
+    /// Delete an item and its vectors.
+    Delete {
+        /// The namespace (`users.alice` or a JSON array).
+        namespace: String,
+        /// The key.
+        key: String,
+    },
+    /// Search items under a namespace prefix (default: everything), newest
+    /// first, or ranked by similarity with --query.
+    Search {
+        /// The namespace prefix (`users`, `users.alice` or a JSON array).
+        prefix: Option<String>,
+        /// Rank by similarity to this text (needs the file's embedder to be
+        /// the built-in `agentstate-hash-v1`).
+        #[arg(long)]
+        query: Option<String>,
+        /// A filter on the value, as JSON (`{"kind": "fact", "score": {"$gt": 0.5}}`).
+        #[arg(long, value_name = "JSON")]
+        filter: Option<String>,
+        /// At most this many results.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// Skip this many results first.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+    },
+    /// List the namespaces that hold (unexpired) items.
+    Ns {
+        /// Only namespaces starting with these labels (`*` matches any one).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Only namespaces ending with these labels (`*` matches any one).
+        #[arg(long)]
+        suffix: Option<String>,
+        /// Truncate namespaces to this many labels (then de-duplicate).
+        #[arg(long)]
+        max_depth: Option<usize>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Skip this many first.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+    },
+    /// Delete every expired item now (with its vectors).
+    Sweep,
+    /// Re-embed every item with the built-in embedder (`agentstate-hash-v1`)
+    /// and record it in the file.
+    Reindex {
+        /// The vectors' dimension (default: the one the file records for the
+        /// built-in embedder; required otherwise).
+        #[arg(long)]
+        dims: Option<usize>,
+        /// Fields to embed, comma-separated (default: inferred from the
+        /// file's vector names, else `$`, the whole document).
+        #[arg(long, value_delimiter = ',', value_name = "FIELDS")]
+        fields: Option<Vec<String>>,
+    },
+}
+
+/// A failure: the one-line message and the exit code.
+#[derive(Debug)]
+pub struct Failure {
+    /// The exit code (see [`exit`]).
+    pub code: u8,
+    /// The message (one line).
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure with `code`.
+    pub fn new(code: u8, message: impl fmt::Display) -> Failure {
+        Failure { code, message: message.to_string() }
+    }
+
+    /// Bad input (exit 2).
+    pub fn usage(message: impl fmt::Display) -> Failure {
+        Failure::new(exit::USAGE, message)
+    }
+
+    /// Something named does not exist (exit 3).
+    pub fn not_found(message: impl fmt::Display) -> Failure {
+        Failure::new(exit::NOT_FOUND, message)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        let code = match &e {
+            Error::InvalidNamespace(_)
+            | Error::InvalidFilter { .. }
+            | Error::InvalidConfig(_)
+            | Error::InvalidArgument(_)
+            | Error::DimensionMismatch { .. } => exit::USAGE,
+            Error::NotFound(_) => exit::NOT_FOUND,
+            Error::Conflict(_) => exit::CONFLICT,
+            Error::NotAgentstate(_) | Error::SchemaTooNew { .. } | Error::Corrupt(_) => exit::BAD_FILE,
+            Error::Busy => exit::BUSY,
+            _ => exit::FAILURE,
+        };
+        let message = match &e {
+            Error::InvalidNamespace(m) => format!("invalid namespace: {m}"),
+            Error::InvalidFilter { reason, .. } => format!("invalid filter: {reason}"),
+            Error::Busy => {
+                "the database is locked by another process (busy timeout exceeded); retry later".to_string()
+            }
+            Error::Pool(inner) => format!("cannot open the database: {inner}"),
+            other => other.to_string(),
+        };
+        Failure { code, message }
+    }
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(e: rusqlite::Error) -> Failure {
+        Failure::from(Error::from(e))
+    }
+}
+
+/// The result of a command.
+pub type CliResult<T = ()> = Result<T, Failure>;
+
+/// What every command gets: the file, the opened database, the output mode.
+pub struct Ctx {
+    /// The file's path as given.
+    pub path: PathBuf,
+    /// The database (opened and migrated).
+    pub db: Db,
+    /// `--json`.
+    pub json: bool,
+}
+
+impl Ctx {
+    /// A read-only connection for inspection queries.
+    pub fn ro(&self) -> CliResult<Connection> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+        )?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        Ok(conn)
+    }
+}
+
+fn table_names(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
+    let names = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(names)
+}
+
+/// Refuses what `Db::open` would create or alter: a missing file, something
+/// that is not SQLite, an SQLite file with none of agentstate's tables, and a
+/// Python `SqliteSaver` file. Read-only.
+fn precheck(path: &Path) -> CliResult<()> {
+    let shown = path.display();
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Err(Failure::new(exit::BAD_FILE, format!("{shown}: not a file"))),
+        Err(e) => return Err(Failure::new(exit::BAD_FILE, format!("{shown}: {e}"))),
+    }
+    let bad =
+        |why: &str| Failure::new(exit::BAD_FILE, format!("{shown}: not an agentstate database ({why})"));
+    let conn =
+        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .map_err(|e| bad(&e.to_string()))?;
+    let tables: Vec<String> = table_names(&conn).map_err(|e| match Error::from(e) {
+        Error::Busy => Failure::from(Error::Busy),
+        other => bad(&match other {
+            Error::NotAgentstate(_) => "not an SQLite database".to_string(),
+            o => o.to_string(),
+        }),
+    })?;
+    let has = |t: &str| tables.iter().any(|n| n == t);
+    if ["checkpoint_migrations", "store_migrations", "vector_migrations", "agentstate_migrations"]
+        .iter()
+        .any(|t| has(t))
+    {
+        return Ok(());
+    }
+    if has("checkpoints") {
+        return Err(bad("a `checkpoints` table without `checkpoint_migrations`: a Python SqliteSaver file?"));
+    }
+    if tables.is_empty() {
+        return Err(bad("an empty SQLite database"));
+    }
+    Err(bad("an SQLite database without agentstate's tables"))
+}
+
+fn open(cli: &Cli) -> CliResult<Ctx> {
+    precheck(&cli.file)?;
+    let db = Db::open(&cli.file).map_err(|e| {
+        let mut f = Failure::from(e);
+        f.message = format!("{}: {}", cli.file.display(), f.message);
+        f
+    })?;
+    Ok(Ctx { path: cli.file.clone(), db, json: cli.json })
+}
+
+fn run(cli: Cli) -> CliResult {
+    let ctx = open(&cli)?;
+    match cli.command {
+        Command::Threads { limit } => threads::list(&ctx, limit),
+        Command::History { thread, ns } => threads::history(&ctx, &thread, ns.as_deref()),
+        Command::Show { thread, checkpoint, ns } => threads::show(&ctx, &thread, checkpoint.as_deref(), &ns),
+        Command::Diff { thread, from, to, ns } => threads::diff(&ctx, &thread, &from, &to, &ns),
+        Command::Fork { thread, checkpoint, ns, set, values } => {
+            threads::fork(&ctx, &thread, checkpoint.as_deref(), &ns, &set, values.as_deref())
+        }
+        Command::Copy { from, to } => threads::copy(&ctx, &from, &to),
+        Command::Prune { threads: ids, all, strategy } => threads::prune(&ctx, &ids, all, strategy),
+        Command::Delete { thread } => threads::delete(&ctx, &thread),
+        Command::Store(cmd) => store::run(&ctx, cmd),
+        Command::Stats => file::stats(&ctx),
+        Command::Check => file::check(&ctx),
+    }
+}
+
+/// One line: newlines and runs of spaces collapsed.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                return ExitCode::from(exit::USAGE);
+            }
+            // clap's message without its usage block, on one line.
+            let text = e.render().to_string();
+            let head = text.split("\nUsage:").next().unwrap_or(&text);
+            let head: Vec<&str> =
+                head.lines().filter(|l| !l.trim_start().starts_with("For more information")).collect();
+            let head = one_line(&head.join("\n"));
+            let head = head.trim_start_matches("error:").trim();
+            eprintln!("error: {head} (see --help)");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(f) => {
+            eprintln!("error: {}", one_line(&f.message));
+            ExitCode::from(f.code)
+        }
+    }
+}

@@ -1,0 +1,461 @@
+//! Store commands: get, put, delete, search, ns, sweep, reindex.
+
+use std::io::{IsTerminal, Read};
+
+use agentstate::store::namespace::validate_json_labels;
+use agentstate::store::{
+    HashEmbedder, Index, IndexConfig, ListNamespacesOptions, PutOptions, SearchOptions, Store, Ttl, TtlConfig,
+};
+use agentstate::StoreConfig;
+use rusqlite::{Connection, OptionalExtension};
+use serde_json::{json, Value};
+
+use crate::output::{self, compact, plural, Table};
+use crate::{CliResult, Ctx, Failure, StoreCommand};
+
+/// Item values wider than this are cut in text tables (`--json` has them
+/// whole).
+const WIDTH: usize = 100;
+
+/// A namespace from the command line: a JSON array (`["users","alice"]`) or
+/// dot-joined labels (`users.alice`; empty text is the empty prefix).
+pub fn parse_ns(text: &str) -> CliResult<Vec<String>> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        let v: Value = serde_json::from_str(trimmed)
+            .map_err(|e| Failure::usage(format!("invalid JSON namespace '{text}': {e}")))?;
+        return Ok(validate_json_labels(&v)?);
+    }
+    if text.is_empty() {
+        return Ok(vec![]);
+    }
+    Ok(text.split('.').map(str::to_string).collect())
+}
+
+fn refs(labels: &[String]) -> Vec<&str> {
+    labels.iter().map(String::as_str).collect()
+}
+
+fn dotted(labels: &[String]) -> String {
+    labels.join(".")
+}
+
+/// The embedder the file records for its vectors.
+enum Recorded {
+    None,
+    Hashed(usize),
+    Other(String),
+}
+
+fn recorded(conn: &Connection) -> CliResult<Recorded> {
+    let v: Option<String> = conn
+        .query_row("SELECT value FROM agentstate_meta WHERE key = 'store.embedder'", [], |r| r.get(0))
+        .optional()?;
+    Ok(match v {
+        None => Recorded::None,
+        Some(s) => match s.strip_prefix(HashEmbedder::NAME).and_then(|r| r.strip_prefix('/')) {
+            Some(d) => match d.parse::<usize>() {
+                Ok(d) if d > 0 => Recorded::Hashed(d),
+                _ => Recorded::Other(s),
+            },
+            None => Recorded::Other(s),
+        },
+    })
+}
+
+fn vector_count(conn: &Connection) -> CliResult<i64> {
+    Ok(conn.query_row("SELECT COUNT(*) FROM store_vectors", [], |r| r.get(0))?)
+}
+
+/// The configured fields the file's vectors were most likely made from: their
+/// names with a trailing `.N` (several texts from one path) removed; `["$"]`
+/// (the whole document) if there are none.
+fn infer_fields(conn: &Connection) -> CliResult<Vec<String>> {
+    let names: Vec<String> = conn
+        .prepare("SELECT DISTINCT field_name FROM store_vectors ORDER BY field_name")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut out: Vec<String> = vec![];
+    for name in names {
+        let base = match name.rsplit_once('.') {
+            Some((base, n)) if !base.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                base.to_string()
+            }
+            _ => name,
+        };
+        if !out.contains(&base) {
+            out.push(base);
+        }
+    }
+    if out.is_empty() {
+        out.push("$".into());
+    }
+    Ok(out)
+}
+
+/// The CLI's store: reads never refresh TTLs (an inspector does not change
+/// expiries). With `index`, and only if the file records the built-in
+/// embedder, it embeds with that embedder and `fields`.
+fn open_store(ctx: &Ctx, conn: &Connection, index: Option<Vec<String>>) -> CliResult<(Store, bool)> {
+    let ttl = TtlConfig { refresh_on_read: false, default_ttl: None, sweep_interval_minutes: None };
+    let mut config = StoreConfig::default().with_ttl(ttl);
+    let mut indexed = false;
+    if let Some(fields) = index {
+        if let Recorded::Hashed(dims) = recorded(conn)? {
+            let fields = if fields.is_empty() { infer_fields(conn)? } else { fields };
+            config = config.with_index(IndexConfig::hashed(dims)?.fields(fields));
+            indexed = true;
+        }
+    }
+    Ok((ctx.db.store(config)?, indexed))
+}
+
+/// The item's vector field names, expiry and TTL, read directly.
+fn item_extras(
+    conn: &Connection,
+    prefix: &str,
+    key: &str,
+) -> CliResult<(Vec<String>, Option<String>, Option<f64>)> {
+    let fields: Vec<String> = conn
+        .prepare("SELECT field_name FROM store_vectors WHERE prefix = ?1 AND key = ?2 ORDER BY field_name")?
+        .query_map([prefix, key], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let row: Option<(Option<String>, Option<f64>)> = conn
+        .query_row(
+            "SELECT expires_at, ttl_minutes FROM store WHERE prefix = ?1 AND key = ?2",
+            [prefix, key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let (expires, ttl) = row.unwrap_or((None, None));
+    Ok((fields, expires, ttl))
+}
+
+/// Runs one store command.
+pub fn run(ctx: &Ctx, cmd: StoreCommand) -> CliResult {
+    match cmd {
+        StoreCommand::Get { namespace, key } => get(ctx, &namespace, &key),
+        StoreCommand::Put { namespace, key, value, ttl, index, no_index } => {
+            put(ctx, &namespace, &key, value.as_deref(), ttl, index, no_index)
+        }
+        StoreCommand::Delete { namespace, key } => delete(ctx, &namespace, &key),
+        StoreCommand::Search { prefix, query, filter, limit, offset } => {
+            search(ctx, prefix.as_deref().unwrap_or(""), query, filter.as_deref(), limit, offset)
+        }
+        StoreCommand::Ns { prefix, suffix, max_depth, limit, offset } => {
+            namespaces(ctx, prefix.as_deref(), suffix.as_deref(), max_depth, limit, offset)
+        }
+        StoreCommand::Sweep => sweep(ctx),
+        StoreCommand::Reindex { dims, fields } => reindex(ctx, dims, fields),
+    }
+}
+
+fn get(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
+    let ns = parse_ns(namespace)?;
+    let conn = ctx.ro()?;
+    let (store, _) = open_store(ctx, &conn, None)?;
+    let prefix = dotted(&ns);
+    let Some(item) = store.get(&refs(&ns), key)? else {
+        let (_, expires, _) = item_extras(&conn, &prefix, key)?;
+        let exists: bool = conn.query_row(
+            "SELECT EXISTS(SELECT 1 FROM store WHERE prefix = ?1 AND key = ?2)",
+            [&prefix, key],
+            |r| r.get(0),
+        )?;
+        return Err(Failure::not_found(match (exists, expires) {
+            (true, Some(at)) => format!("item '{key}' in namespace '{prefix}' expired at {at}"),
+            _ => format!("no item '{key}' in namespace '{prefix}'"),
+        }));
+    };
+    let (vectors, expires, ttl) = item_extras(&conn, &prefix, key)?;
+    if ctx.json {
+        output::json(&json!({
+            "namespace": item.namespace,
+            "key": item.key,
+            "value": item.value,
+            "created_at": item.created_at,
+            "updated_at": item.updated_at,
+            "expires_at": expires,
+            "ttl_minutes": ttl,
+            "vectors": vectors,
+        }));
+        return Ok(());
+    }
+    let mut t = Table::default();
+    t.row(["namespace", &prefix]);
+    t.row(["key", key]);
+    t.row(["created_at", &item.created_at]);
+    t.row(["updated_at", &item.updated_at]);
+    let expiry = match (&expires, ttl) {
+        (Some(at), Some(m)) => format!("{at} (ttl {m} minutes)"),
+        (Some(at), None) => at.clone(),
+        (None, _) => "never".into(),
+    };
+    t.row(["expires_at", &expiry]);
+    let vecs = if vectors.is_empty() {
+        "none".to_string()
+    } else {
+        format!("{} ({})", vectors.len(), vectors.join(", "))
+    };
+    t.row(["vectors", &vecs]);
+    t.print();
+    println!("{}", output::pretty_indented(&item.value, 0));
+    Ok(())
+}
+
+fn put(
+    ctx: &Ctx,
+    namespace: &str,
+    key: &str,
+    value: Option<&str>,
+    ttl: Option<f64>,
+    index: Option<Vec<String>>,
+    no_index: bool,
+) -> CliResult {
+    let ns = parse_ns(namespace)?;
+    let text = match value {
+        Some(v) if v != "-" => v.to_string(),
+        _ => {
+            let stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                return Err(Failure::usage(
+                    "store put: give the value (a JSON object) as an argument or on stdin",
+                ));
+            }
+            let mut buf = String::new();
+            stdin
+                .lock()
+                .read_to_string(&mut buf)
+                .map_err(|e| Failure::usage(format!("cannot read the value from stdin: {e}")))?;
+            buf
+        }
+    };
+    let value: Value =
+        serde_json::from_str(&text).map_err(|e| Failure::usage(format!("invalid JSON value: {e}")))?;
+    if !value.is_object() {
+        return Err(Failure::usage("a store value must be a JSON object"));
+    }
+    let conn = ctx.ro()?;
+    let (store, indexed) = open_store(ctx, &conn, Some(index.unwrap_or_default()))?;
+    let options = PutOptions {
+        index: if no_index { Index::Off } else { Index::Default },
+        ttl: match ttl {
+            Some(m) => Ttl::Minutes(m),
+            None => Ttl::Never,
+        },
+    };
+    store.put_with(&refs(&ns), key, value, options)?;
+    let prefix = dotted(&ns);
+    let (vectors, expires, _) = item_extras(&conn, &prefix, key)?;
+    if !indexed && !no_index {
+        let note = match recorded(&conn)? {
+            Recorded::Other(name) => {
+                Some(format!("the file's vectors come from '{name}', which this CLI does not have"))
+            }
+            Recorded::None if vector_count(&conn)? > 0 => {
+                Some("the file's vectors come from an embedder it does not record".to_string())
+            }
+            _ => None,
+        };
+        if let Some(why) = note {
+            eprintln!("note: no vector made for {prefix}/{key}: {why}");
+        }
+    }
+    if ctx.json {
+        output::json(&json!({"namespace": ns, "key": key, "vectors": vectors, "expires_at": expires}));
+    } else {
+        let vecs = if vectors.is_empty() {
+            "no vector".to_string()
+        } else {
+            format!("{} ({})", plural(vectors.len(), "vector"), vectors.join(", "))
+        };
+        println!("put {prefix}/{key}: {vecs}, expires {}", expires.as_deref().unwrap_or("never"));
+    }
+    Ok(())
+}
+
+fn delete(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
+    let ns = parse_ns(namespace)?;
+    let conn = ctx.ro()?;
+    let prefix = dotted(&ns);
+    let exists: bool = conn.query_row(
+        "SELECT EXISTS(SELECT 1 FROM store WHERE prefix = ?1 AND key = ?2)",
+        [&prefix, key],
+        |r| r.get(0),
+    )?;
+    let (store, _) = open_store(ctx, &conn, None)?;
+    // Validates the namespace even when the item is missing.
+    if !exists {
+        store.get(&refs(&ns), key)?;
+        return Err(Failure::not_found(format!("no item '{key}' in namespace '{prefix}'")));
+    }
+    store.delete(&refs(&ns), key)?;
+    if ctx.json {
+        output::json(&json!({"namespace": ns, "key": key, "deleted": true}));
+    } else {
+        println!("deleted {prefix}/{key}");
+    }
+    Ok(())
+}
+
+fn search(
+    ctx: &Ctx,
+    prefix: &str,
+    query: Option<String>,
+    filter: Option<&str>,
+    limit: usize,
+    offset: usize,
+) -> CliResult {
+    let prefix = parse_ns(prefix)?;
+    let filter: Option<Value> = filter
+        .map(|f| serde_json::from_str(f).map_err(|e| Failure::usage(format!("invalid JSON filter: {e}"))))
+        .transpose()?;
+    let conn = ctx.ro()?;
+    if query.is_some() {
+        match recorded(&conn)? {
+            Recorded::Hashed(_) => {}
+            Recorded::Other(name) => {
+                return Err(Failure::usage(format!(
+                    "--query needs the embedder the file was indexed with ('{name}'), which this CLI does not have \
+                     (only {}); a --filter search works without it",
+                    HashEmbedder::NAME
+                )))
+            }
+            Recorded::None => {
+                let n = vector_count(&conn)?;
+                let why = if n > 0 {
+                    format!("the file's {n} vectors come from an embedder it does not record")
+                } else {
+                    "the file records no embedder (index it with `store reindex --dims N`)".to_string()
+                };
+                return Err(Failure::usage(format!(
+                    "--query needs the embedder the file was indexed with: {why}; a --filter search works without it"
+                )));
+            }
+        }
+    }
+    // A query only needs the embedder; the fields matter to puts alone.
+    let (store, _) = open_store(ctx, &conn, query.as_ref().map(|_| vec!["$".to_string()]))?;
+    let options = SearchOptions { query, filter, limit, offset, refresh_ttl: Some(false) };
+    let hits = store.search(&refs(&prefix), options)?;
+    if ctx.json {
+        let out: Vec<Value> = hits
+            .iter()
+            .map(|h| {
+                json!({
+                    "namespace": h.item.namespace,
+                    "key": h.item.key,
+                    "value": h.item.value,
+                    "created_at": h.item.created_at,
+                    "updated_at": h.item.updated_at,
+                    "score": h.score,
+                })
+            })
+            .collect();
+        output::json(&Value::Array(out));
+        return Ok(());
+    }
+    if hits.is_empty() {
+        println!("no items");
+        return Ok(());
+    }
+    let mut t = Table::new(["SCORE", "NAMESPACE", "KEY", "UPDATED", "VALUE"]);
+    for h in &hits {
+        t.row([
+            h.score.map_or_else(|| "-".to_string(), |s| format!("{s:.3}")),
+            dotted(&h.item.namespace),
+            h.item.key.clone(),
+            h.item.updated_at.clone(),
+            compact(&h.item.value, WIDTH),
+        ]);
+    }
+    t.print();
+    Ok(())
+}
+
+fn namespaces(
+    ctx: &Ctx,
+    prefix: Option<&str>,
+    suffix: Option<&str>,
+    max_depth: Option<usize>,
+    limit: usize,
+    offset: usize,
+) -> CliResult {
+    let prefix = prefix.map(parse_ns).transpose()?.unwrap_or_default();
+    let suffix = suffix.map(parse_ns).transpose()?.unwrap_or_default();
+    let conn = ctx.ro()?;
+    let (store, _) = open_store(ctx, &conn, None)?;
+    let found = store.list_namespaces(ListNamespacesOptions { prefix, suffix, max_depth, limit, offset })?;
+    if ctx.json {
+        output::json(&json!(found));
+        return Ok(());
+    }
+    if found.is_empty() {
+        println!("no namespaces");
+    }
+    for ns in &found {
+        println!("{}", dotted(ns));
+    }
+    Ok(())
+}
+
+fn sweep(ctx: &Ctx) -> CliResult {
+    let conn = ctx.ro()?;
+    let (store, _) = open_store(ctx, &conn, None)?;
+    let n = store.sweep_expired()?;
+    if ctx.json {
+        output::json(&json!({"swept": n}));
+    } else {
+        println!("swept {}", plural(n, "expired item"));
+    }
+    Ok(())
+}
+
+fn reindex(ctx: &Ctx, dims: Option<usize>, fields: Option<Vec<String>>) -> CliResult {
+    let conn = ctx.ro()?;
+    let dims = match (dims, recorded(&conn)?) {
+        (Some(d), _) => d,
+        (None, Recorded::Hashed(d)) => d,
+        (None, Recorded::Other(name)) => {
+            return Err(Failure::usage(format!(
+                "the file's vectors were made by '{name}', which this CLI does not have; \
+                 pass --dims N to re-embed every item with {}",
+                HashEmbedder::NAME
+            )))
+        }
+        (None, Recorded::None) => {
+            return Err(Failure::usage(format!(
+                "the file records no embedder; pass --dims N to embed every item with {}",
+                HashEmbedder::NAME
+            )))
+        }
+    };
+    let fields = match fields {
+        Some(f) if !f.is_empty() => f,
+        _ => infer_fields(&conn)?,
+    };
+    let index = IndexConfig::hashed(dims)?.fields(fields.clone());
+    let config = StoreConfig::default().with_index(index).with_ttl(TtlConfig {
+        refresh_on_read: false,
+        default_ttl: None,
+        sweep_interval_minutes: None,
+    });
+    let items: i64 = conn.query_row("SELECT COUNT(*) FROM store", [], |r| r.get(0))?;
+    let pb = output::spinner(&format!("re-embedding {items} items"));
+    let res = ctx.db.reindex_store(config);
+    pb.finish_and_clear();
+    res?;
+    let vectors = vector_count(&conn)?;
+    let embedder = format!("{}/{dims}", HashEmbedder::NAME);
+    if ctx.json {
+        output::json(&json!({"items": items, "vectors": vectors, "embedder": embedder, "fields": fields}));
+    } else {
+        println!(
+            "reindexed {} with {embedder} (fields: {}): {}",
+            plural(items as usize, "item"),
+            fields.join(", "),
+            plural(vectors as usize, "vector")
+        );
+    }
+    Ok(())
+}

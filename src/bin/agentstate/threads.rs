@@ -1,0 +1,744 @@
+//! Checkpoint commands: threads, history (fork tree), show, diff, fork, copy,
+//! prune, delete.
+
+use std::collections::{BTreeMap, HashMap};
+
+use agentstate::{Config, PruneStrategy};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Map, Value};
+
+use crate::output::{self, compact, ns_label, plural, Table};
+use crate::{CliResult, Ctx, Failure, Strategy};
+
+/// Values wider than this are cut in text output (`--json` has them whole).
+const WIDTH: usize = 160;
+
+fn thread_exists(conn: &Connection, thread: &str) -> CliResult<bool> {
+    Ok(conn
+        .query_row("SELECT EXISTS(SELECT 1 FROM checkpoints WHERE thread_id = ?1)", [thread], |r| r.get(0))?)
+}
+
+fn unknown_thread(thread: &str) -> Failure {
+    Failure::not_found(format!("unknown thread '{thread}'"))
+}
+
+/// The full checkpoint id `given` names in (thread, ns): the id itself, or a
+/// unique part of one (ids of one run share their first characters: the
+/// distinctive ones are in the middle and at the end); the latest checkpoint
+/// if `given` is `None`.
+fn resolve(conn: &Connection, thread: &str, ns: &str, given: Option<&str>) -> CliResult<String> {
+    let Some(given) = given else {
+        let latest: Option<String> = conn
+            .query_row(
+                "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2",
+                [thread, ns],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten();
+        return match latest {
+            Some(id) => Ok(id),
+            None if thread_exists(conn, thread)? => Err(Failure::not_found(format!(
+                "thread '{thread}' has no checkpoint in namespace '{ns}' (see `history {thread}`)"
+            ))),
+            None => Err(unknown_thread(thread)),
+        };
+    };
+    if given.is_empty() {
+        return Err(Failure::usage("an empty checkpoint id"));
+    }
+    let exact: bool = conn.query_row(
+        "SELECT EXISTS(SELECT 1 FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3)",
+        [thread, ns, given],
+        |r| r.get(0),
+    )?;
+    if exact {
+        return Ok(given.to_string());
+    }
+    let matches: Vec<String> = conn
+        .prepare(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+             AND instr(checkpoint_id, ?3) > 0 \
+             ORDER BY checkpoint_id",
+        )?
+        .query_map([thread, ns, given], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    match matches.len() {
+        1 => Ok(matches.into_iter().next().unwrap_or_default()),
+        0 if !thread_exists(conn, thread)? => Err(unknown_thread(thread)),
+        0 => Err(Failure::not_found(format!(
+            "no checkpoint '{given}' in thread '{thread}', namespace '{ns}'"
+        ))),
+        n => Err(Failure::usage(format!(
+            "checkpoint '{given}' is ambiguous in thread '{thread}': it matches {n} checkpoints; give more characters"
+        ))),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// threads
+
+struct ThreadRow {
+    id: String,
+    checkpoints: usize,
+    namespaces: Vec<String>,
+    last_update: String,
+    latest: String,
+    writes: usize,
+}
+
+/// `threads`: one row per thread.
+pub fn list(ctx: &Ctx, limit: Option<usize>) -> CliResult {
+    let conn = ctx.ro()?;
+    let mut threads: BTreeMap<String, ThreadRow> = BTreeMap::new();
+    {
+        let mut stmt = conn.prepare(
+            "SELECT thread_id, checkpoint_ns, COUNT(*), MAX(created_at), MAX(checkpoint_id) \
+             FROM checkpoints GROUP BY thread_id, checkpoint_ns ORDER BY thread_id, checkpoint_ns",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let (id, ns, n, last, latest): (String, String, i64, String, String) =
+                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+            let t = threads.entry(id.clone()).or_insert_with(|| ThreadRow {
+                id,
+                checkpoints: 0,
+                namespaces: vec![],
+                last_update: String::new(),
+                latest: String::new(),
+                writes: 0,
+            });
+            t.checkpoints += n as usize;
+            // The root namespace sorts first: its latest checkpoint wins.
+            if t.namespaces.is_empty() {
+                t.latest = latest;
+            }
+            t.namespaces.push(ns);
+            if last > t.last_update {
+                t.last_update = last;
+            }
+        }
+    }
+    {
+        let mut stmt =
+            conn.prepare("SELECT thread_id, COUNT(*) FROM checkpoint_writes GROUP BY thread_id")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let id: String = r.get(0)?;
+            if let Some(t) = threads.get_mut(&id) {
+                t.writes = r.get::<_, i64>(1)? as usize;
+            }
+        }
+    }
+    let mut rows: Vec<ThreadRow> = threads.into_values().collect();
+    rows.sort_by(|a, b| b.last_update.cmp(&a.last_update).then_with(|| a.id.cmp(&b.id)));
+    if let Some(n) = limit {
+        rows.truncate(n);
+    }
+    if ctx.json {
+        let out: Vec<Value> = rows
+            .iter()
+            .map(|t| {
+                json!({
+                    "thread_id": t.id,
+                    "checkpoints": t.checkpoints,
+                    "namespaces": t.namespaces,
+                    "pending_writes": t.writes,
+                    "last_update": t.last_update,
+                    "latest_checkpoint_id": t.latest,
+                })
+            })
+            .collect();
+        output::json(&Value::Array(out));
+        return Ok(());
+    }
+    if rows.is_empty() {
+        println!("no threads");
+        return Ok(());
+    }
+    let mut table =
+        Table::new(["THREAD", "CHECKPOINTS", "NAMESPACES", "WRITES", "LAST UPDATE", "LATEST CHECKPOINT"]);
+    for t in &rows {
+        table.row([
+            t.id.clone(),
+            t.checkpoints.to_string(),
+            t.namespaces.iter().map(|n| ns_label(n)).collect::<Vec<_>>().join(", "),
+            t.writes.to_string(),
+            t.last_update.clone(),
+            t.latest.clone(),
+        ]);
+    }
+    table.print();
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// history
+
+struct Node {
+    ns: String,
+    id: String,
+    parent: Option<String>,
+    parent_missing: bool,
+    source: Option<String>,
+    step: Option<i64>,
+    created_at: String,
+    updated: Option<Vec<String>>,
+    writes: usize,
+    children: Vec<usize>,
+}
+
+/// `history`: the thread's checkpoints as a fork tree, per namespace.
+pub fn history(ctx: &Ctx, thread: &str, ns: Option<&str>) -> CliResult {
+    let conn = ctx.ro()?;
+    let mut sql = String::from(
+        "SELECT c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, CAST(c.metadata AS TEXT), c.created_at, \
+                json_extract(c.checkpoint, '$.updated_channels'), \
+                (SELECT COUNT(*) FROM checkpoint_writes w WHERE w.thread_id = c.thread_id \
+                   AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id) \
+         FROM checkpoints c WHERE c.thread_id = ?1",
+    );
+    if ns.is_some() {
+        sql.push_str(" AND c.checkpoint_ns = ?2");
+    }
+    sql.push_str(" ORDER BY c.checkpoint_ns, c.checkpoint_id");
+    let mut nodes: Vec<Node> = vec![];
+    {
+        let mut stmt = conn.prepare(&sql)?;
+        let mut rows = match ns {
+            Some(ns) => stmt.query(params![thread, ns])?,
+            None => stmt.query(params![thread])?,
+        };
+        while let Some(r) = rows.next()? {
+            let metadata: Option<String> = r.get(3)?;
+            let metadata: Value = metadata.and_then(|m| serde_json::from_str(&m).ok()).unwrap_or(Value::Null);
+            let updated: Option<String> = r.get(5)?;
+            nodes.push(Node {
+                ns: r.get(0)?,
+                id: r.get(1)?,
+                parent: r.get::<_, Option<String>>(2)?.filter(|p| !p.is_empty()),
+                parent_missing: false,
+                source: metadata.get("source").and_then(Value::as_str).map(str::to_string),
+                step: metadata.get("step").and_then(Value::as_i64),
+                created_at: r.get(4)?,
+                updated: updated.and_then(|u| serde_json::from_str(&u).ok()),
+                writes: r.get::<_, i64>(6)? as usize,
+                children: vec![],
+            });
+        }
+    }
+    if nodes.is_empty() {
+        return Err(match ns {
+            Some(ns) if thread_exists(&conn, thread)? => {
+                Failure::not_found(format!("thread '{thread}' has no checkpoint in namespace '{ns}'"))
+            }
+            _ => unknown_thread(thread),
+        });
+    }
+    // Link children to parents within each namespace.
+    let index: HashMap<(String, String), usize> =
+        nodes.iter().enumerate().map(|(i, n)| ((n.ns.clone(), n.id.clone()), i)).collect();
+    let mut roots: Vec<usize> = vec![];
+    for i in 0..nodes.len() {
+        let parent = nodes[i].parent.clone();
+        match parent.and_then(|p| index.get(&(nodes[i].ns.clone(), p)).copied()) {
+            Some(p) => nodes[p].children.push(i),
+            None => {
+                nodes[i].parent_missing = nodes[i].parent.is_some();
+                roots.push(i);
+            }
+        }
+    }
+    // Nodes are sorted by (ns, id), so children and roots are in id order.
+
+    if ctx.json {
+        let out: Vec<Value> = nodes
+            .iter()
+            .map(|n| {
+                json!({
+                    "checkpoint_ns": n.ns,
+                    "checkpoint_id": n.id,
+                    "parent_checkpoint_id": n.parent,
+                    "parent_missing": n.parent_missing,
+                    "children": n.children.iter().map(|&c| nodes[c].id.clone()).collect::<Vec<_>>(),
+                    "source": n.source,
+                    "step": n.step,
+                    "created_at": n.created_at,
+                    "updated_channels": n.updated,
+                    "pending_writes": n.writes,
+                    "head": n.children.is_empty(),
+                })
+            })
+            .collect();
+        output::json(&json!({"thread_id": thread, "checkpoints": out}));
+        return Ok(());
+    }
+
+    let mut namespaces: Vec<&str> = nodes.iter().map(|n| n.ns.as_str()).collect();
+    namespaces.dedup();
+    for (k, this_ns) in namespaces.iter().enumerate() {
+        if k > 0 {
+            println!();
+        }
+        let members = nodes.iter().filter(|n| n.ns == *this_ns);
+        let count = members.clone().count();
+        let heads = members.clone().filter(|n| n.children.is_empty()).count();
+        let latest = members.map(|n| n.id.as_str()).max().unwrap_or_default();
+        println!(
+            "thread {thread}, namespace {}: {}, {}",
+            ns_label(this_ns),
+            plural(count, "checkpoint"),
+            plural(heads, "head")
+        );
+        let mut table = Table::default();
+        let ns_roots: Vec<usize> = roots.iter().copied().filter(|&r| nodes[r].ns == *this_ns).collect();
+        for line in tree_lines(&nodes, &ns_roots) {
+            let (prefix, i) = line;
+            let n = &nodes[i];
+            let mut notes: Vec<String> = vec![];
+            if let Some(u) = &n.updated {
+                if !u.is_empty() {
+                    notes.push(format!("updated {}", u.join(", ")));
+                }
+            }
+            if n.writes > 0 {
+                notes.push(plural(n.writes, "pending write"));
+            }
+            if n.parent_missing {
+                notes.push(format!("parent {} not in the file", n.parent.as_deref().unwrap_or_default()));
+            }
+            if n.id == latest {
+                notes.push("latest".into());
+            } else if n.children.is_empty() {
+                notes.push("head".into());
+            }
+            table.row([
+                format!("{prefix}{}", n.id),
+                n.step.map_or_else(|| "step ?".to_string(), |s| format!("step {s}")),
+                n.source.clone().unwrap_or_else(|| "?".into()),
+                n.created_at.clone(),
+                notes.join("; "),
+            ]);
+        }
+        table.print();
+    }
+    Ok(())
+}
+
+/// The tree as `(prefix, node)` lines, oldest first. A checkpoint's oldest
+/// child continues its line of history in the same column; younger children
+/// (forks) are drawn as branches (`├── `) above that continuation. Iterative:
+/// the depth is the nesting of forks, not the length of the history.
+fn tree_lines(nodes: &[Node], roots: &[usize]) -> Vec<(String, usize)> {
+    let mut out = vec![];
+    // (node, prefix of its own line, prefix of the lines that follow it)
+    let mut stack: Vec<(usize, String, String)> =
+        roots.iter().rev().map(|&r| (r, String::new(), String::new())).collect();
+    while let Some((start, first, rest)) = stack.pop() {
+        out.push((first, start));
+        let mut cur = start;
+        loop {
+            let kids = &nodes[cur].children;
+            let Some((&main, sides)) = kids.split_first() else { break };
+            if sides.is_empty() {
+                out.push((rest.clone(), main));
+                cur = main;
+                continue;
+            }
+            stack.push((main, rest.clone(), rest.clone()));
+            for &side in sides.iter().rev() {
+                stack.push((side, format!("{rest}├── "), format!("{rest}│   ")));
+            }
+            break;
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// show
+
+/// `show`: one checkpoint with its values and pending writes.
+pub fn show(ctx: &Ctx, thread: &str, checkpoint: Option<&str>, ns: &str) -> CliResult {
+    let conn = ctx.ro()?;
+    let id = resolve(&conn, thread, ns, checkpoint)?;
+    let saver = ctx.db.checkpointer();
+    let config = Config::thread(thread).ns(ns).at(id.clone());
+    let t = saver
+        .get_tuple(&config)?
+        .ok_or_else(|| Failure::not_found(format!("no checkpoint '{id}' in thread '{thread}'")))?;
+    let created_at: Option<String> = conn
+        .query_row(
+            "SELECT created_at FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+            [thread, ns, &id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let parent = t.parent_config.as_ref().and_then(|p| p.checkpoint_id.clone());
+    if ctx.json {
+        let writes: Vec<Value> = t
+            .pending_writes
+            .iter()
+            .map(|w| json!({"task_id": w.task_id, "channel": w.channel, "value": w.value}))
+            .collect();
+        output::json(&json!({
+            "thread_id": thread,
+            "checkpoint_ns": ns,
+            "checkpoint_id": id,
+            "parent_checkpoint_id": parent,
+            "created_at": created_at,
+            "metadata": Value::Object(t.metadata.as_map().clone()),
+            "checkpoint": serde_json::to_value(&t.checkpoint).map_err(agentstate::Error::from)?,
+            "pending_writes": writes,
+        }));
+        return Ok(());
+    }
+    let mut head = Table::default();
+    head.row(["checkpoint", &id]);
+    head.row(["thread", thread]);
+    head.row(["namespace", &ns_label(ns)]);
+    head.row(["parent", parent.as_deref().unwrap_or("-")]);
+    head.row(["ts", &t.checkpoint.ts]);
+    if let Some(c) = &created_at {
+        head.row(["written", c]);
+    }
+    head.row(["metadata", &Value::Object(t.metadata.as_map().clone()).to_string()]);
+    if let Some(u) = &t.checkpoint.updated_channels {
+        head.row(["updated", &u.join(", ")]);
+    }
+    head.print();
+    println!();
+    println!("channels ({}):", t.checkpoint.channel_values.len());
+    for (ch, value) in &t.checkpoint.channel_values {
+        let version = t.checkpoint.channel_versions.get(ch).map(|v| v.to_string()).unwrap_or_default();
+        println!("  {ch}  (version {version})");
+        println!("{}", output::pretty_indented(value, 4));
+    }
+    let empty: Vec<&String> = t
+        .checkpoint
+        .channel_versions
+        .keys()
+        .filter(|c| !t.checkpoint.channel_values.contains_key(*c))
+        .collect();
+    if !empty.is_empty() {
+        println!("  (no value: {})", empty.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "));
+    }
+    println!();
+    println!("pending writes ({}):", t.pending_writes.len());
+    for w in &t.pending_writes {
+        println!("  task {}  channel {}", w.task_id, w.channel);
+        println!("{}", output::pretty_indented(&w.value, 4));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// diff
+
+/// `diff`: channel values of `to` against those of `from`.
+pub fn diff(ctx: &Ctx, thread: &str, from: &str, to: &str, ns: &str) -> CliResult {
+    let conn = ctx.ro()?;
+    let a_id = resolve(&conn, thread, ns, Some(from))?;
+    let b_id = resolve(&conn, thread, ns, Some(to))?;
+    let saver = ctx.db.checkpointer();
+    let load = |id: &str| -> CliResult<agentstate::CheckpointTuple> {
+        saver
+            .get_tuple(&Config::thread(thread).ns(ns).at(id))?
+            .ok_or_else(|| Failure::not_found(format!("no checkpoint '{id}' in thread '{thread}'")))
+    };
+    let (a, b) = (load(&a_id)?, load(&b_id)?);
+    let (av, bv) = (&a.checkpoint.channel_values, &b.checkpoint.channel_values);
+    let mut added = Map::new();
+    let mut removed = Map::new();
+    let mut changed = Map::new();
+    let mut unchanged = vec![];
+    for (ch, v) in bv {
+        match av.get(ch) {
+            None => {
+                added.insert(ch.clone(), v.clone());
+            }
+            Some(old) if old == v => unchanged.push(ch.clone()),
+            Some(old) => {
+                let version = |t: &agentstate::CheckpointTuple| {
+                    t.checkpoint.channel_versions.get(ch).map(|v| v.to_string())
+                };
+                changed.insert(
+                    ch.clone(),
+                    json!({"from": old, "to": v, "from_version": version(&a), "to_version": version(&b)}),
+                );
+            }
+        }
+    }
+    for (ch, v) in av {
+        if !bv.contains_key(ch) {
+            removed.insert(ch.clone(), v.clone());
+        }
+    }
+    if ctx.json {
+        output::json(&json!({
+            "thread_id": thread,
+            "checkpoint_ns": ns,
+            "from": a_id,
+            "to": b_id,
+            "added": added,
+            "removed": removed,
+            "changed": changed,
+            "unchanged": unchanged,
+        }));
+        return Ok(());
+    }
+    println!("thread {thread}, namespace {}: {a_id} -> {b_id}", ns_label(ns));
+    if added.is_empty() && removed.is_empty() && changed.is_empty() {
+        println!("no channel changed");
+    }
+    for (ch, v) in &added {
+        println!("+ {ch} = {}", compact(v, WIDTH));
+    }
+    for (ch, v) in &removed {
+        println!("- {ch} = {}", compact(v, WIDTH));
+    }
+    for (ch, c) in &changed {
+        println!("~ {ch}");
+        for line in value_diff(&c["from"], &c["to"]) {
+            println!("    {line}");
+        }
+    }
+    if !unchanged.is_empty() {
+        println!("= unchanged: {}", unchanged.join(", "));
+    }
+    Ok(())
+}
+
+/// Lines describing how `old` became `new`: for lists, the items after
+/// their common beginning (`- [i]` dropped, `+ [i]` added); for objects, the
+/// keys added, removed or changed; otherwise the two values whole.
+fn value_diff(old: &Value, new: &Value) -> Vec<String> {
+    match (old, new) {
+        (Value::Array(o), Value::Array(n)) => {
+            let same = o.iter().zip(n).take_while(|(a, b)| a == b).count();
+            let dropped =
+                o[same..].iter().enumerate().map(|(i, v)| format!("- [{}] {}", same + i, compact(v, WIDTH)));
+            let added =
+                n[same..].iter().enumerate().map(|(i, v)| format!("+ [{}] {}", same + i, compact(v, WIDTH)));
+            dropped.chain(added).collect()
+        }
+        (Value::Object(o), Value::Object(n)) => {
+            let mut lines = vec![];
+            for (k, v) in n {
+                match o.get(k) {
+                    None => lines.push(format!("+ .{k} = {}", compact(v, WIDTH))),
+                    Some(ov) if ov != v => {
+                        lines.push(format!("- .{k} = {}", compact(ov, WIDTH)));
+                        lines.push(format!("+ .{k} = {}", compact(v, WIDTH)));
+                    }
+                    _ => {}
+                }
+            }
+            for (k, v) in o {
+                if !n.contains_key(k) {
+                    lines.push(format!("- .{k} = {}", compact(v, WIDTH)));
+                }
+            }
+            lines
+        }
+        _ => vec![format!("- {}", compact(old, WIDTH)), format!("+ {}", compact(new, WIDTH))],
+    }
+}
+
+// ---------------------------------------------------------------------------
+// fork
+
+/// `fork`: a new checkpoint whose parent is the one named.
+pub fn fork(
+    ctx: &Ctx,
+    thread: &str,
+    checkpoint: Option<&str>,
+    ns: &str,
+    set: &[String],
+    values: Option<&str>,
+) -> CliResult {
+    let mut replace = Map::new();
+    if let Some(text) = values {
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(m)) => replace.extend(m),
+            Ok(_) => return Err(Failure::usage("--values must be a JSON object {\"channel\": value, ...}")),
+            Err(e) => return Err(Failure::usage(format!("invalid JSON in --values: {e}"))),
+        }
+    }
+    for s in set {
+        let Some((ch, text)) = s.split_once('=') else {
+            return Err(Failure::usage(format!("--set expects CHANNEL=JSON, got '{s}'")));
+        };
+        if ch.is_empty() {
+            return Err(Failure::usage(format!("--set expects CHANNEL=JSON, got '{s}'")));
+        }
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| Failure::usage(format!("invalid JSON in --set {ch}: {e}")))?;
+        replace.insert(ch.to_string(), v);
+    }
+    let conn = ctx.ro()?;
+    let base = resolve(&conn, thread, ns, checkpoint)?;
+    let saver = ctx.db.checkpointer();
+    let config = Config::thread(thread).ns(ns).at(base.clone());
+    let source = if replace.is_empty() { "fork" } else { "update" };
+    let channels: Vec<String> = replace.keys().cloned().collect();
+    let new = if replace.is_empty() { saver.fork(&config)? } else { saver.fork_with(&config, replace)? };
+    let new_id = new.checkpoint_id.unwrap_or_default();
+    if ctx.json {
+        output::json(&json!({
+            "thread_id": thread,
+            "checkpoint_ns": ns,
+            "checkpoint_id": new_id,
+            "parent_checkpoint_id": base,
+            "source": source,
+            "replaced_channels": channels,
+        }));
+        return Ok(());
+    }
+    println!("new checkpoint {new_id}");
+    println!("  parent  {base}");
+    println!("  source  {source}");
+    if !channels.is_empty() {
+        println!("  replaced {}", channels.join(", "));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// copy, prune, delete
+
+/// Rows of `thread` in (checkpoints, checkpoint_blobs, checkpoint_writes).
+fn counts(conn: &Connection, thread: &str) -> CliResult<[usize; 3]> {
+    let mut out = [0; 3];
+    for (i, table) in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"].iter().enumerate() {
+        let n: i64 =
+            conn.query_row(&format!("SELECT COUNT(*) FROM {table} WHERE thread_id = ?1"), [thread], |r| {
+                r.get(0)
+            })?;
+        out[i] = n as usize;
+    }
+    Ok(out)
+}
+
+/// `copy`: the whole thread under a new id.
+pub fn copy(ctx: &Ctx, from: &str, to: &str) -> CliResult {
+    if from == to {
+        return Err(Failure::usage("copy: the source and target threads are the same"));
+    }
+    if to.is_empty() {
+        return Err(Failure::usage("copy: the target thread id is empty"));
+    }
+    let conn = ctx.ro()?;
+    if !thread_exists(&conn, from)? {
+        return Err(unknown_thread(from));
+    }
+    let pb = output::spinner(&format!("copying thread {from} to {to}"));
+    let res = ctx.db.checkpointer().copy_thread(from, to);
+    pb.finish_and_clear();
+    res?;
+    let [c, b, w] = counts(&conn, to)?;
+    if ctx.json {
+        output::json(&json!({"from": from, "to": to, "checkpoints": c, "blobs": b, "pending_writes": w}));
+    } else {
+        println!(
+            "copied thread {from} to {to}: {}, {}, {}",
+            plural(c, "checkpoint"),
+            plural(b, "blob"),
+            plural(w, "pending write")
+        );
+    }
+    Ok(())
+}
+
+/// `prune`: keep the latest checkpoint per namespace, or delete threads.
+pub fn prune(ctx: &Ctx, ids: &[String], all: bool, strategy: Strategy) -> CliResult {
+    let conn = ctx.ro()?;
+    let mut threads: Vec<String> = if all {
+        conn.prepare("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?
+    } else {
+        for t in ids {
+            if !thread_exists(&conn, t)? {
+                return Err(unknown_thread(t));
+            }
+        }
+        ids.to_vec()
+    };
+    let mut seen = std::collections::HashSet::new();
+    threads.retain(|t| seen.insert(t.clone()));
+    let (lib_strategy, name) = match strategy {
+        Strategy::KeepLatest => (PruneStrategy::KeepLatest, "keep_latest"),
+        Strategy::Delete => (PruneStrategy::Delete, "delete"),
+    };
+    let saver = ctx.db.checkpointer();
+    let pb = output::bar(threads.len() as u64, "pruning");
+    let mut report = vec![];
+    for t in &threads {
+        let before = counts(&conn, t)?;
+        let res = saver.prune(&[t], lib_strategy);
+        if let Err(e) = res {
+            pb.finish_and_clear();
+            return Err(e.into());
+        }
+        let after = counts(&conn, t)?;
+        report.push((t.clone(), before, after));
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    if ctx.json {
+        let out: Vec<Value> = report
+            .iter()
+            .map(|(t, b, a)| {
+                json!({
+                    "thread_id": t,
+                    "checkpoints_removed": b[0] - a[0].min(b[0]),
+                    "blobs_removed": b[1] - a[1].min(b[1]),
+                    "pending_writes_removed": b[2] - a[2].min(b[2]),
+                    "checkpoints_kept": a[0],
+                })
+            })
+            .collect();
+        output::json(&json!({"strategy": name, "threads": out}));
+        return Ok(());
+    }
+    if report.is_empty() {
+        println!("no threads to prune");
+        return Ok(());
+    }
+    println!("prune ({name}):");
+    let mut table =
+        Table::new(["THREAD", "CHECKPOINTS REMOVED", "BLOBS REMOVED", "WRITES REMOVED", "CHECKPOINTS KEPT"]);
+    for (t, b, a) in &report {
+        table.row([
+            t.clone(),
+            (b[0] - a[0].min(b[0])).to_string(),
+            (b[1] - a[1].min(b[1])).to_string(),
+            (b[2] - a[2].min(b[2])).to_string(),
+            a[0].to_string(),
+        ]);
+    }
+    table.print();
+    Ok(())
+}
+
+/// `delete`: the thread, in every namespace.
+pub fn delete(ctx: &Ctx, thread: &str) -> CliResult {
+    let conn = ctx.ro()?;
+    let [c, b, w] = counts(&conn, thread)?;
+    if c + b + w == 0 {
+        return Err(unknown_thread(thread));
+    }
+    ctx.db.checkpointer().delete_thread(thread)?;
+    if ctx.json {
+        output::json(&json!({"thread_id": thread, "checkpoints": c, "blobs": b, "pending_writes": w}));
+    } else {
+        println!(
+            "deleted thread {thread}: {}, {}, {}",
+            plural(c, "checkpoint"),
+            plural(b, "blob"),
+            plural(w, "pending write")
+        );
+    }
+    Ok(())
+}
