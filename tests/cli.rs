@@ -665,3 +665,21 @@ fn python_written_store() {
     let c = ok_json(&p, &["check"]);
     assert_eq!(c["ok"], true, "{c}");
 }
+
+#[test]
+fn retain_and_vacuum() {
+    let f = fixture();
+    let p = f.path.as_path();
+    let before = ok_json(p, &["threads"]);
+    let r = ok_json(p, &["retain", "--keep-last", "1"]);
+    assert!(r["removed_checkpoints"].as_u64().unwrap() > 0, "{r}");
+    let after = ok_json(p, &["threads"]);
+    assert_eq!(before.as_array().unwrap().len(), after.as_array().unwrap().len(), "no thread disappears");
+    let c = ok_json(p, &["check"]);
+    assert_eq!(c["ok"], true, "{c}");
+    let v = ok_json(p, &["vacuum"]);
+    assert!(v["file_bytes_after"].as_u64().unwrap() <= v["file_bytes_before"].as_u64().unwrap(), "{v}");
+    assert!(ok(p, &["vacuum"]).starts_with("vacuum freed"));
+    let e = fails(p, &["retain"], 2);
+    assert!(e.contains("--keep-last"), "{e}");
+}

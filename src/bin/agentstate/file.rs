@@ -643,3 +643,16 @@ fn run_checks(conn: &Connection, pb: &ProgressBar) -> CliResult<(Vec<Outcome>, V
     pb.inc(1);
     Ok((outcomes, problems))
 }
+
+/// `vacuum`: return free pages to the filesystem.
+pub fn vacuum(ctx: &Ctx) -> CliResult {
+    let before = std::fs::metadata(&ctx.path).map(|m| m.len()).unwrap_or(0);
+    let freed = ctx.db.vacuum()?;
+    let after = std::fs::metadata(&ctx.path).map(|m| m.len()).unwrap_or(0);
+    if ctx.json {
+        output::json(&json!({"freed_bytes": freed, "file_bytes_before": before, "file_bytes_after": after}));
+    } else {
+        println!("vacuum freed {freed} bytes; file {before} -> {after} bytes");
+    }
+    Ok(())
+}

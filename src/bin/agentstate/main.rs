@@ -161,6 +161,22 @@ pub enum Command {
         /// The thread id.
         thread: String,
     },
+    /// Apply a retention policy to every thread now: keep the newest N
+    /// checkpoints of each namespace and/or drop those older than an age (the
+    /// newest checkpoint always stays). Blobs a kept checkpoint needs stay.
+    Retain {
+        /// Keep at most this many newest checkpoints per thread and namespace.
+        #[arg(long)]
+        keep_last: Option<usize>,
+        /// Drop checkpoints older than this many minutes.
+        #[arg(long)]
+        max_age_minutes: Option<f64>,
+        /// Threads to leave alone (repeatable).
+        #[arg(long = "exempt", value_name = "THREAD")]
+        exempt: Vec<String>,
+    },
+    /// Return free pages to the filesystem (after deletes, prunes, retention).
+    Vacuum,
     /// The long-term Store: get, put, delete, search, namespaces, TTL sweep,
     /// reindex.
     #[command(subcommand)]
@@ -428,6 +444,10 @@ fn run(cli: Cli) -> CliResult {
         Command::Prune { threads: ids, all, strategy } => threads::prune(&ctx, &ids, all, strategy),
         Command::Delete { thread } => threads::delete(&ctx, &thread),
         Command::Store(cmd) => store::run(&ctx, cmd),
+        Command::Retain { keep_last, max_age_minutes, exempt } => {
+            threads::retain(&ctx, keep_last, max_age_minutes, exempt)
+        }
+        Command::Vacuum => file::vacuum(&ctx),
         Command::Stats => file::stats(&ctx),
         Command::Check => file::check(&ctx),
     }

@@ -742,3 +742,31 @@ pub fn delete(ctx: &Ctx, thread: &str) -> CliResult {
     }
     Ok(())
 }
+
+/// `retain`: apply a retention policy to every thread now.
+pub fn retain(
+    ctx: &Ctx,
+    keep_last: Option<usize>,
+    max_age_minutes: Option<f64>,
+    exempt: Vec<String>,
+) -> CliResult {
+    if keep_last.is_none() && max_age_minutes.is_none() {
+        return Err(Failure::new(crate::exit::USAGE, "retain needs --keep-last and/or --max-age-minutes"));
+    }
+    let mut policy =
+        agentstate::checkpoint::Retention { keep_last: keep_last.map(|n| n.max(1)), ..Default::default() };
+    if let Some(m) = max_age_minutes {
+        if !m.is_finite() || m < 0.0 {
+            return Err(Failure::new(crate::exit::USAGE, "--max-age-minutes must be a number >= 0"));
+        }
+        policy.max_age = Some(std::time::Duration::from_secs_f64(m * 60.0));
+    }
+    policy.exempt = exempt.into_iter().collect();
+    let removed = ctx.db.checkpointer().apply_retention(&policy)?;
+    if ctx.json {
+        output::json(&json!({"removed_checkpoints": removed}));
+    } else {
+        println!("retention removed {}", plural(removed, "checkpoint"));
+    }
+    Ok(())
+}
