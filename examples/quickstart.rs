@@ -129,10 +129,18 @@ fn main() -> agentstate::Result<()> {
     println!("   swept {} expired item(s)", store.sweep_expired()?);
     println!("   namespaces now: {:?}", store.list_namespaces(Default::default())?);
 
-    println!("\nInspect the file with:");
-    println!("   sqlite3 {path} 'SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints'");
-    println!("   sqlite3 {path} 'SELECT channel, version, length(blob) FROM checkpoint_blobs'");
-    println!("   sqlite3 {path} 'SELECT prefix, key, value FROM store'");
+    println!("\nInspect the file with the agentstate CLI:");
+    for cmd in [
+        "threads",
+        "history support-42",
+        "show support-42",
+        "stats",
+        "check",
+        "store ns",
+        "store search users.alice --query 'late delivery refund' --filter '{\"confidence\": {\"$gte\": 0.7}}'",
+    ] {
+        println!("   cargo run -q --bin agentstate -- {path} {cmd}");
+    }
     Ok(())
 }
 
