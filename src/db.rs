@@ -114,6 +114,10 @@ impl DbBuilder {
             // untyped `Error::Pool`.
             let mut conn = Connection::open_with_flags(path, flags)?;
             init_connection(&mut conn, durability, busy, false)?;
+            // Refuse a foreign or newer file before writing anything to it
+            // (switching to WAL rewrites its header).
+            check_foreign(&conn)?;
+            up_to_date(&conn)?;
             set_wal(&conn, false, busy)?;
             migrate(&mut conn, busy)?;
         }
