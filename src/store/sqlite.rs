@@ -11,7 +11,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::cache::{self, normalise, SearchCache};
-use super::embed::{embed_documents_checked, Embedder};
+use super::embed::{embed_documents_checked, embed_query_checked, Embedder};
 use super::namespace::{self, prefix_glob, validate_labels, validate_namespace, MatchCondition, PrefixGlob};
 use super::path::{configured_fields, field_texts, per_put_fields, IndexField};
 use super::types::*;
@@ -458,10 +458,8 @@ impl Store {
                     validate_labels(&s.namespace_prefix)?;
                     filters.insert(i, s.filter.as_ref().map(Filter::parse).transpose()?);
                     if let (Some(q), Some(index)) = (&s.query, &self.inner.config.index) {
-                        let v = index.embedder.embed_query(q)?;
-                        if v.len() != index.dims {
-                            return Err(Error::DimensionMismatch { expected: index.dims, got: v.len() });
-                        }
+                        // Checked like documents: the right length, finite.
+                        let v = embed_query_checked(index.embedder.as_ref(), q)?;
                         queries.insert(i, v);
                     }
                 }
