@@ -31,8 +31,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersions};
-use agentstate::store::{HashEmbedder, Index, IndexConfig, Op, PutOp, SearchOptions};
-use agentstate::{Checkpoint, Config, Db, Durability, ListQuery, Metadata, PruneStrategy, StoreConfig};
+use agentstate::store::IndexConfig;
+use agentstate::{Config, Db, Durability, StoreConfig};
+use common::ops::{check_vectors, diff, execute, observe_file, s, State};
 use common::{check_file, report, seed_from_env, Blobs, Rng};
 use serde_json::{json, Map, Value};
 
@@ -98,6 +99,12 @@ fn crash_child() {
         }
     }
     say(&mut out, "@ready");
+    // Report the operation, run it, report that it returned Ok.
+    let run = |out: &mut std::io::StdoutLock<'_>, op: &Value| {
+        say(out, &format!("@I {op}"));
+        execute(&saver, &store, op).unwrap();
+        say(out, "@A");
+    };
     let mut counter = rng.next_u64() % 1_000_000;
     loop {
         counter += 1;
@@ -140,16 +147,10 @@ fn crash_child() {
             }
             let meta =
                 json!({"source": "loop", "step": step, "run_id": format!("r{}", step % 3), "parents": {}});
-            let parent = head.map(|h| h.id.clone());
-            let intent = json!({"op": "step", "t": t, "ns": ns, "id": id, "parent": parent, "values": values, "meta": meta});
-            say(&mut out, &format!("@I {intent}"));
-            let mut cp = Checkpoint::with_id(&id);
-            cp.channel_values = values.clone();
-            cp.channel_versions = versions.clone();
-            let mut config = Config::thread(&t).ns(&ns);
-            config.checkpoint_id = parent;
-            saver.put(&config, &cp, &Metadata(meta.as_object().unwrap().clone()), &new_versions).unwrap();
-            say(&mut out, "@A");
+            let new: Vec<&String> = new_versions.keys().collect();
+            let op = json!({"op": "step", "t": t, "ns": ns, "id": id, "parent": head.map(|h| h.id.clone()),
+                            "values": values, "versions": versions, "new": new, "meta": meta});
+            run(&mut out, &op);
             heads.insert(key, Head { id, step, versions, values });
         } else if roll < 58 {
             // Pending writes on a head.
@@ -161,12 +162,10 @@ fn crash_child() {
             if rng.chance(20) {
                 writes.push(("__error__".into(), json!(format!("boom in {task}"))));
             }
-            let intent =
-                json!({"op": "writes", "t": t, "ns": ns, "id": head.id, "task": task, "writes": writes});
-            say(&mut out, &format!("@I {intent}"));
-            let config = Config::thread(&t).ns(&ns).at(&head.id);
-            saver.put_writes(&config, &writes, &task, "path").unwrap();
-            say(&mut out, "@A");
+            run(
+                &mut out,
+                &json!({"op": "writes", "t": t, "ns": ns, "id": head.id, "task": task, "writes": writes}),
+            );
         } else if roll < 78 {
             // Store puts, one transaction.
             let items: Vec<(Vec<String>, String, Value)> = (0..rng.range(1, 4))
@@ -181,31 +180,15 @@ fn crash_child() {
                     (ns, key, v)
                 })
                 .collect();
-            let intent = json!({"op": "put", "items": items});
-            say(&mut out, &format!("@I {intent}"));
-            let ops = items
-                .into_iter()
-                .map(|(namespace, key, value)| {
-                    Op::Put(PutOp { namespace, key, value: Some(value), index: Index::Default, ttl: None })
-                })
-                .collect();
-            store.batch(ops).unwrap();
-            say(&mut out, "@A");
+            run(&mut out, &json!({"op": "put", "items": items}));
         } else if roll < 86 {
             let ns = rng.pick(&STORE_NSS);
-            let key = format!("k{}", rng.below(30));
-            say(&mut out, &format!("@I {}", json!({"op": "del", "ns": ns, "key": key})));
-            store.delete(ns, &key).unwrap();
-            say(&mut out, "@A");
+            run(&mut out, &json!({"op": "del", "ns": ns, "key": format!("k{}", rng.below(30))}));
         } else if roll < 89 {
             let ts: Vec<String> = (0..rng.range(1, 3)).map(|_| rng.pick(&THREADS).to_string()).collect();
-            say(&mut out, &format!("@I {}", json!({"op": "prune", "t": ts})));
-            saver.prune(&ts, PruneStrategy::KeepLatest).unwrap();
-            say(&mut out, "@A");
+            run(&mut out, &json!({"op": "prune", "t": ts}));
         } else if roll < 91 {
-            say(&mut out, &format!("@I {}", json!({"op": "delete_thread", "t": t})));
-            saver.delete_thread(&t).unwrap();
-            say(&mut out, "@A");
+            run(&mut out, &json!({"op": "delete_thread", "t": t}));
             heads.retain(|(ht, _), _| *ht != t);
         } else {
             // Copy a thread onto an empty one.
@@ -215,9 +198,7 @@ fn crash_child() {
                 continue;
             }
             let dst = rng.pick(&empty).to_string();
-            say(&mut out, &format!("@I {}", json!({"op": "copy", "src": t, "dst": dst})));
-            saver.copy_thread(&t, &dst).unwrap();
-            say(&mut out, "@A");
+            run(&mut out, &json!({"op": "copy", "src": t, "dst": dst}));
             let copied: Vec<((String, String), Head)> = heads
                 .iter()
                 .filter(|((ht, _), _)| *ht == t)
@@ -226,209 +207,6 @@ fn crash_child() {
             heads.extend(copied);
         }
     }
-}
-
-// ---------------------------------------------------------------------------
-// The model
-
-/// One checkpoint as the API returns it.
-#[derive(Clone, Debug, PartialEq)]
-struct Cp {
-    parent: Option<String>,
-    meta: Value,
-    values: Value,
-    /// (task, channel, value) in (task, idx) order.
-    writes: Vec<(String, String, Value)>,
-}
-
-type CpKey = (String, String, String);
-type ItemKey = (Vec<String>, String);
-
-#[derive(Clone, Debug, Default, PartialEq)]
-struct State {
-    cps: BTreeMap<CpKey, Cp>,
-    items: BTreeMap<ItemKey, Value>,
-}
-
-fn special_idx(channel: &str) -> Option<i64> {
-    ["__error__", "__scheduled__", "__interrupt__", "__resume__"]
-        .iter()
-        .position(|c| *c == channel)
-        .map(|i| -(i as i64) - 1)
-}
-
-fn s(v: &Value) -> String {
-    v.as_str().unwrap().to_string()
-}
-
-impl State {
-    /// Applies an operation the child reported.
-    fn apply(&mut self, op: &Value) {
-        match op["op"].as_str().unwrap() {
-            "step" => {
-                let key = (s(&op["t"]), s(&op["ns"]), s(&op["id"]));
-                let cp = Cp {
-                    parent: op["parent"].as_str().map(String::from),
-                    meta: op["meta"].clone(),
-                    values: op["values"].clone(),
-                    writes: vec![],
-                };
-                self.cps.insert(key, cp);
-            }
-            "writes" => {
-                let key = (s(&op["t"]), s(&op["ns"]), s(&op["id"]));
-                let task = s(&op["task"]);
-                let cp = self.cps.get_mut(&key).expect("writes on a checkpoint the model has");
-                // Rows are keyed (task, idx); the workload never repeats an
-                // idx within a call, and every call has a task of its own.
-                let mut new: Vec<(i64, (String, String, Value))> = op["writes"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, w)| {
-                        let ch = s(&w[0]);
-                        (special_idx(&ch).unwrap_or(i as i64), (task.clone(), ch, w[1].clone()))
-                    })
-                    .collect();
-                new.sort_by_key(|(idx, _)| *idx);
-                cp.writes.extend(new.into_iter().map(|(_, w)| w));
-                // Read back in (task, idx) order; the sort is stable.
-                cp.writes.sort_by(|a, b| a.0.cmp(&b.0));
-            }
-            "put" => {
-                for item in op["items"].as_array().unwrap() {
-                    let ns: Vec<String> = item[0].as_array().unwrap().iter().map(s).collect();
-                    self.items.insert((ns, s(&item[1])), item[2].clone());
-                }
-            }
-            "del" => {
-                let ns: Vec<String> = op["ns"].as_array().unwrap().iter().map(s).collect();
-                self.items.remove(&(ns, s(&op["key"])));
-            }
-            "prune" => {
-                for t in op["t"].as_array().unwrap().iter().map(s) {
-                    let mut latest: BTreeMap<String, String> = BTreeMap::new();
-                    for (kt, kns, id) in self.cps.keys() {
-                        if *kt == t {
-                            let e = latest.entry(kns.clone()).or_default();
-                            if id > e {
-                                *e = id.clone();
-                            }
-                        }
-                    }
-                    self.cps.retain(|(kt, kns, id), _| *kt != t || latest.get(kns) == Some(id));
-                }
-            }
-            "delete_thread" => {
-                let t = s(&op["t"]);
-                self.cps.retain(|(kt, _, _), _| *kt != t);
-            }
-            "copy" => {
-                let (src, dst) = (s(&op["src"]), s(&op["dst"]));
-                let copied: Vec<(CpKey, Cp)> = self
-                    .cps
-                    .iter()
-                    .filter(|((t, _, _), _)| *t == src)
-                    .map(|((_, ns, id), cp)| ((dst.clone(), ns.clone(), id.clone()), cp.clone()))
-                    .collect();
-                self.cps.extend(copied);
-            }
-            other => panic!("unknown op {other}"),
-        }
-    }
-}
-
-/// The file's state through the public API (a fresh `Db`, so the WAL the
-/// killed child left is recovered first).
-fn observe(path: &Path) -> Result<State, String> {
-    let db = Db::open(path).map_err(|e| format!("reopen: {e}"))?;
-    let saver = db.checkpointer();
-    let store = db.store(store_config()).map_err(|e| format!("store: {e}"))?;
-    let mut state = State::default();
-    for t in THREADS {
-        for tuple in saver.list(&ListQuery::thread(t)).map_err(|e| format!("list {t}: {e}"))? {
-            let key = (t.to_string(), tuple.config.checkpoint_ns.clone(), tuple.checkpoint.id.clone());
-            let cp = Cp {
-                parent: tuple.parent_config.and_then(|c| c.checkpoint_id),
-                meta: Value::Object(tuple.metadata.0),
-                values: Value::Object(tuple.checkpoint.channel_values),
-                writes: tuple.pending_writes.into_iter().map(|w| (w.task_id, w.channel, w.value)).collect(),
-            };
-            state.cps.insert(key, cp);
-        }
-    }
-    for hit in
-        store.search(&[], SearchOptions::default().limit(1_000_000)).map_err(|e| format!("search: {e}"))?
-    {
-        state.items.insert((hit.item.namespace, hit.item.key), hit.item.value);
-    }
-    Ok(state)
-}
-
-/// Every item has exactly one vector, `text`, the embedding of its text.
-fn check_vectors(path: &Path) -> Result<usize, String> {
-    let conn = common::raw_ro(path);
-    let embedder = HashEmbedder::new(DIMS).unwrap();
-    let mut stmt = conn
-        .prepare(
-            "SELECT s.prefix, s.key, CAST(s.value AS TEXT), \
-                    (SELECT COUNT(*) FROM store_vectors v WHERE v.prefix = s.prefix AND v.key = s.key), \
-                    (SELECT embedding FROM store_vectors v WHERE v.prefix = s.prefix AND v.key = s.key \
-                     AND v.field_name = 'text') \
-             FROM store s",
-        )
-        .unwrap();
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, i64>(3)?,
-                r.get::<_, Option<Vec<u8>>>(4)?,
-            ))
-        })
-        .unwrap();
-    let mut n = 0;
-    for row in rows {
-        let (p, k, value, count, blob) = row.unwrap();
-        let value: Value = serde_json::from_str(&value).unwrap();
-        let want: Vec<u8> =
-            embedder.embed(value["text"].as_str().unwrap()).iter().flat_map(|x| x.to_le_bytes()).collect();
-        if count != 1 || blob.as_deref() != Some(&want[..]) {
-            return Err(format!("item {p}/{k}: {count} vectors, text vector stale or missing"));
-        }
-        n += 1;
-    }
-    Ok(n)
-}
-
-/// A short account of how `got` differs from `want`.
-fn diff(got: &State, want: &State) -> String {
-    let mut out = vec![];
-    for (k, v) in &want.cps {
-        match got.cps.get(k) {
-            None => out.push(format!("missing checkpoint {k:?}")),
-            Some(g) if g != v => out.push(format!("checkpoint {k:?} differs:\n got {g:?}\nwant {v:?}")),
-            _ => {}
-        }
-    }
-    out.extend(
-        got.cps.keys().filter(|k| !want.cps.contains_key(*k)).map(|k| format!("extra checkpoint {k:?}")),
-    );
-    for (k, v) in &want.items {
-        match got.items.get(k) {
-            None => out.push(format!("missing item {k:?}")),
-            Some(g) if g != v => out.push(format!("item {k:?} differs: got {g}, want {v}")),
-            _ => {}
-        }
-    }
-    out.extend(
-        got.items.keys().filter(|k| !want.items.contains_key(*k)).map(|k| format!("extra item {k:?}")),
-    );
-    out.truncate(6);
-    out.join("\n")
 }
 
 // ---------------------------------------------------------------------------
@@ -563,7 +341,8 @@ fn sigkill_at_random_moments_loses_nothing() {
                 model.apply(&op);
             }
         }
-        let got = observe(&path).unwrap_or_else(|e| panic!("round {round} (seed {seed}): {e}"));
+        let got = observe_file(&path, &THREADS, store_config())
+            .unwrap_or_else(|e| panic!("round {round} (seed {seed}): {e}"));
         checked_ops = fig.acked.values().sum();
         match pending {
             None => {
@@ -597,7 +376,7 @@ fn sigkill_at_random_moments_loses_nothing() {
         if let Err(bad) = check_file(&path, Blobs::AllPresent) {
             panic!("round {round} (seed {seed}): {}", bad.join("\n"));
         }
-        check_vectors(&path).unwrap_or_else(|e| panic!("round {round} (seed {seed}): {e}"));
+        check_vectors(&path, DIMS).unwrap_or_else(|e| panic!("round {round} (seed {seed}): {e}"));
     }
     let size = std::fs::metadata(&path).unwrap().len();
     eprintln!("in flight at the kill, by operation: {:?}", fig.in_flight);
