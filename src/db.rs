@@ -79,8 +79,8 @@ impl DbBuilder {
     /// - [`Error::Corrupt`] if SQLite reports the file damaged.
     /// - [`Error::Busy`] if another process held the file for longer than the
     ///   busy timeout while the schema was being created.
-    /// - [`Error::Pool`] / [`Error::Sqlite`] / [`Error::Io`] if the file cannot
-    ///   be opened (permissions, missing directory, ...).
+    /// - [`Error::Sqlite`] (code `CannotOpen`) at once if the file cannot be
+    ///   opened (permissions, missing directory, a directory, ...).
     pub fn open(self, path: impl AsRef<Path>) -> Result<Db> {
         let path = path.as_ref().to_path_buf();
         let manager = SqliteConnectionManager::file(&path);
@@ -102,13 +102,33 @@ impl DbBuilder {
         let durability = self.durability;
         let busy = self.busy_timeout;
         let in_memory = path.is_none();
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if let Some(path) = &path {
+            // The schema is checked and migrated on a connection opened
+            // directly, not through the pool: the pool retries a connection
+            // that fails to open or to initialise (a missing directory, a
+            // damaged file) until its timeout (30 s), and then reports an
+            // untyped `Error::Pool`.
+            let mut conn = Connection::open_with_flags(path, flags)?;
+            init_connection(&mut conn, durability, busy, false)?;
+            // Refuse a foreign or newer file before writing anything to it
+            // (switching to WAL rewrites its header).
+            check_foreign(&conn)?;
+            up_to_date(&conn)?;
+            // Lets `Db::vacuum` return freed pages cheaply. Only takes effect
+            // on a new, empty file.
+            let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            if pages == 0 {
+                conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
+            }
+            set_wal(&conn, false, busy)?;
+            migrate(&mut conn, busy)?;
+        }
         let manager = manager
-            .with_flags(
-                OpenFlags::SQLITE_OPEN_READ_WRITE
-                    | OpenFlags::SQLITE_OPEN_CREATE
-                    | OpenFlags::SQLITE_OPEN_URI
-                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
+            .with_flags(flags)
             .with_init(move |conn| init_connection(conn, durability, busy, in_memory));
         let pool = Pool::builder()
             .max_size(size)
@@ -118,12 +138,8 @@ impl DbBuilder {
             .connection_timeout(busy.max(Duration::from_secs(30)))
             .build_unchecked(manager);
         let db = Db { inner: Arc::new(Inner { pool, path, durability, busy_timeout: busy }) };
-        {
+        if in_memory {
             let mut conn = db.conn()?;
-            // Lets `Db::vacuum` return freed pages cheaply. Only takes effect
-            // on a new, empty file.
-            conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
-            set_wal(&conn, in_memory, busy)?;
             migrate(&mut conn, busy)?;
         }
         Ok(db)

@@ -170,6 +170,19 @@ impl From<rusqlite::Error> for Error {
             Some(C::DiskFull) => Error::DiskFull,
             Some(C::DatabaseCorrupt) => Error::Corrupt(e.to_string()),
             Some(C::NotADatabase) => Error::NotAgentstate(e.to_string()),
+            // A stored value of a type or encoding its column never holds
+            // (text that is not UTF-8, a blob where text belongs): a damaged
+            // row.
+            None if matches!(
+                e,
+                rusqlite::Error::Utf8Error(..)
+                    | rusqlite::Error::FromSqlConversionFailure(..)
+                    | rusqlite::Error::InvalidColumnType(..)
+                    | rusqlite::Error::IntegralValueOutOfRange(..)
+            ) =>
+            {
+                Error::Corrupt(e.to_string())
+            }
             _ => Error::Sqlite { source: e },
         }
     }

@@ -443,9 +443,15 @@ fn parse_key(key: &str) -> Result<impl Iterator<Item = String> + '_> {
     }
 }
 
+/// The most levels of arrays and objects a JSON document agentstate stores
+/// (a Store value, checkpoint metadata) may nest: serde_json, like most JSON
+/// readers, refuses to read deeper text, so a deeper document could be
+/// written but never read back.
+pub(crate) const MAX_STORED_DEPTH: usize = 127;
+
 /// True if `v` nests more than `max` levels of arrays and objects. Iterative,
 /// so arbitrarily deep input cannot overflow the stack.
-fn too_deep(v: &Value, max: usize) -> bool {
+pub(crate) fn too_deep(v: &Value, max: usize) -> bool {
     let mut stack = vec![(v, 1usize)];
     while let Some((v, depth)) = stack.pop() {
         match v {

@@ -37,7 +37,7 @@ pub use types::{
 use crate::codec::{JsonPlusSerializer, Serializer};
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::filter::Filter;
+use crate::filter::{too_deep, Filter, MAX_STORED_DEPTH};
 
 /// The special channels and their fixed write indexes (LangGraph's
 /// `WRITES_IDX_MAP`, reference 1.5).
@@ -208,7 +208,10 @@ impl Checkpointer {
     ///
     /// # Errors
     /// - [`Error::InvalidConfig`] if `config.thread_id` is empty.
-    /// - [`Error::InvalidArgument`] if `checkpoint.id` is empty.
+    /// - [`Error::InvalidArgument`] if `checkpoint.id` is empty, or if a
+    ///   metadata value (or a checkpoint key this crate does not name) nests
+    ///   more than 126 levels of objects and arrays (the stored JSON object
+    ///   would be deeper than 127 levels, which could not be read back).
     /// - [`Error::Serialization`] if a channel value cannot be encoded.
     /// - [`Error::Busy`], [`Error::DiskFull`], [`Error::Sqlite`] from the
     ///   database; nothing is written then.
@@ -257,8 +260,18 @@ impl Checkpointer {
             updated_channels: &checkpoint.updated_channels,
             extra: &checkpoint.extra,
         };
+        let metadata = merge_metadata(config, metadata);
+        // Both are stored as JSON objects: their values sit one level down.
+        if let Some((key, _)) =
+            metadata.iter().chain(&checkpoint.extra).find(|(_, v)| too_deep(v, MAX_STORED_DEPTH - 1))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "metadata or checkpoint key '{key}' nests too deeply: stored JSON may nest at most \
+                 {MAX_STORED_DEPTH} levels of objects and arrays (deeper JSON could not be read back)"
+            )));
+        }
         let checkpoint_json = serde_json::to_string(&stored)?;
-        let metadata_json = serde_json::to_string(&merge_metadata(config, metadata))?;
+        let metadata_json = serde_json::to_string(&metadata)?;
         let mut cache_updates: Vec<(&str, Option<delta::Base>)> = vec![];
         self.db.write(|tx| {
             cache_updates.clear();

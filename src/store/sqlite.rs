@@ -11,13 +11,13 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::cache::{self, normalise, SearchCache};
-use super::embed::{embed_documents_checked, Embedder};
+use super::embed::{embed_documents_checked, embed_query_checked, Embedder};
 use super::namespace::{self, prefix_glob, validate_labels, validate_namespace, MatchCondition, PrefixGlob};
 use super::path::{configured_fields, field_texts, per_put_fields, IndexField};
 use super::types::*;
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::filter::Filter;
+use crate::filter::{too_deep, Filter, MAX_STORED_DEPTH};
 use crate::vector::{decode_f32, encode_f32};
 
 /// SQL: now, as comparable UTC text with milliseconds.
@@ -304,8 +304,8 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::InvalidNamespace`]; [`Error::InvalidArgument`] if `value` is
-    /// not an object; embedder errors; database errors. Nothing is written
-    /// on error.
+    /// not an object or nests more than 127 levels of objects and arrays;
+    /// embedder errors; database errors. Nothing is written on error.
     pub fn put(&self, namespace: &[&str], key: &str, value: Value) -> Result<()> {
         self.put_with(namespace, key, value, PutOptions::default())
     }
@@ -458,10 +458,8 @@ impl Store {
                     validate_labels(&s.namespace_prefix)?;
                     filters.insert(i, s.filter.as_ref().map(Filter::parse).transpose()?);
                     if let (Some(q), Some(index)) = (&s.query, &self.inner.config.index) {
-                        let v = index.embedder.embed_query(q)?;
-                        if v.len() != index.dims {
-                            return Err(Error::DimensionMismatch { expected: index.dims, got: v.len() });
-                        }
+                        // Checked like documents: the right length, finite.
+                        let v = embed_query_checked(index.embedder.as_ref(), q)?;
                         queries.insert(i, v);
                     }
                 }
@@ -487,6 +485,12 @@ impl Store {
                                 return Err(Error::InvalidArgument(format!(
                                     "a store value must be a JSON object, got {}",
                                     kind(v)
+                                )));
+                            }
+                            if too_deep(v, MAX_STORED_DEPTH) {
+                                return Err(Error::InvalidArgument(format!(
+                                    "a store value may nest at most {MAX_STORED_DEPTH} levels of objects \
+                                     and arrays (deeper JSON could not be read back)"
                                 )));
                             }
                             if let Some(t) = p.ttl {

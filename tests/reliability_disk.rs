@@ -1,0 +1,377 @@
+//! Full disks and I/O failures, through a fault-injecting SQLite VFS
+//! (`tests/common/faultvfs.rs`, opened with `file:<path>?vfs=faulty`): no
+//! library hook is needed.
+//!
+//! - Disk full: every write that needs space fails with `Error::DiskFull`,
+//!   is rolled back entirely, leaves a valid file, and succeeds once space
+//!   returns (in the same `Db`, and after a reopen). A file that cannot even
+//!   be created says `DiskFull` too.
+//! - Fault sweep: the n-th write (or fsync) from now fails, and keeps
+//!   failing until the fault is cleared, for n = 1, 2, 3, ... across
+//!   checkpoint steps, pending writes, store batches with vectors, prunes,
+//!   copies and deletes, in both durability modes. Every failure is a typed
+//!   error (`DiskFull`, or `Sqlite` with code `SystemIoFailure`); the
+//!   operation is all or nothing (rolled back for a full disk; for an I/O
+//!   error, whose outcome a caller cannot know, either wholly applied or
+//!   wholly absent); every connection of the pool and a fresh `Db` see the
+//!   same state; the next operation succeeds; the file stays valid.
+//!
+//! `AGENTSTATE_SOAK=1` sweeps 10 times further.
+
+mod common;
+#[path = "common/faultvfs.rs"]
+mod faultvfs;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use agentstate::checkpoint::next_version;
+use agentstate::store::IndexConfig;
+use agentstate::{Db, Durability, Error, StoreConfig};
+use common::ops::{check_vectors, diff, execute, observe, observe_file, s, State};
+use common::{check_file, report, seed_from_env, Blobs, Rng};
+use faultvfs::Fault;
+use serde_json::{json, Map, Value};
+
+const THREADS: [&str; 3] = ["d0", "d1", "d2"];
+const DIMS: usize = 16;
+
+fn store_config() -> StoreConfig {
+    StoreConfig::default().with_index(IndexConfig::hashed(DIMS).unwrap().fields(["text"]))
+}
+
+fn soak() -> u64 {
+    if std::env::var("AGENTSTATE_SOAK").is_ok_and(|v| v != "0") {
+        10
+    } else {
+        1
+    }
+}
+
+/// The newest checkpoint of a thread: (id, step, values, versions).
+type Head = (String, i64, Map<String, Value>, Map<String, Value>);
+
+/// Makes operations (in the JSON form of `common::ops`) and tracks the
+/// heads of the threads from the operations that were applied.
+struct Workload {
+    rng: Rng,
+    n: u64,
+    heads: BTreeMap<String, Head>,
+}
+
+impl Workload {
+    fn new(seed: u64) -> Workload {
+        Workload { rng: Rng::new(seed), n: 0, heads: BTreeMap::new() }
+    }
+
+    /// The next operation; `big` makes its values large (hundreds of KB).
+    fn next(&mut self, big: bool) -> Value {
+        self.n += 1;
+        let n = self.n;
+        let size = if big { 400_000 } else { self.rng.range(100, 9_000) as usize };
+        let t = self.rng.pick(&THREADS).to_string();
+        let roll = self.rng.below(100);
+        if roll < 35 || big && roll < 50 {
+            let head = self.heads.get(&t);
+            let step = head.map_or(-1, |h| h.1) + 1;
+            let mut values = head.map(|h| h.2.clone()).unwrap_or_default();
+            let mut versions = head.map(|h| h.3.clone()).unwrap_or_default();
+            let mut new = vec![];
+            for (ch, v) in [
+                ("a", json!([format!("{t} {step}"), "a".repeat(size)])),
+                ("b", json!({"step": step, "pad": "b".repeat(size / 2)})),
+                ("c", json!(step)),
+            ] {
+                let cur = versions.get(ch).map(|v| agentstate::checkpoint::ChannelVersion::Str(s(v)));
+                versions.insert(ch.into(), json!(next_version(cur.as_ref()).to_string()));
+                values.insert(ch.into(), v);
+                new.push(ch);
+            }
+            let id = agentstate::checkpoint::uuid6(Some(step)).to_string();
+            json!({"op": "step", "t": t, "ns": "", "id": id, "parent": head.map(|h| h.0.clone()),
+                   "values": values, "versions": versions, "new": new,
+                   "meta": {"source": "loop", "step": step}})
+        } else if roll < 55 {
+            match self.heads.get(&t) {
+                Some(h) => {
+                    let writes: Vec<Value> =
+                        (0..3).map(|i| json!(["out", {"i": i, "pad": "w".repeat(size / 3)}])).collect();
+                    json!({"op": "writes", "t": t, "ns": "", "id": h.0, "task": format!("task-{n:06}"), "writes": writes})
+                }
+                None => self.next(big),
+            }
+        } else if roll < 85 || big {
+            let items: Vec<Value> = (0..3)
+                .map(|i| {
+                    let text = format!("note {n} {i} {}", ["tea", "rain", "cats"][i % 3]);
+                    json!([["disk", format!("ns{}", i % 2)], format!("k{}", self.rng.below(12)),
+                           {"text": text, "pad": "p".repeat(size / 3)}])
+                })
+                .collect();
+            json!({"op": "put", "items": items})
+        } else if roll < 90 {
+            json!({"op": "del", "ns": ["disk", "ns0"], "key": format!("k{}", self.rng.below(12))})
+        } else if roll < 95 {
+            json!({"op": "prune", "t": [t]})
+        } else {
+            let empty: Vec<&str> = THREADS.iter().copied().filter(|d| !self.heads.contains_key(*d)).collect();
+            if empty.is_empty() {
+                json!({"op": "delete_thread", "t": t})
+            } else if self.heads.contains_key(&t) {
+                json!({"op": "copy", "src": t, "dst": self.rng.pick(&empty)})
+            } else {
+                self.next(big)
+            }
+        }
+    }
+
+    /// `op` was applied.
+    fn applied(&mut self, op: &Value) {
+        match op["op"].as_str().unwrap() {
+            "step" => {
+                let head = (
+                    s(&op["id"]),
+                    op["meta"]["step"].as_i64().unwrap(),
+                    op["values"].as_object().unwrap().clone(),
+                    op["versions"].as_object().unwrap().clone(),
+                );
+                self.heads.insert(s(&op["t"]), head);
+            }
+            "delete_thread" => {
+                self.heads.remove(&s(&op["t"]));
+            }
+            "copy" => {
+                let h = self.heads[&s(&op["src"])].clone();
+                self.heads.insert(s(&op["dst"]), h);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Runs `op` against `db`, as the one `Checkpointer` and `Store` of a
+/// caller would.
+fn run(db: &Db, op: &Value) -> agentstate::Result<()> {
+    execute(&db.checkpointer(), &db.store(store_config())?, op)
+}
+
+fn check(path: &Path) {
+    if let Err(bad) = check_file(path, Blobs::AllPresent) {
+        panic!("{}", bad.join("\n"));
+    }
+    check_vectors(path, DIMS).unwrap();
+}
+
+#[test]
+fn disk_full_is_typed_rolled_back_and_recoverable() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("full.db");
+    let (disk, uri) = faultvfs::disk(&path);
+
+    // No space to create the file: a typed error, and a file that opens
+    // once there is space.
+    disk.arm(Fault::Full(0));
+    let err = Db::open(&uri).expect_err("no space for the schema");
+    assert!(matches!(err, Error::DiskFull), "{err:?}");
+    disk.disarm();
+    let db = Db::open(&uri).unwrap();
+
+    let mut work = Workload::new(seed_from_env("AGENTSTATE_SEED"));
+    let mut model = State::default();
+    for _ in 0..15 {
+        let op = work.next(false);
+        run(&db, &op).unwrap();
+        model.apply(&op);
+        work.applied(&op);
+    }
+    let mut refused = 0u64;
+    let mut accepted_while_full = 0u64;
+    disk.arm(Fault::Full(0));
+    // Large operations need space: refused, rolled back, file valid.
+    let mut big_ops = vec![];
+    for _ in 0..6 {
+        let op = work.next(true);
+        match run(&db, &op) {
+            Err(Error::DiskFull) => refused += 1,
+            other => panic!("a {} of hundreds of KB on a full disk: {other:?}", op["op"]),
+        }
+        let live = observe(&db, &THREADS, store_config()).unwrap();
+        assert!(live == model, "a refused operation left traces:\n{}", diff(&live, &model));
+        check(&path);
+        big_ops.push(op);
+    }
+    // Small ones may fit in space the file already has (freed pages, the
+    // WAL's tail); each is all or nothing.
+    for _ in 0..40 {
+        let op = work.next(false);
+        match run(&db, &op) {
+            Ok(()) => {
+                model.apply(&op);
+                work.applied(&op);
+                accepted_while_full += 1;
+            }
+            Err(Error::DiskFull) => refused += 1,
+            Err(e) => panic!("{} on a full disk: {e:?}", op["op"]),
+        }
+        let live = observe(&db, &THREADS, store_config()).unwrap();
+        assert!(live == model, "after {}:\n{}", op["op"], diff(&live, &model));
+    }
+    check(&path);
+    // Space returns: the refused large operations now succeed, in the same
+    // Db and its pooled connections.
+    disk.disarm();
+    for op in big_ops {
+        // (A step or writes refused earlier was made for the heads of its
+        // time: fresh ones replace them.)
+        let op = if op["op"] == "step" || op["op"] == "writes" { work.next(true) } else { op };
+        run(&db, &op).unwrap();
+        model.apply(&op);
+        work.applied(&op);
+    }
+    assert_eq!(observe(&db, &THREADS, store_config()).unwrap(), model);
+    drop(db);
+    assert_eq!(observe_file(&path, &THREADS, store_config()).unwrap(), model);
+    check(&path);
+    report("disk_full", &[("refused", refused), ("small_ops_fitting_while_full", accepted_while_full)]);
+}
+
+/// The fault kinds of the sweep, by name.
+fn fault(kind: &str, n: u64) -> Fault {
+    match kind {
+        "full" => Fault::Full(n),
+        "write" => Fault::WriteError(n),
+        _ => Fault::SyncError(n),
+    }
+}
+
+#[test]
+fn faults_at_every_write_are_all_or_nothing() {
+    let seed = seed_from_env("AGENTSTATE_SEED");
+    eprintln!("disk fault sweep: AGENTSTATE_SEED={seed}");
+    let mut tally: BTreeMap<String, u64> = BTreeMap::new();
+    let dir = tempfile::tempdir().unwrap();
+    for kind in ["full", "write", "sync"] {
+        for durability in [Durability::Full, Durability::Normal] {
+            let path = dir.path().join(format!("{kind}-{durability:?}.db"));
+            let (disk, uri) = faultvfs::disk(&path);
+            let open = || Db::builder().durability(durability).open(&uri).unwrap();
+            let mut db = open();
+            let mut work = Workload::new(seed ^ kind.len() as u64 ^ durability as u64);
+            let mut model = State::default();
+            for _ in 0..10 {
+                let op = work.next(false);
+                run(&db, &op).unwrap();
+                model.apply(&op);
+                work.applied(&op);
+            }
+            for n in 0..40 * soak() {
+                let op = work.next(n % 7 == 3);
+                let mut with = model.clone();
+                with.apply(&op);
+                // (An operation makes one fsync per commit in FULL mode and
+                // none in NORMAL mode but at WAL checkpoints: the first few
+                // are the ones to fail.)
+                disk.arm(fault(kind, if kind == "sync" { n % 3 } else { n % 40 }));
+                let result = run(&db, &op);
+                let injected = disk.disarm();
+                let live = observe(&db, &THREADS, store_config())
+                    .unwrap_or_else(|e| panic!("{kind}/{durability:?} n={n}: reading after the fault: {e}"));
+                let where_ = format!("{kind}/{durability:?} n={n} {}", op["op"]);
+                if result.is_err() {
+                    // What a process killed right after the failure would
+                    // leave: the files as they are now. Also all or nothing
+                    // (an fsync that failed after the commit frame was
+                    // written leaves a commit that recovery may replay).
+                    let copy = dir.path().join("killed.db");
+                    for suffix in ["", "-wal"] {
+                        let from = format!("{}{suffix}", path.display());
+                        let to = format!("{}{suffix}", copy.display());
+                        let _ = std::fs::remove_file(&to);
+                        if Path::new(&from).exists() {
+                            std::fs::copy(&from, &to).unwrap();
+                        }
+                    }
+                    let _ = std::fs::remove_file(format!("{}-shm", copy.display()));
+                    let after_kill = observe_file(&copy, &THREADS, store_config()).unwrap();
+                    assert!(
+                        after_kill == model || after_kill == with,
+                        "{where_}: killed after the failure, the file is half-applied:\n{}",
+                        diff(&after_kill, &model)
+                    );
+                    let outcome = if after_kill == model { "absent" } else { "applied" };
+                    *tally.entry(format!("killed_after_{kind}_failure_{outcome}")).or_default() += 1;
+                    check(&copy);
+                }
+                match &result {
+                    Ok(()) => {
+                        assert!(live == with, "{where_}: Ok but not applied:\n{}", diff(&live, &with));
+                        *tally.entry("ok".into()).or_default() += 1;
+                        if injected > 0 {
+                            // A fault after the commit (a WAL checkpoint).
+                            *tally.entry("ok_despite_a_fault".into()).or_default() += 1;
+                        }
+                    }
+                    Err(e) => {
+                        let typed = match (kind, e) {
+                            ("full", Error::DiskFull) => true,
+                            ("write" | "sync", e) => {
+                                e.sqlite_code() == Some(rusqlite::ErrorCode::SystemIoFailure)
+                            }
+                            _ => false,
+                        };
+                        assert!(typed, "{where_}: untyped error {e:?}");
+                        if kind == "full" {
+                            assert!(
+                                live == model,
+                                "{where_}: DiskFull but not rolled back:\n{}",
+                                diff(&live, &model)
+                            );
+                        } else {
+                            assert!(
+                                live == model || live == with,
+                                "{where_}: {e} and half-applied:\nagainst before:\n{}\nagainst applied:\n{}",
+                                diff(&live, &model),
+                                diff(&live, &with)
+                            );
+                        }
+                        *tally.entry(format!("refused_{kind}")).or_default() += 1;
+                    }
+                }
+                if live == with {
+                    model = with;
+                    work.applied(&op);
+                }
+                // Every third round, the process closes the file right
+                // after the fault: what it saw is what it reopens.
+                if n % 3 == 1 {
+                    drop(db);
+                    db = open();
+                    assert!(observe(&db, &THREADS, store_config()).unwrap() == model, "{where_}: reopened");
+                }
+                // Work resumes at once.
+                let next = work.next(false);
+                run(&db, &next).unwrap_or_else(|e| panic!("{where_}: the next operation failed: {e:?}"));
+                model.apply(&next);
+                work.applied(&next);
+                // Every few rounds: a fresh Db sees the same (the others
+                // keep their connections open, then they are reopened too).
+                if n % 5 == 4 {
+                    assert_eq!(observe_file(&path, &THREADS, store_config()).unwrap(), model, "{where_}");
+                    check(&path);
+                    drop(db);
+                    db = open();
+                    assert_eq!(
+                        observe(&db, &THREADS, store_config()).unwrap(),
+                        model,
+                        "{where_} after reopen"
+                    );
+                }
+            }
+            drop(db);
+            assert_eq!(observe_file(&path, &THREADS, store_config()).unwrap(), model);
+            check(&path);
+        }
+    }
+    let figures: Vec<(&str, u64)> = tally.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    report("disk_fault_sweep", &figures);
+}
