@@ -296,6 +296,7 @@ fn damaged_files_never_panic() {
             let kind = e.split('(').next().unwrap_or_default();
             // `Sqlite`: SQLite's JSON functions (metadata filters, prune)
             // meeting damaged JSON text say "malformed JSON".
+            // `EmbedderMismatch`: the damage hit the recorded embedder.
             assert!(
                 [
                     "NotAgentstate",
@@ -303,7 +304,8 @@ fn damaged_files_never_panic() {
                     "Serialization",
                     "UnknownSerialization",
                     "Sqlite",
-                    "SchemaTooNew"
+                    "SchemaTooNew",
+                    "EmbedderMismatch",
                 ]
                 .contains(&kind),
                 "case {i} (seed {seed}): unexpected error kind {e}: {o:?}"

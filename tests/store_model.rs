@@ -209,8 +209,17 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// 200 sequences; 4000 with `AGENTSTATE_SOAK=1`.
+fn cases() -> u32 {
+    if std::env::var("AGENTSTATE_SOAK").is_ok_and(|v| v != "0") {
+        4000
+    } else {
+        200
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn store_matches_in_memory_model(steps in prop::collection::vec(step(), 1..40)) {
