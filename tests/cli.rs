@@ -683,3 +683,50 @@ fn retain_and_vacuum() {
     let e = fails(p, &["retain"], 2);
     assert!(e.contains("--keep-last"), "{e}");
 }
+
+/// The main job, end to end: the quickstart example writes a real file and
+/// the CLI inspects it (text and `--json`).
+#[test]
+fn quickstart_file_through_the_cli() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_agentstate"));
+    let example = bin.parent().unwrap().join("examples").join("quickstart");
+    if !example.exists() {
+        println!(
+            "SKIPPED: {} not built (cargo test builds examples; run `cargo build --examples`)",
+            example.display()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("quickstart.db");
+    let out = std::process::Command::new(&example).arg(&p).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("agentstate --") || printed.contains("--bin agentstate"), "{printed}");
+
+    let threads = ok_json(&p, &["threads"]);
+    assert_eq!(threads.as_array().unwrap().len(), 1);
+    assert_eq!(threads[0]["thread_id"], "support-42");
+    let history = ok(&p, &["history", "support-42"]);
+    assert!(history.contains("├──"), "the rollback branch shows in the tree: {history}");
+    let shown = ok_json(&p, &["show", "support-42"]);
+    assert!(shown.to_string().contains("update my address"), "{shown}");
+    let stats = ok_json(&p, &["stats"]);
+    assert_eq!(stats["vectors"]["embedder"], "agentstate-hash-v1/256");
+    assert_eq!(ok_json(&p, &["check"])["ok"], true);
+    let ns = ok_json(&p, &["store", "ns"]);
+    assert_eq!(ns, json!([["users", "alice", "memories"]]));
+    let hits = ok_json(
+        &p,
+        &[
+            "store",
+            "search",
+            "users.alice",
+            "--query",
+            "late delivery refund",
+            "--filter",
+            r#"{"confidence": {"$gte": 0.7}}"#,
+        ],
+    );
+    assert_eq!(hits[0]["key"], "m4", "{hits}");
+}
