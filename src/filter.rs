@@ -354,27 +354,22 @@ impl Node {
 
 /// ANDs `parts`, flattening nested conjunctions.
 fn all(parts: Vec<Node>) -> Node {
-    let mut out = Vec::with_capacity(parts.len());
-    for p in parts {
-        match p {
-            Node::All(v) => out.extend(v),
-            p => out.push(p),
-        }
-    }
-    if out.len() == 1 {
-        if let Some(n) = out.pop() {
-            return n;
-        }
-    }
-    Node::All(out)
+    combine(parts, true)
 }
 
 /// ORs `parts`, flattening nested disjunctions.
 fn any(parts: Vec<Node>) -> Node {
+    combine(parts, false)
+}
+
+/// `All` (conjunction) or `Any` of `parts`, flattening nested nodes of the
+/// same kind; a single part stands alone.
+fn combine(parts: Vec<Node>, conjunction: bool) -> Node {
     let mut out = Vec::with_capacity(parts.len());
     for p in parts {
         match p {
-            Node::Any(v) => out.extend(v),
+            Node::All(v) if conjunction => out.extend(v),
+            Node::Any(v) if !conjunction => out.extend(v),
             p => out.push(p),
         }
     }
@@ -383,7 +378,11 @@ fn any(parts: Vec<Node>) -> Node {
             return n;
         }
     }
-    Node::Any(out)
+    if conjunction {
+        Node::All(out)
+    } else {
+        Node::Any(out)
+    }
 }
 
 // ---------------------------------------------------------------------------
