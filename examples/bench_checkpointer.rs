@@ -16,7 +16,7 @@
 use std::time::Instant;
 
 use agentstate::checkpoint::{uuid6, ChannelVersion, ChannelVersions};
-use agentstate::{Checkpoint, Checkpointer, Config, Db, Durability, ListQuery, Metadata, Result};
+use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, Durability, ListQuery, Metadata, Result};
 use serde_json::{json, Map, Value};
 
 const NODES: [&str; 3] = ["agent", "tools", "summarize"];
@@ -30,7 +30,7 @@ fn make_msg(i: usize, nbytes: usize) -> Value {
 
 struct ThreadSim {
     saver: Checkpointer,
-    config: Config,
+    config: CheckpointConfig,
     step: i64,
     msg_no: usize,
     /// The state, mutated in place step by step (Python's bench makes a
@@ -59,7 +59,7 @@ impl ThreadSim {
         cp.updated_channels = Some(vec!["messages".into(), "counter".into()]);
         ThreadSim {
             saver: saver.clone(),
-            config: Config::thread(thread),
+            config: CheckpointConfig::thread(thread),
             step: -1,
             msg_no: 0,
             cp,
@@ -174,7 +174,7 @@ fn main() -> Result<()> {
     r.insert("single_first100_ms".into(), json!(median(lat[..k].to_vec()) * 1e3));
     r.insert("single_last100_ms".into(), json!(median(lat[lat.len() - k..].to_vec()) * 1e3));
 
-    let cfg = Config::thread("thread-single");
+    let cfg = CheckpointConfig::thread("thread-single");
     let tup = saver.get_tuple(&cfg)?.expect("latest");
     assert_eq!(tup.metadata.step(), Some(steps as i64 - 1));
     assert_eq!(
@@ -218,7 +218,7 @@ fn main() -> Result<()> {
         }
     }
     r.insert("multi_steps_per_s".into(), json!((threads * thread_steps) as f64 / t0.elapsed().as_secs_f64()));
-    let cfg = Config::thread(format!("thread-{:04}", threads / 2));
+    let cfg = CheckpointConfig::thread(format!("thread-{:04}", threads / 2));
     let (t, tup) = timed(get_iters, || saver.get_tuple(&cfg))?;
     assert_eq!(tup.and_then(|t| t.metadata.step()), Some(thread_steps as i64 - 1));
     r.insert("multi_get_tuple_latest_us".into(), json!(t * 1e6));

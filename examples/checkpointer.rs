@@ -4,16 +4,16 @@
 //! `cargo run --example checkpointer [path]`
 
 use agentstate::checkpoint::{ChannelVersions, Retention};
-use agentstate::{Checkpoint, Checkpointer, Config, Db, ListQuery, Metadata};
+use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, ListQuery, Metadata};
 use serde_json::{json, Value};
 
 fn step(
     saver: &Checkpointer,
-    parent: &Config,
+    parent: &CheckpointConfig,
     state: &mut Checkpoint,
     step: i64,
     updates: &[(&str, Value)],
-) -> agentstate::Result<Config> {
+) -> agentstate::Result<CheckpointConfig> {
     let mut changed = ChannelVersions::new();
     for (ch, v) in updates {
         let next = saver.get_next_version(state.channel_versions.get(*ch));
@@ -36,7 +36,7 @@ fn main() -> agentstate::Result<()> {
     let mut root = Checkpoint::new();
     let mut cfg = step(
         &saver,
-        &Config::thread("research-7"),
+        &CheckpointConfig::thread("research-7"),
         &mut root,
         -1,
         &[("question", json!("What is WAL mode?"))],
@@ -50,7 +50,7 @@ fn main() -> agentstate::Result<()> {
 
     // Restart: read the latest checkpoint and its pending writes; only the
     // unfinished task runs again.
-    let resumed = saver.get_tuple(&Config::thread("research-7"))?.expect("a checkpoint");
+    let resumed = saver.get_tuple(&CheckpointConfig::thread("research-7"))?.expect("a checkpoint");
     let done: Vec<&str> = resumed.pending_writes.iter().map(|w| w.task_id.as_str()).collect();
     println!("resumed at step {:?}; finished tasks: {done:?}", resumed.metadata.step());
     saver.put_writes(&cfg, &[("draft", json!("Readers do not block writers."))], "task-write", "write")?;
@@ -62,7 +62,7 @@ fn main() -> agentstate::Result<()> {
 
     // A subgraph (namespace "review:<task>") keeps its own history in the
     // same thread.
-    let sub = Config::thread("research-7").ns("review:task-9");
+    let sub = CheckpointConfig::thread("research-7").ns("review:task-9");
     let mut sub_state = Checkpoint::new();
     let sub_cfg = step(&saver, &sub, &mut sub_state, 0, &[("verdict", json!("accurate"))])?;
     println!(

@@ -9,7 +9,7 @@
 
 use agentstate::checkpoint::ChannelVersions;
 use agentstate::store::{IndexConfig, PutOptions, SearchOptions, Ttl, TtlConfig};
-use agentstate::{Checkpoint, Checkpointer, Config, Db, ListQuery, Metadata, StoreConfig};
+use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, ListQuery, Metadata, StoreConfig};
 use serde_json::{json, Map, Value};
 
 fn main() -> agentstate::Result<()> {
@@ -22,7 +22,7 @@ fn main() -> agentstate::Result<()> {
     println!("1. A conversation, checkpointed step by step");
     let mut state = Map::new();
     let mut versions = ChannelVersions::new();
-    let mut config = Config::thread("support-42");
+    let mut config = CheckpointConfig::thread("support-42");
     let turns = [
         ("__input__", "human", "Hi! My order #1234 hasn't arrived."),
         ("lookup_order", "tool", "order 1234: shipped 3 days ago, carrier delay"),
@@ -147,14 +147,14 @@ fn main() -> agentstate::Result<()> {
 #[allow(clippy::too_many_arguments)]
 fn append_message(
     saver: &Checkpointer,
-    parent: &Config,
+    parent: &CheckpointConfig,
     state: &mut Map<String, Value>,
     versions: &mut ChannelVersions,
     step: i64,
     node: &str,
     role: &str,
     text: &str,
-) -> agentstate::Result<Config> {
+) -> agentstate::Result<CheckpointConfig> {
     let msgs = state.entry("messages").or_insert_with(|| json!([]));
     if let Value::Array(a) = msgs {
         a.push(json!({"role": role, "content": text}));
@@ -178,6 +178,6 @@ fn last_text(cp: &Checkpoint) -> String {
     messages(cp).last().and_then(|m| m["content"].as_str().map(str::to_string)).unwrap_or_default()
 }
 
-fn short(c: &Config) -> String {
+fn short(c: &CheckpointConfig) -> String {
     c.checkpoint_id.as_deref().map(|id| id[id.len().saturating_sub(8)..].to_string()).unwrap_or_default()
 }

@@ -9,7 +9,9 @@ pub mod filter;
 pub mod store;
 mod vector;
 
-pub use checkpoint::{Checkpoint, CheckpointTuple, Checkpointer, Config, ListQuery, Metadata, PruneStrategy};
+pub use checkpoint::{
+    Checkpoint, CheckpointConfig, CheckpointTuple, Checkpointer, ListQuery, Metadata, PruneStrategy,
+};
 pub use codec::{JsonPlusSerializer, Serializer};
 pub use db::{Db, DbBuilder, Durability};
 pub use error::{Error, Result};

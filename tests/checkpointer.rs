@@ -5,7 +5,7 @@
 //! they pin (`decision_n`).
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersion, ChannelVersions, PendingWrite};
-use agentstate::{Checkpoint, Checkpointer, Config, Db, Error, ListQuery, Metadata, PruneStrategy};
+use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, Error, ListQuery, Metadata, PruneStrategy};
 use serde_json::{json, Map, Value};
 
 fn saver() -> Checkpointer {
@@ -46,7 +46,7 @@ fn put_chain(s: &Checkpointer, thread: &str, ns: &str, n: usize) -> Vec<String> 
     let mut out = vec![];
     for i in 0..n {
         let c = cp();
-        let mut cfg = Config::thread(thread).ns(ns);
+        let mut cfg = CheckpointConfig::thread(thread).ns(ns);
         cfg.checkpoint_id = parent.clone();
         let source = if i % 2 == 0 { "input" } else { "loop" };
         s.put(&cfg, &c, &meta(source, i as i64), &none()).unwrap();
@@ -60,7 +60,7 @@ fn put_chain(s: &Checkpointer, thread: &str, ns: &str, n: usize) -> Vec<String> 
 fn ref14_1_put_returns_canonical_config() {
     let s = saver();
     let c = cp();
-    let out = s.put(&Config::thread("t"), &c, &meta("input", -1), &none()).unwrap();
+    let out = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &none()).unwrap();
     assert_eq!(
         out.to_json(),
         json!({"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": c.id}})
@@ -71,38 +71,38 @@ fn ref14_1_put_returns_canonical_config() {
 fn ref14_2_latest_and_parent_config() {
     let s = saver();
     let ids = put_chain(&s, "t", "", 3);
-    let t = s.get_tuple(&Config::thread("t")).unwrap().unwrap();
+    let t = s.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
     assert_eq!(t.checkpoint.id, ids[2]);
     assert_eq!(t.parent_config.unwrap().checkpoint_id.as_deref(), Some(ids[1].as_str()));
-    let first = s.get_tuple(&Config::thread("t").at(&ids[0])).unwrap().unwrap();
+    let first = s.get_tuple(&CheckpointConfig::thread("t").at(&ids[0])).unwrap().unwrap();
     assert!(first.parent_config.is_none());
-    assert_eq!(first.config, Config::thread("t").at(&ids[0]));
+    assert_eq!(first.config, CheckpointConfig::thread("t").at(&ids[0]));
 }
 
 #[test]
 fn ref14_3_unknown_thread_or_id_is_none() {
     let s = saver();
     put_chain(&s, "t", "", 1);
-    assert!(s.get_tuple(&Config::thread("unknown")).unwrap().is_none());
-    assert!(s.get_tuple(&Config::thread("t").at(uuid6(None).to_string())).unwrap().is_none());
+    assert!(s.get_tuple(&CheckpointConfig::thread("unknown")).unwrap().is_none());
+    assert!(s.get_tuple(&CheckpointConfig::thread("t").at(uuid6(None).to_string())).unwrap().is_none());
 }
 
 /// Case 4 (a missing `checkpoint_ns` raises KeyError in Python) does not carry
-/// over: the typed config always has a namespace, and `Config::from_json`
+/// over: the typed config always has a namespace, and `CheckpointConfig::from_json`
 /// defaults a missing one to `""` like `get_tuple` does. A missing
 /// `thread_id` is a typed error.
 #[test]
 fn ref14_4_config_needs_a_thread_id() {
-    let err = Config::from_json(&json!({"configurable": {"checkpoint_ns": ""}})).unwrap_err();
+    let err = CheckpointConfig::from_json(&json!({"configurable": {"checkpoint_ns": ""}})).unwrap_err();
     assert!(matches!(err, Error::InvalidConfig(_)));
-    let cfg = Config::from_json(&json!({"configurable": {"thread_id": "t"}})).unwrap();
+    let cfg = CheckpointConfig::from_json(&json!({"configurable": {"thread_id": "t"}})).unwrap();
     assert_eq!(cfg.checkpoint_ns, "");
     let s = saver();
     assert!(matches!(
-        s.put(&Config::thread(""), &cp(), &meta("input", -1), &none()),
+        s.put(&CheckpointConfig::thread(""), &cp(), &meta("input", -1), &none()),
         Err(Error::InvalidConfig(_))
     ));
-    let no_id = Config::thread("t");
+    let no_id = CheckpointConfig::thread("t");
     assert!(matches!(s.put_writes(&no_id, &[("a", json!(1))], "task", ""), Err(Error::InvalidConfig(_))));
 }
 
@@ -165,8 +165,13 @@ fn ref14_9_metadata_filters() {
 #[test]
 fn ref14_10_custom_metadata_keys() {
     let s = saver();
-    s.put(&Config::thread("t"), &cp(), &Metadata::new().with("score", 42).with("run_id", "r"), &none())
-        .unwrap();
+    s.put(
+        &CheckpointConfig::thread("t"),
+        &cp(),
+        &Metadata::new().with("score", 42).with("run_id", "r"),
+        &none(),
+    )
+    .unwrap();
     let got = s.list(&ListQuery::thread("t").filter(json!({"score": 42}))).unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].metadata.run_id(), Some("r"));
@@ -179,7 +184,7 @@ fn ref14_11_dotted_keys_are_nested_paths() {
         json!({"user": {"access-level": "nested", "123abc": "ok2"}, "access-level": "public"}),
     )
     .unwrap();
-    s.put(&Config::thread("t"), &cp(), &Metadata(m), &none()).unwrap();
+    s.put(&CheckpointConfig::thread("t"), &cp(), &Metadata(m), &none()).unwrap();
     for f in [
         json!({"user.access-level": "nested"}),
         json!({"access-level": "public"}),
@@ -210,15 +215,20 @@ fn ref14_13_null_filter_matches_missing() {
 #[test]
 fn ref14_14_writes_key_is_kept_and_filterable() {
     let s = saver();
-    s.put(&Config::thread("t"), &cp(), &Metadata::new().with("writes", json!({"foo": "bar"})), &none())
-        .unwrap();
+    s.put(
+        &CheckpointConfig::thread("t"),
+        &cp(),
+        &Metadata::new().with("writes", json!({"foo": "bar"})),
+        &none(),
+    )
+    .unwrap();
     assert_eq!(s.list(&ListQuery::thread("t").filter(json!({"writes": {"foo": "bar"}}))).unwrap().len(), 1);
 }
 
 #[test]
 fn ref14_15_metadata_merge_from_config() {
     let s = saver();
-    let cfg = Config::from_json(&json!({
+    let cfg = CheckpointConfig::from_json(&json!({
         "configurable": {"thread_id": "t", "checkpoint_ns": "", "__x": "s", "foo": "bar", "n": 5,
                          "obj": {"a": 1}, "langgraph_step": 3},
         "metadata": {"user": "u\u{0}z"}
@@ -227,7 +237,7 @@ fn ref14_15_metadata_merge_from_config() {
     let m: Map<String, Value> =
         serde_json::from_value(json!({"source": "input", "step": -1, "nul": "a\u{0}b"})).unwrap();
     s.put(&cfg, &cp(), &Metadata(m), &none()).unwrap();
-    let t = s.get_tuple(&Config::thread("t")).unwrap().unwrap();
+    let t = s.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
     assert_eq!(
         Value::Object(t.metadata.0),
         json!({"source": "input", "step": -1, "nul": "ab", "user": "uz", "foo": "bar", "n": 5})
@@ -242,7 +252,7 @@ fn pw(task: &str, ch: &str, v: Value) -> PendingWrite {
 fn ref14_16_writes_idx_map_and_order() {
     let s = saver();
     let c = cp();
-    let cfg = s.put(&Config::thread("t"), &c, &meta("input", -1), &none()).unwrap();
+    let cfg = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &none()).unwrap();
     s.put_writes(
         &cfg,
         &[
@@ -270,7 +280,7 @@ fn ref14_16_writes_idx_map_and_order() {
 #[test]
 fn ref14_17_put_writes_is_idempotent() {
     let s = saver();
-    let cfg = s.put(&Config::thread("t"), &cp(), &meta("input", -1), &none()).unwrap();
+    let cfg = s.put(&CheckpointConfig::thread("t"), &cp(), &meta("input", -1), &none()).unwrap();
     s.put_writes(&cfg, &[("ch", json!("val"))], "T", "").unwrap();
     s.put_writes(&cfg, &[("ch", json!("val"))], "T", "").unwrap();
     assert_eq!(s.get_tuple(&cfg).unwrap().unwrap().pending_writes.len(), 1);
@@ -281,7 +291,7 @@ fn ref14_17_put_writes_is_idempotent() {
 #[test]
 fn ref14_18_decision_2_special_upsert_only_when_all_special() {
     let s = saver();
-    let cfg = s.put(&Config::thread("t"), &cp(), &meta("input", -1), &none()).unwrap();
+    let cfg = s.put(&CheckpointConfig::thread("t"), &cp(), &meta("input", -1), &none()).unwrap();
     s.put_writes(&cfg, &[("__error__", json!("e1")), ("ch", json!("a"))], "T", "").unwrap();
     s.put_writes(&cfg, &[("__error__", json!("e2")), ("ch", json!("b"))], "T", "").unwrap();
     let w = s.get_tuple(&cfg).unwrap().unwrap().pending_writes;
@@ -294,7 +304,7 @@ fn ref14_18_decision_2_special_upsert_only_when_all_special() {
 #[test]
 fn ref14_19_writes_belong_to_their_checkpoint() {
     let s = saver();
-    let a = s.put(&Config::thread("t"), &cp(), &meta("input", -1), &none()).unwrap();
+    let a = s.put(&CheckpointConfig::thread("t"), &cp(), &meta("input", -1), &none()).unwrap();
     s.put_writes(&a, &[("ch", json!(1))], "T", "").unwrap();
     let b = s.put(&a, &cp(), &meta("loop", 0), &none()).unwrap();
     assert!(s.get_tuple(&b).unwrap().unwrap().pending_writes.is_empty());
@@ -305,8 +315,8 @@ fn ref14_19_writes_belong_to_their_checkpoint() {
 fn ref14_20_writes_isolated_by_namespace() {
     let s = saver();
     let c = cp();
-    let root = s.put(&Config::thread("t"), &c, &meta("input", -1), &none()).unwrap();
-    let child = s.put(&Config::thread("t").ns("child:1"), &c, &meta("input", -1), &none()).unwrap();
+    let root = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &none()).unwrap();
+    let child = s.put(&CheckpointConfig::thread("t").ns("child:1"), &c, &meta("input", -1), &none()).unwrap();
     s.put_writes(&root, &[("ch", json!("root"))], "T", "").unwrap();
     s.put_writes(&child, &[("ch", json!("child"))], "T", "").unwrap();
     assert_eq!(s.get_tuple(&root).unwrap().unwrap().pending_writes, vec![pw("T", "ch", json!("root"))]);
@@ -331,11 +341,11 @@ fn ref14_21_delete_thread() {
 fn ref14_22_decision_3_reput_keeps_parent() {
     let s = saver();
     let ids_ = put_chain(&s, "t", "", 2);
-    let target = Config::thread("t").at(&ids_[1]);
+    let target = CheckpointConfig::thread("t").at(&ids_[1]);
     s.put_writes(&target, &[("ch", json!(1))], "T", "").unwrap();
     let mut again = Checkpoint::with_id(&ids_[1]);
     again.extra.insert("note".into(), json!("second"));
-    let other_parent = Config::thread("t").at(uuid6(None).to_string());
+    let other_parent = CheckpointConfig::thread("t").at(uuid6(None).to_string());
     s.put(&other_parent, &again, &meta("update", 7), &none()).unwrap();
     let t = s.get_tuple(&target).unwrap().unwrap();
     assert_eq!(t.metadata.step(), Some(7));
@@ -350,7 +360,7 @@ fn ref14_24_channel_values_round_trip() {
     let vals =
         json!({"str_val": "hello", "int_val": 42, "list_val": [1, 2, 3], "dict_val": {"nested": true}});
     let (c, nv) = cp_with(vals.clone());
-    let cfg = s.put(&Config::thread("t"), &c, &meta("input", -1), &nv).unwrap();
+    let cfg = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &nv).unwrap();
     let got = s.get(&cfg).unwrap().unwrap();
     assert_eq!(got, c);
     assert_eq!(Value::Object(got.channel_values), vals);
@@ -360,7 +370,7 @@ fn ref14_24_channel_values_round_trip() {
 fn ref14_25_channel_absent_from_versions_is_absent_from_values() {
     let s = saver();
     let (c1, nv1) = cp_with(json!({"a": [1], "b": [2]}));
-    let cfg1 = s.put(&Config::thread("t"), &c1, &meta("input", -1), &nv1).unwrap();
+    let cfg1 = s.put(&CheckpointConfig::thread("t"), &c1, &meta("input", -1), &nv1).unwrap();
     let mut c2 = cp();
     c2.channel_values.insert("a".into(), json!([1, 1]));
     c2.channel_values.insert("b".into(), json!([2])); // value present, version dropped
@@ -384,7 +394,7 @@ fn ref14_26_decision_1_blobs_only_for_new_versions() {
     c.channel_values.insert("n".into(), json!(3));
     c.channel_versions.insert("obj".into(), ChannelVersion::Int(1));
     c.channel_versions.insert("n".into(), ChannelVersion::Int(1));
-    let cfg = s.put(&Config::thread("t"), &c, &meta("input", -1), &none()).unwrap();
+    let cfg = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &none()).unwrap();
     let got = s.get(&cfg).unwrap().unwrap();
     assert_eq!(Value::Object(got.channel_values), json!({"n": 3}));
 }
@@ -402,7 +412,7 @@ fn ref14_27_ids_and_versions() {
 fn with_writes(s: &Checkpointer, thread: &str) -> Vec<String> {
     let ids_ = put_chain(s, thread, "", 3);
     for id in &ids_ {
-        s.put_writes(&Config::thread(thread).at(id), &[("ch", json!(id))], "T", "p:1").unwrap();
+        s.put_writes(&CheckpointConfig::thread(thread).at(id), &[("ch", json!(id))], "T", "p:1").unwrap();
     }
     ids_
 }
@@ -411,7 +421,7 @@ fn with_writes(s: &Checkpointer, thread: &str) -> Vec<String> {
 fn ref14_31_copy_thread() {
     let s = saver();
     let (c, nv) = cp_with(json!({"msgs": ["a", "b"]}));
-    let cfg = s.put(&Config::thread("src"), &c, &meta("input", -1), &nv).unwrap();
+    let cfg = s.put(&CheckpointConfig::thread("src"), &c, &meta("input", -1), &nv).unwrap();
     s.put_writes(&cfg, &[("x", json!(1))], "T", "").unwrap();
     with_writes(&s, "src");
     put_chain(&s, "src", "child:1", 2);
@@ -449,7 +459,7 @@ fn ref14_32_prune() {
     let mut expect = vec![root[2].clone(), child[1].clone()];
     expect.sort();
     assert_eq!(got, expect);
-    let kept = s.get_tuple(&Config::thread("t").at(&root[2])).unwrap().unwrap();
+    let kept = s.get_tuple(&CheckpointConfig::thread("t").at(&root[2])).unwrap().unwrap();
     assert_eq!(kept.pending_writes.len(), 1);
     s.prune(&["t"], PruneStrategy::Delete).unwrap();
     assert!(s.list(&ListQuery::thread("t")).unwrap().is_empty());
@@ -462,13 +472,20 @@ fn ref14_32_prune() {
 #[test]
 fn ref14_33_delete_for_runs() {
     let s = saver();
-    let a = s.put(&Config::thread("t"), &cp(), &Metadata::new().with("run_id", "r1"), &none()).unwrap();
+    let a =
+        s.put(&CheckpointConfig::thread("t"), &cp(), &Metadata::new().with("run_id", "r1"), &none()).unwrap();
     s.put_writes(&a, &[("ch", json!(1))], "T", "").unwrap();
     let b = s.put(&a, &cp(), &Metadata::new().with("run_id", "r2"), &none()).unwrap();
     let c = s
-        .put(&Config::thread("t").ns("child:1"), &cp(), &Metadata::new().with("run_id", "r1"), &none())
+        .put(
+            &CheckpointConfig::thread("t").ns("child:1"),
+            &cp(),
+            &Metadata::new().with("run_id", "r1"),
+            &none(),
+        )
         .unwrap();
-    let d = s.put(&Config::thread("u"), &cp(), &Metadata::new().with("run_id", "r1"), &none()).unwrap();
+    let d =
+        s.put(&CheckpointConfig::thread("u"), &cp(), &Metadata::new().with("run_id", "r1"), &none()).unwrap();
     s.delete_for_runs::<&str>(&[]).unwrap();
     s.delete_for_runs(&["nope"]).unwrap();
     s.delete_for_runs(&["r1"]).unwrap();
@@ -516,7 +533,7 @@ fn decision_5_integer_and_string_versions_both_work() {
     c.channel_versions.insert("a".into(), v.clone());
     c.channel_versions.insert("b".into(), ChannelVersion::Int(3));
     let nv: ChannelVersions = c.channel_versions.clone();
-    let cfg = s.put(&Config::thread("t"), &c, &meta("input", -1), &nv).unwrap();
+    let cfg = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &nv).unwrap();
     let got = s.get(&cfg).unwrap().unwrap();
     assert_eq!(got.channel_versions.get("a"), Some(&v));
     assert_eq!(got.channel_versions.get("b"), Some(&ChannelVersion::Int(3)));
@@ -529,7 +546,7 @@ fn decision_5_integer_and_string_versions_both_work() {
 fn decision_1_blob_versions_are_immutable_and_shared() {
     let s = saver();
     let (c1, nv) = cp_with(json!({"msgs": ["first"]}));
-    let cfg1 = s.put(&Config::thread("t"), &c1, &meta("input", -1), &nv).unwrap();
+    let cfg1 = s.put(&CheckpointConfig::thread("t"), &c1, &meta("input", -1), &nv).unwrap();
     let mut c2 = c1.clone();
     c2.id = uuid6(None).to_string();
     c2.channel_values.insert("msgs".into(), json!(["rewritten"]));
@@ -548,7 +565,7 @@ fn decision_1_blob_versions_are_immutable_and_shared() {
 fn decision_6_fork_and_fork_with() {
     let s = saver();
     let (c1, nv) = cp_with(json!({"msgs": ["a"], "profile": {"name": "x"}}));
-    let cfg1 = s.put(&Config::thread("t"), &c1, &meta("loop", 0), &nv).unwrap();
+    let cfg1 = s.put(&CheckpointConfig::thread("t"), &c1, &meta("loop", 0), &nv).unwrap();
     let mut c2 = c1.clone();
     c2.id = uuid6(None).to_string();
     c2.channel_values.insert("msgs".into(), json!(["a", "b"]));
@@ -561,7 +578,7 @@ fn decision_6_fork_and_fork_with() {
     assert_eq!(ft.parent_config.unwrap().checkpoint_id, cfg1.checkpoint_id);
     assert_eq!(ft.metadata.source(), Some("fork"));
     assert_eq!(ft.checkpoint.channel_values, c1.channel_values);
-    assert_eq!(s.get_tuple(&Config::thread("t")).unwrap().unwrap().checkpoint.id, ft.checkpoint.id);
+    assert_eq!(s.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().checkpoint.id, ft.checkpoint.id);
 
     let mut vals = Map::new();
     vals.insert("msgs".into(), json!(["a", "edited"]));
@@ -573,7 +590,7 @@ fn decision_6_fork_and_fork_with() {
     assert_eq!(ut.checkpoint.channel_values["profile"], json!({"name": "x"}));
     assert_eq!(ut.checkpoint.updated_channels, Some(vec!["msgs".to_string()]));
     assert_eq!(s.get(&cfg2).unwrap().unwrap().channel_values["msgs"], json!(["a", "b"]), "old branch intact");
-    assert!(matches!(s.fork(&Config::thread("nope")), Err(Error::NotFound(_))));
+    assert!(matches!(s.fork(&CheckpointConfig::thread("nope")), Err(Error::NotFound(_))));
 }
 
 /// Checkpoint keys the struct does not name (e.g. legacy `pending_sends`)
@@ -586,7 +603,7 @@ fn unknown_checkpoint_keys_round_trip() {
     c.extra.insert("pending_sends".into(), json!([]));
     c.versions_seen.insert("node".into(), [("a".to_string(), ChannelVersion::Int(1))].into_iter().collect());
     c.updated_channels = Some(vec!["a".into()]);
-    let cfg = s.put(&Config::thread("t"), &c, &meta("input", -1), &none()).unwrap();
+    let cfg = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &none()).unwrap();
     assert_eq!(s.get(&cfg).unwrap().unwrap(), c);
 }
 
@@ -597,7 +614,7 @@ fn unknown_checkpoint_keys_round_trip() {
 fn decision_7_filter_keys_are_paths_and_validated() {
     let s = saver();
     s.put(
-        &Config::thread("t"),
+        &CheckpointConfig::thread("t"),
         &cp(),
         &Metadata::new().with("user", json!({"tier": "pro"})).with("step", 1),
         &none(),
@@ -618,7 +635,8 @@ fn decision_7_filter_keys_are_paths_and_validated() {
 #[test]
 fn decision_8_json_semantics_on_metadata() {
     let s = saver();
-    s.put(&Config::thread("t"), &cp(), &Metadata::new().with("step", 1).with("ok", true), &none()).unwrap();
+    s.put(&CheckpointConfig::thread("t"), &cp(), &Metadata::new().with("step", 1).with("ok", true), &none())
+        .unwrap();
     let n = |f: Value| s.list(&ListQuery::thread("t").filter(f)).unwrap().len();
     assert_eq!(n(json!({"step": 1.0})), 1);
     assert_eq!(n(json!({"step": "1"})), 0);

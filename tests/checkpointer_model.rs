@@ -18,7 +18,8 @@ use std::path::Path;
 
 use agentstate::checkpoint::{ChannelVersion, ChannelVersions, PendingWrite};
 use agentstate::{
-    Checkpoint, CheckpointTuple, Checkpointer, Config, Db, Error, Filter, ListQuery, Metadata, PruneStrategy,
+    Checkpoint, CheckpointConfig, CheckpointTuple, Checkpointer, Db, Error, Filter, ListQuery, Metadata,
+    PruneStrategy,
 };
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
@@ -222,14 +223,14 @@ impl Model {
             })
             .collect();
         CheckpointTuple {
-            config: Config::thread(t).ns(ns).at(id),
+            config: CheckpointConfig::thread(t).ns(ns).at(id),
             checkpoint: cp,
             metadata: Metadata(row.meta.clone()),
             parent_config: row
                 .parent
                 .as_ref()
                 .filter(|p| !p.is_empty())
-                .map(|p| Config::thread(t).ns(ns).at(p)),
+                .map(|p| CheckpointConfig::thread(t).ns(ns).at(p)),
             pending_writes,
         }
     }
@@ -401,10 +402,10 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     .with("source", "loop")
                     .with("step", counter)
                     .with("run_id", format!("r{run}"));
-                let mut config = Config::thread(t).ns(n);
+                let mut config = CheckpointConfig::thread(t).ns(n);
                 config.checkpoint_id = parent.clone();
                 let out = saver.put(&config, &cp, &meta, &new).map_err(fail)?;
-                prop_assert_eq!(out, Config::thread(t).ns(n).at(&id));
+                prop_assert_eq!(out, CheckpointConfig::thread(t).ns(n).at(&id));
                 m.put(t, n, &id, parent, &cp, &meta.0, &new, None);
             }
             Step::Writes { thread, ns, target, task, writes } => {
@@ -418,7 +419,9 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 let task = format!("task{task}");
                 let writes: Vec<(&str, Value)> =
                     writes.into_iter().map(|(c, v)| (WRITE_CHANNELS[c], v)).collect();
-                saver.put_writes(&Config::thread(t).ns(n).at(&id), &writes, &task, "p").map_err(fail)?;
+                saver
+                    .put_writes(&CheckpointConfig::thread(t).ns(n).at(&id), &writes, &task, "p")
+                    .map_err(fail)?;
                 let all_special = writes.iter().all(|(c, _)| special_idx(c).is_some());
                 for (i, (c, v)) in writes.iter().enumerate() {
                     let idx = special_idx(c).unwrap_or(i as i64);
@@ -434,9 +437,9 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 let (t, n) = (THREADS[thread], NSS[ns]);
                 let ids = m.ids(t, n);
                 let config = match target {
-                    Some(i) if !ids.is_empty() => Config::thread(t).ns(n).at(&ids[i % ids.len()]),
-                    Some(_) => Config::thread(t).ns(n).at("no-such-checkpoint"),
-                    None => Config::thread(t).ns(n),
+                    Some(i) if !ids.is_empty() => CheckpointConfig::thread(t).ns(n).at(&ids[i % ids.len()]),
+                    Some(_) => CheckpointConfig::thread(t).ns(n).at("no-such-checkpoint"),
+                    None => CheckpointConfig::thread(t).ns(n),
                 };
                 let values: Map<String, Value> =
                     values.into_iter().map(|(c, v)| (CHANNELS[c].to_string(), v)).collect();
@@ -581,12 +584,13 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 let (config, want) = match target {
                     Some(i) if !ids.is_empty() => {
                         let id = ids[i % ids.len()].clone();
-                        (Config::thread(t).ns(n).at(&id), Some(m.tuple(&(t.into(), n.into(), id))))
+                        (CheckpointConfig::thread(t).ns(n).at(&id), Some(m.tuple(&(t.into(), n.into(), id))))
                     }
-                    Some(_) => (Config::thread(t).ns(n).at("no-such-checkpoint"), None),
-                    None => {
-                        (Config::thread(t).ns(n), m.latest(t, n).map(|id| m.tuple(&(t.into(), n.into(), id))))
-                    }
+                    Some(_) => (CheckpointConfig::thread(t).ns(n).at("no-such-checkpoint"), None),
+                    None => (
+                        CheckpointConfig::thread(t).ns(n),
+                        m.latest(t, n).map(|id| m.tuple(&(t.into(), n.into(), id))),
+                    ),
                 };
                 prop_assert_eq!(saver.get_tuple(&config).map_err(fail)?, want);
             }
@@ -612,7 +616,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             for t in THREADS {
                 for n in NSS {
                     let want = m.latest(t, n).map(|id| m.tuple(&(t.into(), n.into(), id)));
-                    prop_assert_eq!(saver.get_tuple(&Config::thread(t).ns(n)).map_err(fail)?, want);
+                    prop_assert_eq!(saver.get_tuple(&CheckpointConfig::thread(t).ns(n)).map_err(fail)?, want);
                 }
             }
         }

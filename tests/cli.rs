@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersions};
 use agentstate::store::{IndexConfig, PutOptions, Ttl};
-use agentstate::{Checkpoint, Config, Db, Metadata, StoreConfig};
+use agentstate::{Checkpoint, CheckpointConfig, Db, Metadata, StoreConfig};
 use serde_json::{json, Map, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentstate");
@@ -94,7 +94,7 @@ fn fixture() -> Fixture {
     let db = Db::open(&path).unwrap();
     let saver = db.checkpointer();
 
-    let mut config = Config::thread("t1");
+    let mut config = CheckpointConfig::thread("t1");
     let mut versions = ChannelVersions::new();
     let mut msgs = vec![];
     let mut ids = vec![];
@@ -130,15 +130,15 @@ fn fixture() -> Fixture {
         .unwrap();
     let mut edit = Map::new();
     edit.insert("messages".into(), json!([{"role": "human", "content": "something else"}]));
-    let update = saver.fork_with(&Config::thread("t1").at(ids[1].clone()), edit).unwrap();
+    let update = saver.fork_with(&CheckpointConfig::thread("t1").at(ids[1].clone()), edit).unwrap();
 
     for ns in ["", "", "child:1"] {
-        let parent = saver.get_tuple(&Config::thread("t2").ns(ns)).unwrap().map(|t| t.config);
+        let parent = saver.get_tuple(&CheckpointConfig::thread("t2").ns(ns)).unwrap().map(|t| t.config);
         let mut cp = Checkpoint::new();
         let v = next_version(None);
         cp.channel_values.insert("state".into(), json!({"ns": ns}));
         cp.channel_versions.insert("state".into(), v.clone());
-        let config = parent.unwrap_or_else(|| Config::thread("t2").ns(ns));
+        let config = parent.unwrap_or_else(|| CheckpointConfig::thread("t2").ns(ns));
         saver
             .put(
                 &config,

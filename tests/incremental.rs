@@ -5,7 +5,7 @@
 //! came before.
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersion, ChannelVersions};
-use agentstate::{Checkpoint, Checkpointer, Config, Db, Metadata, PruneStrategy};
+use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, Metadata, PruneStrategy};
 use proptest::prelude::*;
 use rusqlite::Connection;
 use serde_json::{json, Value};
@@ -36,7 +36,7 @@ fn msg(i: usize) -> Value {
 }
 
 struct Node {
-    config: Config,
+    config: CheckpointConfig,
     list: Vec<Value>,
     version: ChannelVersion,
 }
@@ -47,7 +47,7 @@ fn put(s: &Checkpointer, parent: Option<&Node>, list: Vec<Value>, step: i64) -> 
     cp.channel_values.insert("messages".into(), Value::Array(list.clone()));
     cp.channel_versions.insert("messages".into(), version.clone());
     let nv: ChannelVersions = [("messages".to_string(), version.clone())].into_iter().collect();
-    let cfg = parent.map(|p| p.config.clone()).unwrap_or_else(|| Config::thread("t"));
+    let cfg = parent.map(|p| p.config.clone()).unwrap_or_else(|| CheckpointConfig::thread("t"));
     let config = s.put(&cfg, &cp, &Metadata::new().with("step", step), &nv).unwrap();
     Node { config, list, version }
 }
@@ -176,7 +176,9 @@ fn appends_store_only_the_tail() {
     // A copy of the thread reads the same.
     s.copy_thread("t", "t2").unwrap();
     let last = nodes.last().unwrap();
-    let copied =
-        s.get(&Config::thread("t2").at(last.config.checkpoint_id.clone().unwrap())).unwrap().unwrap();
+    let copied = s
+        .get(&CheckpointConfig::thread("t2").at(last.config.checkpoint_id.clone().unwrap()))
+        .unwrap()
+        .unwrap();
     assert_eq!(copied.channel_values["messages"], Value::Array(last.list.clone()));
 }

@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 
 use agentstate::checkpoint::{uuid6, ChannelVersions};
-use agentstate::{Checkpoint, Config, Db, ListQuery, Metadata};
+use agentstate::{Checkpoint, CheckpointConfig, Db, ListQuery, Metadata};
 use serde_json::json;
 
 const STEPS: usize = 150;
@@ -18,7 +18,7 @@ fn child_writer() {
         return;
     };
     let saver = Db::open(&path).unwrap().checkpointer();
-    let mut config = Config::thread(&thread);
+    let mut config = CheckpointConfig::thread(&thread);
     let mut version = None;
     for step in 0..STEPS {
         let mut cp = Checkpoint::with_id(uuid6(Some(step as i64)).to_string());

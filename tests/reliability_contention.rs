@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersion, ChannelVersions};
 use agentstate::store::{IndexConfig, ListNamespacesOptions, SearchOptions};
-use agentstate::{Checkpoint, Config, Db, Durability, ListQuery, Metadata, PruneStrategy, StoreConfig};
+use agentstate::{
+    Checkpoint, CheckpointConfig, Db, Durability, ListQuery, Metadata, PruneStrategy, StoreConfig,
+};
 use common::{check_file, report, seed_from_env, Blobs, Rng};
 use serde_json::{json, Value};
 
@@ -105,7 +107,7 @@ impl Model {
 }
 
 /// One worker's loop. Every error is returned (and fails the test).
-fn work(db: &Db, id: &str, seed: u64, until: Instant, shared_cp: &Config) -> Result<Model, String> {
+fn work(db: &Db, id: &str, seed: u64, until: Instant, shared_cp: &CheckpointConfig) -> Result<Model, String> {
     let e = |what: &str| {
         let what = what.to_string();
         move |err: agentstate::Error| format!("worker {id}: {what}: {err} ({err:?})")
@@ -115,7 +117,7 @@ fn work(db: &Db, id: &str, seed: u64, until: Instant, shared_cp: &Config) -> Res
     let store = db.store(store_config()).map_err(e("open the store"))?;
     let mut m = Model { id: id.to_string(), ..Model::default() };
     let thread = format!("w{id}");
-    let mut head: Option<(Config, ChannelVersions, Value, i64)> = None;
+    let mut head: Option<(CheckpointConfig, ChannelVersions, Value, i64)> = None;
     let mut n = 0u64;
     let timed = |m: &mut Model, start: Instant| {
         m.writes += 1;
@@ -138,14 +140,15 @@ fn work(db: &Db, id: &str, seed: u64, until: Instant, shared_cp: &Config) -> Res
             cp.channel_values = values.as_object().unwrap().clone();
             cp.channel_versions = versions.clone();
             let nv: ChannelVersions = [("messages".to_string(), v), ("count".to_string(), c)].into();
-            let parent = head.as_ref().map(|h| h.0.clone()).unwrap_or_else(|| Config::thread(&thread));
+            let parent =
+                head.as_ref().map(|h| h.0.clone()).unwrap_or_else(|| CheckpointConfig::thread(&thread));
             let meta = Metadata::new().with("source", "loop").with("step", step).with("worker", id);
             let config = saver.put(&parent, &cp, &meta, &nv).map_err(e("put"))?;
             saver.put_writes(&config, &[("out", json!(n))], "t", "").map_err(e("put_writes"))?;
             timed(&mut m, start);
             m.checkpoints.insert(cp.id.clone(), 1);
             m.latest = Some(values.clone());
-            let got = saver.get_tuple(&Config::thread(&thread)).map_err(e("get_tuple"))?;
+            let got = saver.get_tuple(&CheckpointConfig::thread(&thread)).map_err(e("get_tuple"))?;
             let got = got.ok_or_else(|| format!("worker {id}: its checkpoint is not there"))?;
             if got.checkpoint.id != cp.id || Value::Object(got.checkpoint.channel_values) != values {
                 return Err(format!("worker {id}: get_tuple after put returned another checkpoint"));
@@ -198,7 +201,9 @@ fn work(db: &Db, id: &str, seed: u64, until: Instant, shared_cp: &Config) -> Res
             match rng.below(6) {
                 0 => {
                     let other = format!("w{}", rng.below(12));
-                    saver.get_tuple(&Config::thread(other)).map_err(e("get_tuple of another thread"))?;
+                    saver
+                        .get_tuple(&CheckpointConfig::thread(other))
+                        .map_err(e("get_tuple of another thread"))?;
                 }
                 1 => {
                     // (None until the parent's put of it has landed.)
@@ -254,7 +259,8 @@ fn contention_child() {
     let seed: u64 = std::env::var("AGENTSTATE_CONTENTION_SEED").unwrap().parse().unwrap();
     let durability = if proc_id == 1 { Durability::Full } else { Durability::Normal };
     let db = Db::builder().durability(durability).open(&path).unwrap();
-    let shared = Config::thread(SHARED_THREAD).at(std::env::var("AGENTSTATE_CONTENTION_CP").unwrap());
+    let shared =
+        CheckpointConfig::thread(SHARED_THREAD).at(std::env::var("AGENTSTATE_CONTENTION_CP").unwrap());
     let until = Instant::now() + Duration::from_millis(until_ms);
     let handles: Vec<_> = (0..3)
         .map(|t| {
@@ -316,7 +322,8 @@ fn verify(path: &Path, models: &[Model]) -> Result<(), String> {
             return Err(format!("worker {}: {} items, acknowledged {}", m.id, own.len(), m.items.len()));
         }
     }
-    let shared = saver.get_tuple(&Config::thread(SHARED_THREAD)).map_err(|e| e.to_string())?.unwrap();
+    let shared =
+        saver.get_tuple(&CheckpointConfig::thread(SHARED_THREAD)).map_err(|e| e.to_string())?.unwrap();
     let tasks: BTreeSet<String> = shared.pending_writes.iter().map(|w| w.task_id.clone()).collect();
     let want: BTreeSet<String> = models.iter().flat_map(|m| m.shared_tasks.iter().cloned()).collect();
     if tasks != want || shared.pending_writes.len() != 2 * want.len() {
@@ -337,7 +344,7 @@ fn threads_and_processes_share_one_file() {
     let shared_id = uuid6(None).to_string();
     // Every worker starts on a file that does not exist yet: they create it
     // (schema, WAL switch, store metadata) all at once.
-    let shared_cp = Config::thread(SHARED_THREAD).at(&shared_id);
+    let shared_cp = CheckpointConfig::thread(SHARED_THREAD).at(&shared_id);
     let ms = (secs * 1000.0) as u64;
     let exe = std::env::current_exe().unwrap();
     let children: Vec<_> = (0..2u64)
@@ -384,7 +391,9 @@ fn threads_and_processes_share_one_file() {
     {
         let saver = Db::open(&path).unwrap().checkpointer();
         let cp = Checkpoint::with_id(&shared_id);
-        saver.put(&Config::thread(SHARED_THREAD), &cp, &Metadata::new(), &ChannelVersions::new()).unwrap();
+        saver
+            .put(&CheckpointConfig::thread(SHARED_THREAD), &cp, &Metadata::new(), &ChannelVersions::new())
+            .unwrap();
     }
     let mut models = vec![];
     let mut errors = vec![];

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersions};
 use agentstate::store::IndexConfig;
-use agentstate::{Config, Db, Durability, StoreConfig};
+use agentstate::{CheckpointConfig, Db, Durability, StoreConfig};
 use common::ops::{check_vectors, diff, execute, observe_file, s, State};
 use common::{check_file, report, seed_from_env, Blobs, Rng};
 use serde_json::{json, Map, Value};
@@ -87,7 +87,7 @@ fn crash_child() {
     let mut heads: BTreeMap<(String, String), Head> = BTreeMap::new();
     for t in THREADS {
         for ns in NSS {
-            if let Some(tuple) = saver.get_tuple(&Config::thread(t).ns(ns)).unwrap() {
+            if let Some(tuple) = saver.get_tuple(&CheckpointConfig::thread(t).ns(ns)).unwrap() {
                 let head = Head {
                     id: tuple.checkpoint.id.clone(),
                     step: tuple.metadata.step().unwrap(),

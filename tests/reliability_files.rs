@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersions};
 use agentstate::store::{IndexConfig, ListNamespacesOptions, SearchOptions};
-use agentstate::{Checkpoint, Config, Db, Error, ListQuery, Metadata, StoreConfig};
+use agentstate::{Checkpoint, CheckpointConfig, Db, Error, ListQuery, Metadata, StoreConfig};
 use common::{check_file, report, seed_from_env, Blobs, Rng};
 use rusqlite::Connection;
 use serde_json::json;
@@ -45,7 +45,7 @@ fn template(dir: &Path) -> PathBuf {
         let saver = db.checkpointer();
         for t in THREADS {
             for ns in ["", "sub:1"] {
-                let mut config = Config::thread(t).ns(ns);
+                let mut config = CheckpointConfig::thread(t).ns(ns);
                 let mut version = None;
                 for step in 0..8i64 {
                     let mut cp = Checkpoint::with_id(uuid6(Some(step)).to_string());
@@ -118,15 +118,19 @@ fn exercise(path: &Path) -> Outcome {
     note(saver.list(&ListQuery::all()).map(drop));
     note(saver.list(&ListQuery::all().filter(json!({"step": {"$gte": 3}}))).map(drop));
     for t in THREADS {
-        note(saver.get_tuple(&Config::thread(t)).map(drop));
-        note(saver.get_tuple(&Config::thread(t).ns("sub:1")).map(drop));
+        note(saver.get_tuple(&CheckpointConfig::thread(t)).map(drop));
+        note(saver.get_tuple(&CheckpointConfig::thread(t).ns("sub:1")).map(drop));
     }
     let mut cp = Checkpoint::new();
     cp.channel_values.insert("x".into(), json!({"new": true}));
     cp.channel_versions.insert("x".into(), 1.into());
     let nv: ChannelVersions = [("x".to_string(), 1.into())].into();
-    note(saver.put(&Config::thread("fresh"), &cp, &Metadata::new(), &nv).map(drop));
-    note(saver.put_writes(&Config::thread("fresh").at(&cp.id), &[("w", json!(1))], "t", "").map(drop));
+    note(saver.put(&CheckpointConfig::thread("fresh"), &cp, &Metadata::new(), &nv).map(drop));
+    note(
+        saver
+            .put_writes(&CheckpointConfig::thread("fresh").at(&cp.id), &[("w", json!(1))], "t", "")
+            .map(drop),
+    );
     note(saver.prune(&["t1"], agentstate::PruneStrategy::KeepLatest));
     note(saver.copy_thread("t0", "t0-copy"));
     note(saver.delete_thread("t2"));
@@ -349,7 +353,7 @@ fn torn_or_garbage_wal_is_recovered() {
     std::fs::write(&live, &bytes).unwrap();
     let db = Db::open(&live).unwrap();
     let saver = db.checkpointer();
-    let mut config = Config::thread("walled");
+    let mut config = CheckpointConfig::thread("walled");
     let mut ids = vec![];
     for step in 0..30i64 {
         let mut cp = Checkpoint::new();
@@ -409,7 +413,9 @@ fn foreign_database_with_unrelated_tables_is_shared() {
     let mut cp = Checkpoint::new();
     cp.channel_values.insert("m".into(), json!(["hi"]));
     cp.channel_versions.insert("m".into(), 1.into());
-    saver.put(&Config::thread("t"), &cp, &Metadata::new(), &[("m".to_string(), 1.into())].into()).unwrap();
+    saver
+        .put(&CheckpointConfig::thread("t"), &cp, &Metadata::new(), &[("m".to_string(), 1.into())].into())
+        .unwrap();
     db.store(StoreConfig::default()).unwrap().put(&["n"], "k", json!({"a": 1})).unwrap();
     drop(saver);
     drop(db);

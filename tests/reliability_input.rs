@@ -17,7 +17,7 @@ use agentstate::store::path::{field_texts, per_put_fields};
 use agentstate::store::{
     Embedder, HashEmbedder, Index, IndexConfig, ListNamespacesOptions, PutOptions, SearchOptions, Ttl,
 };
-use agentstate::{Checkpoint, Config, Db, Error, Filter, ListQuery, Metadata, StoreConfig};
+use agentstate::{Checkpoint, CheckpointConfig, Db, Error, Filter, ListQuery, Metadata, StoreConfig};
 use common::{check_file, report, Blobs};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunConfig, TestRunner};
@@ -227,7 +227,7 @@ fn hostile_filters() {
         let cp = Checkpoint::with_id(format!("{i:02}"));
         saver
             .put(
-                &Config::thread("f"),
+                &CheckpointConfig::thread("f"),
                 &cp,
                 &Metadata(d.as_object().unwrap().clone()),
                 &ChannelVersions::new(),
@@ -447,7 +447,7 @@ fn hostile_values() {
             cp.channel_versions.insert("c".into(), (i as i64).into());
             let nv: ChannelVersions = [("c".to_string(), (i as i64).into())].into();
             let meta = Metadata::new().with("m", v.clone());
-            let config = match saver.put(&Config::thread(&thread), &cp, &meta, &nv) {
+            let config = match saver.put(&CheckpointConfig::thread(&thread), &cp, &meta, &nv) {
                 Ok(c) => c,
                 Err(e) => {
                     prop_assert!(
@@ -457,7 +457,7 @@ fn hostile_values() {
                     );
                     counts.lock().unwrap()[3] += 1;
                     // Without the metadata.
-                    saver.put(&Config::thread(&thread), &cp, &Metadata::new(), &nv).map_err(|e| TestCaseError::fail(e.to_string()))?
+                    saver.put(&CheckpointConfig::thread(&thread), &cp, &Metadata::new(), &nv).map_err(|e| TestCaseError::fail(e.to_string()))?
                 }
             };
             saver.put_writes(&config, &[("w", v.clone())], "task", "").map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -779,7 +779,9 @@ fn hostile_configs_ids_and_numbers() {
     let saver = db.checkpointer();
     let store = db.store(StoreConfig::default()).unwrap();
     store.put(&["a", "b"], "k", json!({"x": 1})).unwrap();
-    saver.put(&Config::thread("t"), &Checkpoint::new(), &Metadata::new(), &ChannelVersions::new()).unwrap();
+    saver
+        .put(&CheckpointConfig::thread("t"), &Checkpoint::new(), &Metadata::new(), &ChannelVersions::new())
+        .unwrap();
     let n = Mutex::new(0u64);
     let strategy = (
         tree(
@@ -811,7 +813,7 @@ fn hostile_configs_ids_and_numbers() {
     );
     runner(500)
         .run(&strategy, |(config, text, a, b, ttl)| {
-            match Config::from_json(&config) {
+            match CheckpointConfig::from_json(&config) {
                 Ok(c) => {
                     // A config that parsed can be used (an empty thread id is refused).
                     match saver.get_tuple(&c) {
@@ -830,7 +832,8 @@ fn hostile_configs_ids_and_numbers() {
             }
             // Any thread or checkpoint id text.
             let cp = Checkpoint::with_id(text.clone());
-            match saver.put(&Config::thread(&text), &cp, &Metadata::new(), &ChannelVersions::new()) {
+            match saver.put(&CheckpointConfig::thread(&text), &cp, &Metadata::new(), &ChannelVersions::new())
+            {
                 Ok(c) => {
                     let t = saver.get_tuple(&c).map_err(|e| TestCaseError::fail(e.to_string()))?;
                     prop_assert_eq!(t.map(|t| t.checkpoint.id), Some(text.clone()));

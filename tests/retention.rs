@@ -3,17 +3,17 @@
 use std::time::Duration;
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersion, ChannelVersions, Retention};
-use agentstate::{Checkpoint, Checkpointer, Config, Db, ListQuery, Metadata};
+use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, ListQuery, Metadata};
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
 /// Appends one large message per step to thread `t` and returns the
 /// configs and lists written.
-fn conversation(s: &Checkpointer, thread: &str, steps: usize) -> Vec<(Config, Vec<Value>)> {
-    let mut out: Vec<(Config, Vec<Value>)> = vec![];
+fn conversation(s: &Checkpointer, thread: &str, steps: usize) -> Vec<(CheckpointConfig, Vec<Value>)> {
+    let mut out: Vec<(CheckpointConfig, Vec<Value>)> = vec![];
     let mut version: Option<ChannelVersion> = None;
     let mut list = vec![];
-    let mut parent = Config::thread(thread);
+    let mut parent = CheckpointConfig::thread(thread);
     for i in 0..steps {
         list.push(json!({"n": i, "content": "x".repeat(400)}));
         let v = next_version(version.as_ref());
@@ -59,7 +59,7 @@ fn keep_last_trims_on_write_and_keeps_what_it_needs() {
         .unwrap();
     assert_eq!(orphans, 0);
     let fresh = Db::open(&path).unwrap().checkpointer();
-    let newest = fresh.get_tuple(&Config::thread("t")).unwrap().unwrap();
+    let newest = fresh.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
     assert_eq!(newest.checkpoint.channel_values["messages"], Value::Array(written.last().unwrap().1.clone()));
 
     // On demand, with a stricter policy.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use agentstate::checkpoint::{uuid6, ChannelVersion, ChannelVersions};
-use agentstate::{Checkpoint, Checkpointer, Config, Db, ListQuery, Metadata};
+use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, ListQuery, Metadata};
 use rusqlite::Connection;
 use serde_json::{json, Map, Value};
 
@@ -16,7 +16,7 @@ struct Agent {
     saver: Checkpointer,
     values: Map<String, Value>,
     versions: ChannelVersions,
-    config: Config,
+    config: CheckpointConfig,
     step: i64,
 }
 
@@ -24,7 +24,7 @@ impl Agent {
     /// A node ran as a task of the next step: its writes go onto the current
     /// checkpoint first (so a crash would not rerun it), then the step's
     /// checkpoint is put with the changed channels' new versions.
-    fn run_node(&mut self, node: &str, updates: Vec<(&str, Value)>) -> Config {
+    fn run_node(&mut self, node: &str, updates: Vec<(&str, Value)>) -> CheckpointConfig {
         let task_id = format!("task-{node}");
         let writes: Vec<(&str, Value)> = updates.iter().map(|(c, v)| (*c, v.clone())).collect();
         self.saver.put_writes(&self.config, &writes, &task_id, node).unwrap();
@@ -45,7 +45,7 @@ impl Agent {
         self.checkpoint(node, "loop", new_versions)
     }
 
-    fn checkpoint(&mut self, node: &str, source: &str, new_versions: ChannelVersions) -> Config {
+    fn checkpoint(&mut self, node: &str, source: &str, new_versions: ChannelVersions) -> CheckpointConfig {
         let mut cp = Checkpoint::with_id(uuid6(Some(self.step)).to_string());
         cp.channel_values = self.values.clone();
         cp.channel_versions = self.versions.clone();
@@ -75,7 +75,7 @@ fn insurance_chat_with_rollback_branch() {
         saver: saver.clone(),
         values: Map::new(),
         versions: ChannelVersions::new(),
-        config: Config::thread(THREAD),
+        config: CheckpointConfig::thread(THREAD),
         step: -2,
     };
 
@@ -134,7 +134,7 @@ fn insurance_chat_with_rollback_branch() {
     assert_eq!(saver.get(&c4).unwrap().unwrap().channel_values, c4_values);
     assert_eq!(c4_values["messages"].as_array().unwrap().len(), 3);
     // The latest checkpoint of the thread is the new branch's head.
-    assert_eq!(saver.get_tuple(&Config::thread(THREAD)).unwrap().unwrap().config, b2);
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread(THREAD)).unwrap().unwrap().config, b2);
     assert_eq!(saver.list(&ListQuery::thread(THREAD)).unwrap().len(), 7);
 
     // --- Raw rows.

@@ -651,7 +651,7 @@ fn one_file_serves_checkpoints_and_store() {
     store.put(&["users", "alice"], "prefs", json!({"lang": "en"})).unwrap();
     let cfg = saver
         .put(
-            &agentstate::Config::thread("t"),
+            &agentstate::CheckpointConfig::thread("t"),
             &agentstate::Checkpoint::new(),
             &agentstate::Metadata::new(),
             &Default::default(),

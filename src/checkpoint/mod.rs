@@ -30,8 +30,8 @@ use serde_json::{Map, Value};
 pub use id::{next_version, now_iso8601, uuid6};
 pub use retention::Retention;
 pub use types::{
-    ChannelVersion, ChannelVersions, Checkpoint, CheckpointTuple, Config, ListQuery, Metadata, PendingWrite,
-    PruneStrategy,
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, ListQuery, Metadata,
+    PendingWrite, PruneStrategy,
 };
 
 use crate::codec::{JsonPlusSerializer, Serializer};
@@ -217,11 +217,11 @@ impl Checkpointer {
     ///   database; nothing is written then.
     pub fn put(
         &self,
-        config: &Config,
+        config: &CheckpointConfig,
         checkpoint: &Checkpoint,
         metadata: &Metadata,
         new_versions: &ChannelVersions,
-    ) -> Result<Config> {
+    ) -> Result<CheckpointConfig> {
         require_thread(config)?;
         if checkpoint.id.is_empty() {
             return Err(Error::InvalidArgument("checkpoint.id must not be empty".into()));
@@ -317,7 +317,7 @@ impl Checkpointer {
         for (ch, base) in cache_updates {
             self.bases.set(thread, ns, ch, base);
         }
-        Ok(Config::canonical(thread, ns, &checkpoint.id))
+        Ok(CheckpointConfig::canonical(thread, ns, &checkpoint.id))
     }
 
     /// Stores the writes a task produced for the checkpoint
@@ -335,7 +335,7 @@ impl Checkpointer {
     /// - database errors as for [`put`](Self::put); nothing is written then.
     pub fn put_writes<C: AsRef<str>>(
         &self,
-        config: &Config,
+        config: &CheckpointConfig,
         writes: &[(C, Value)],
         task_id: &str,
         task_path: &str,
@@ -394,7 +394,7 @@ impl Checkpointer {
     /// - [`Error::UnknownSerialization`] / [`Error::Serialization`] if a
     ///   stored value cannot be decoded.
     /// - database errors.
-    pub fn get_tuple(&self, config: &Config) -> Result<Option<CheckpointTuple>> {
+    pub fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         require_thread(config)?;
         self.db.snapshot(|tx| {
             let row = match &config.checkpoint_id {
@@ -423,7 +423,7 @@ impl Checkpointer {
     ///
     /// # Errors
     /// As [`get_tuple`](Self::get_tuple).
-    pub fn get(&self, config: &Config) -> Result<Option<Checkpoint>> {
+    pub fn get(&self, config: &CheckpointConfig) -> Result<Option<Checkpoint>> {
         Ok(self.get_tuple(config)?.map(|t| t.checkpoint))
     }
 
@@ -624,7 +624,7 @@ impl Checkpointer {
     /// # Errors
     /// - [`Error::NotFound`] if `config` names no checkpoint.
     /// - errors of [`get_tuple`](Self::get_tuple) and [`put`](Self::put).
-    pub fn fork(&self, config: &Config) -> Result<Config> {
+    pub fn fork(&self, config: &CheckpointConfig) -> Result<CheckpointConfig> {
         self.fork_with(config, Map::new())
     }
 
@@ -635,7 +635,11 @@ impl Checkpointer {
     ///
     /// # Errors
     /// As [`fork`](Self::fork).
-    pub fn fork_with(&self, config: &Config, values: Map<String, Value>) -> Result<Config> {
+    pub fn fork_with(
+        &self,
+        config: &CheckpointConfig,
+        values: Map<String, Value>,
+    ) -> Result<CheckpointConfig> {
         let base = self
             .get_tuple(config)?
             .ok_or_else(|| Error::NotFound(format!("no checkpoint for {}", describe(config))))?;
@@ -659,8 +663,11 @@ impl Checkpointer {
             .with("source", source)
             .with("step", step)
             .with("parents", Value::Object(Map::new()));
-        let parent =
-            Config::canonical(&base.config.thread_id, &base.config.checkpoint_ns, &base.checkpoint.id);
+        let parent = CheckpointConfig::canonical(
+            &base.config.thread_id,
+            &base.config.checkpoint_ns,
+            &base.checkpoint.id,
+        );
         self.put(&parent, &cp, &metadata, &new_versions)
     }
 
@@ -735,12 +742,12 @@ impl Checkpointer {
             let key = (row.thread_id.clone(), row.ns.clone(), row.id.clone());
             let pending_writes = writes.remove(&key).unwrap_or_default();
             out.push(CheckpointTuple {
-                config: Config::canonical(&row.thread_id, &row.ns, &row.id),
+                config: CheckpointConfig::canonical(&row.thread_id, &row.ns, &row.id),
                 parent_config: row
                     .parent
                     .as_deref()
                     .filter(|p| !p.is_empty())
-                    .map(|p| Config::canonical(&row.thread_id, &row.ns, p)),
+                    .map(|p| CheckpointConfig::canonical(&row.thread_id, &row.ns, p)),
                 checkpoint,
                 metadata,
                 pending_writes,
@@ -869,14 +876,14 @@ fn load_blob(
     Ok(Some((tag, full)))
 }
 
-fn require_thread(config: &Config) -> Result<()> {
+fn require_thread(config: &CheckpointConfig) -> Result<()> {
     if config.thread_id.is_empty() {
         return Err(Error::InvalidConfig("thread_id must not be empty".into()));
     }
     Ok(())
 }
 
-fn describe(config: &Config) -> String {
+fn describe(config: &CheckpointConfig) -> String {
     match &config.checkpoint_id {
         Some(id) => format!("thread '{}' ns '{}' id {id}", config.thread_id, config.checkpoint_ns),
         None => format!("thread '{}' ns '{}'", config.thread_id, config.checkpoint_ns),
@@ -887,7 +894,7 @@ fn describe(config: &Config) -> String {
 /// NULs removed from top-level strings, plus the config's `metadata` then
 /// `configurable` entries that are new, not excluded, not `__`-prefixed and
 /// a string, number or bool.
-fn merge_metadata(config: &Config, metadata: &Metadata) -> Map<String, Value> {
+fn merge_metadata(config: &CheckpointConfig, metadata: &Metadata) -> Map<String, Value> {
     let strip = |v: &Value| match v {
         Value::String(s) if s.contains('\0') => Value::String(s.replace('\0', "")),
         other => other.clone(),

@@ -1,4 +1,4 @@
-//! The checkpointer's nouns: [`Config`], [`Checkpoint`], [`Metadata`],
+//! The checkpointer's nouns: [`CheckpointConfig`], [`Checkpoint`], [`Metadata`],
 //! [`CheckpointTuple`], [`PendingWrite`] and [`ChannelVersion`].
 
 use std::collections::BTreeMap;
@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 /// `extra` and `metadata` only matter for `put`: their string, number and
 /// bool entries are merged into the stored metadata (reference 1.3).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Config {
+pub struct CheckpointConfig {
     /// The conversation / run thread.
     pub thread_id: String,
     /// The (sub)graph namespace; `""` is the root graph.
@@ -33,20 +33,20 @@ pub struct Config {
     pub metadata: Map<String, Value>,
 }
 
-impl Config {
+impl CheckpointConfig {
     /// The latest checkpoint of `thread_id` in the root namespace.
-    pub fn thread(thread_id: impl Into<String>) -> Config {
-        Config { thread_id: thread_id.into(), ..Config::default() }
+    pub fn thread(thread_id: impl Into<String>) -> CheckpointConfig {
+        CheckpointConfig { thread_id: thread_id.into(), ..CheckpointConfig::default() }
     }
 
     /// The same config in namespace `ns`.
-    pub fn ns(mut self, ns: impl Into<String>) -> Config {
+    pub fn ns(mut self, ns: impl Into<String>) -> CheckpointConfig {
         self.checkpoint_ns = ns.into();
         self
     }
 
     /// The same config pointing at checkpoint `id`.
-    pub fn at(mut self, id: impl Into<String>) -> Config {
+    pub fn at(mut self, id: impl Into<String>) -> CheckpointConfig {
         self.checkpoint_id = Some(id.into());
         self
     }
@@ -60,7 +60,7 @@ impl Config {
     /// # Errors
     /// [`Error::InvalidConfig`] if `thread_id` is missing or not a string or
     /// number, or if `checkpoint_ns` / `checkpoint_id` are not strings.
-    pub fn from_json(v: &Value) -> Result<Config> {
+    pub fn from_json(v: &Value) -> Result<CheckpointConfig> {
         let conf = v.get("configurable").unwrap_or(v);
         let conf = conf.as_object().ok_or_else(|| Error::InvalidConfig("config must be an object".into()))?;
         let thread_id = match conf.get("thread_id") {
@@ -84,7 +84,7 @@ impl Config {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let metadata = v.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
-        Ok(Config { thread_id, checkpoint_ns, checkpoint_id, extra, metadata })
+        Ok(CheckpointConfig { thread_id, checkpoint_ns, checkpoint_id, extra, metadata })
     }
 
     /// LangGraph's canonical shape:
@@ -102,12 +102,12 @@ impl Config {
         Value::Object(m)
     }
 
-    pub(crate) fn canonical(thread_id: &str, ns: &str, id: &str) -> Config {
-        Config {
+    pub(crate) fn canonical(thread_id: &str, ns: &str, id: &str) -> CheckpointConfig {
+        CheckpointConfig {
             thread_id: thread_id.to_string(),
             checkpoint_ns: ns.to_string(),
             checkpoint_id: Some(id.to_string()),
-            ..Config::default()
+            ..CheckpointConfig::default()
         }
     }
 }
@@ -296,13 +296,13 @@ pub struct PendingWrite {
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckpointTuple {
     /// The canonical config of this checkpoint (thread, namespace, id).
-    pub config: Config,
+    pub config: CheckpointConfig,
     /// The checkpoint itself, channel values loaded.
     pub checkpoint: Checkpoint,
     /// Its metadata.
     pub metadata: Metadata,
     /// The config of the checkpoint it was created from, if any.
-    pub parent_config: Option<Config>,
+    pub parent_config: Option<CheckpointConfig>,
     /// The writes stored for it, ordered by (task_id, idx).
     pub pending_writes: Vec<PendingWrite>,
 }
@@ -343,7 +343,7 @@ impl ListQuery {
 
     /// The query LangGraph's `list(config)` makes of a config: its thread, its
     /// namespace, and its checkpoint id if set.
-    pub fn from_config(config: &Config) -> ListQuery {
+    pub fn from_config(config: &CheckpointConfig) -> ListQuery {
         ListQuery {
             thread_id: Some(config.thread_id.clone()),
             checkpoint_ns: Some(config.checkpoint_ns.clone()),

@@ -19,7 +19,7 @@ use std::path::Path;
 use agentstate::checkpoint::{ChannelVersion, ChannelVersions};
 use agentstate::store::{HashEmbedder, Index, Op, PutOp, SearchOptions};
 use agentstate::{
-    Checkpoint, Checkpointer, Config, Db, ListQuery, Metadata, PruneStrategy, Store, StoreConfig,
+    Checkpoint, CheckpointConfig, Checkpointer, Db, ListQuery, Metadata, PruneStrategy, Store, StoreConfig,
 };
 use serde_json::Value;
 
@@ -40,12 +40,12 @@ pub fn execute(saver: &Checkpointer, store: &Store, op: &Value) -> agentstate::R
                 .into_iter()
                 .map(|c| (c.clone(), cp.channel_versions[&c].clone()))
                 .collect();
-            let mut config = Config::thread(s(&op["t"])).ns(s(&op["ns"]));
+            let mut config = CheckpointConfig::thread(s(&op["t"])).ns(s(&op["ns"]));
             config.checkpoint_id = op["parent"].as_str().map(String::from);
             saver.put(&config, &cp, &Metadata(op["meta"].as_object().unwrap().clone()), &new)?;
         }
         "writes" => {
-            let config = Config::thread(s(&op["t"])).ns(s(&op["ns"])).at(s(&op["id"]));
+            let config = CheckpointConfig::thread(s(&op["t"])).ns(s(&op["ns"])).at(s(&op["id"]));
             let writes: Vec<(String, Value)> =
                 op["writes"].as_array().unwrap().iter().map(|w| (s(&w[0]), w[1].clone())).collect();
             saver.put_writes(&config, &writes, &s(&op["task"]), "path")?;

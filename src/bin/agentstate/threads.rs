@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use agentstate::{Config, PruneStrategy};
+use agentstate::{CheckpointConfig, PruneStrategy};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 
@@ -363,7 +363,7 @@ pub fn show(ctx: &Ctx, thread: &str, checkpoint: Option<&str>, ns: &str) -> CliR
     let conn = ctx.ro()?;
     let id = resolve(&conn, thread, ns, checkpoint)?;
     let saver = ctx.db.checkpointer();
-    let config = Config::thread(thread).ns(ns).at(id.clone());
+    let config = CheckpointConfig::thread(thread).ns(ns).at(id.clone());
     let t = saver
         .get_tuple(&config)?
         .ok_or_else(|| Failure::not_found(format!("no checkpoint '{id}' in thread '{thread}'")))?;
@@ -443,7 +443,7 @@ pub fn diff(ctx: &Ctx, thread: &str, from: &str, to: &str, ns: &str) -> CliResul
     let saver = ctx.db.checkpointer();
     let load = |id: &str| -> CliResult<agentstate::CheckpointTuple> {
         saver
-            .get_tuple(&Config::thread(thread).ns(ns).at(id))?
+            .get_tuple(&CheckpointConfig::thread(thread).ns(ns).at(id))?
             .ok_or_else(|| Failure::not_found(format!("no checkpoint '{id}' in thread '{thread}'")))
     };
     let (a, b) = (load(&a_id)?, load(&b_id)?);
@@ -579,7 +579,7 @@ pub fn fork(
     let conn = ctx.ro()?;
     let base = resolve(&conn, thread, ns, checkpoint)?;
     let saver = ctx.db.checkpointer();
-    let config = Config::thread(thread).ns(ns).at(base.clone());
+    let config = CheckpointConfig::thread(thread).ns(ns).at(base.clone());
     let source = if replace.is_empty() { "fork" } else { "update" };
     let channels: Vec<String> = replace.keys().cloned().collect();
     let new = if replace.is_empty() { saver.fork(&config)? } else { saver.fork_with(&config, replace)? };
