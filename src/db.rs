@@ -7,11 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use r2d2::{Pool, PooledConnection};
-use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::error::{Error, Result};
+use crate::pool::{Pool, Pooled};
 
 /// The DDL of every table, as numbered migrations (see `schema.sql`).
 pub const SCHEMA_SQL: &str = include_str!("../schema.sql");
@@ -82,72 +81,62 @@ impl DbBuilder {
     /// - [`Error::Sqlite`] (code `CannotOpen`) at once if the file cannot be
     ///   opened (permissions, missing directory, a directory, ...).
     pub fn open(self, path: impl AsRef<Path>) -> Result<Db> {
-        let path = path.as_ref().to_path_buf();
-        let manager = SqliteConnectionManager::file(&path);
-        let size = self.pool_size;
-        self.build(manager, Some(path), size)
+        self.build(Some(path.as_ref().to_path_buf()))
     }
 
     /// Opens a fresh in-memory database (one connection; gone when the `Db`
     /// and all its handles are dropped). Handy in tests.
     ///
     /// # Errors
-    /// [`Error::Sqlite`] / [`Error::Pool`] if SQLite cannot allocate it.
+    /// [`Error::Sqlite`] if SQLite cannot allocate it.
     pub fn open_in_memory(self) -> Result<Db> {
-        let manager = SqliteConnectionManager::memory();
-        self.build(manager, None, 1)
+        self.build(None)
     }
 
-    fn build(self, manager: SqliteConnectionManager, path: Option<PathBuf>, size: u32) -> Result<Db> {
+    fn build(self, path: Option<PathBuf>) -> Result<Db> {
         let durability = self.durability;
         let busy = self.busy_timeout;
-        let in_memory = path.is_none();
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        if let Some(path) = &path {
-            // The schema is checked and migrated on a connection opened
-            // directly, not through the pool: the pool retries a connection
-            // that fails to open or to initialise (a missing directory, a
-            // damaged file) until its timeout (30 s), and then reports an
-            // untyped `Error::Pool`.
-            let mut conn = Connection::open_with_flags(path, flags)?;
-            init_connection(&mut conn, durability, busy, false)?;
+        let open = {
+            let path = path.clone();
+            move || -> Result<Connection> {
+                let mut conn = match &path {
+                    Some(p) => Connection::open_with_flags(p, flags)?,
+                    None => Connection::open_in_memory_with_flags(flags)?,
+                };
+                init_connection(&mut conn, durability, busy)?;
+                Ok(conn)
+            }
+        };
+        // The schema is checked and migrated on the first connection, before
+        // the pool hands any out.
+        let mut first = open()?;
+        if path.is_some() {
             // Refuse a foreign or newer file before writing anything to it
             // (switching to WAL rewrites its header).
-            check_foreign(&conn)?;
-            up_to_date(&conn)?;
+            check_foreign(&first)?;
+            up_to_date(&first)?;
             // Lets `Db::vacuum` return freed pages cheaply. Only takes effect
             // on a new, empty file.
-            let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            let pages: i64 = first.query_row("PRAGMA page_count", [], |r| r.get(0))?;
             if pages == 0 {
-                conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
+                first.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
             }
-            set_wal(&conn, false, busy)?;
-            migrate(&mut conn, busy)?;
+            set_wal(&first, busy)?;
         }
-        let manager = manager
-            .with_flags(flags)
-            .with_init(move |conn| init_connection(conn, durability, busy, in_memory));
-        let pool = Pool::builder()
-            .max_size(size)
-            .min_idle(Some(0))
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connection_timeout(busy.max(Duration::from_secs(30)))
-            .build_unchecked(manager);
-        let db = Db { inner: Arc::new(Inner { pool, path, durability, busy_timeout: busy }) };
-        if in_memory {
-            let mut conn = db.conn()?;
-            migrate(&mut conn, busy)?;
-        }
-        Ok(db)
+        migrate(&mut first, busy)?;
+        // An in-memory database lives in its one connection.
+        let size = if path.is_some() { self.pool_size as usize } else { 1 };
+        let pool = Pool::new(first, size, busy.max(Duration::from_secs(30)), Box::new(open));
+        Ok(Db { inner: Arc::new(Inner { pool, path, durability, busy_timeout: busy }) })
     }
 }
 
 struct Inner {
-    pool: Pool<SqliteConnectionManager>,
+    pool: Pool,
     path: Option<PathBuf>,
     durability: Durability,
     busy_timeout: Duration,
@@ -238,8 +227,8 @@ impl Db {
     }
 
     /// A pooled connection, for crate-internal reads.
-    pub(crate) fn conn(&self) -> Result<PooledConnection<SqliteConnectionManager>> {
-        Ok(self.inner.pool.get()?)
+    pub(crate) fn conn(&self) -> Result<Pooled<'_>> {
+        self.inner.pool.get()
     }
 
     /// Runs `f` on a pooled connection (reads; no explicit transaction unless
@@ -291,12 +280,7 @@ impl Db {
     }
 }
 
-fn init_connection(
-    conn: &mut Connection,
-    durability: Durability,
-    busy: Duration,
-    in_memory: bool,
-) -> rusqlite::Result<()> {
+fn init_connection(conn: &mut Connection, durability: Durability, busy: Duration) -> Result<()> {
     conn.busy_timeout(busy)?;
     let sync = match durability {
         Durability::Normal => "NORMAL",
@@ -306,7 +290,7 @@ fn init_connection(
         "PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync}; PRAGMA temp_store = MEMORY; \
          PRAGMA cache_size = -16000;"
     ))?;
-    let _ = in_memory;
+    conn.set_prepared_statement_cache_capacity(64);
     crate::vector::register(conn)?;
     crate::filter::register_functions(conn)?;
     Ok(())
@@ -314,10 +298,7 @@ fn init_connection(
 
 /// Switches the file to WAL. `journal_mode` cannot be changed inside a
 /// transaction and may briefly be busy while another process does the same.
-fn set_wal(conn: &Connection, in_memory: bool, busy: Duration) -> Result<()> {
-    if in_memory {
-        return Ok(());
-    }
+fn set_wal(conn: &Connection, busy: Duration) -> Result<()> {
     let deadline = Instant::now() + busy;
     loop {
         match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {

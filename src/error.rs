@@ -128,11 +128,6 @@ pub enum Error {
         source: rusqlite::Error,
     },
 
-    /// Getting a connection from the pool failed (usually: the file could not
-    /// be opened).
-    #[error("connection pool: {0}")]
-    Pool(#[from] r2d2::Error),
-
     /// A filesystem error outside SQLite.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),

@@ -6,6 +6,7 @@ pub mod codec;
 mod db;
 mod error;
 pub mod filter;
+mod pool;
 pub mod store;
 mod vector;
 
@@ -17,3 +18,9 @@ pub use db::{Db, DbBuilder, Durability};
 pub use error::{Error, Result};
 pub use filter::Filter;
 pub use store::{Item, SearchItem, Store, StoreConfig};
+
+/// The `rusqlite` this crate links (and so the SQLite it bundles): an
+/// application that also uses rusqlite directly must use this same version
+/// (Cargo allows one `libsqlite3-sys` per build). See the README, "Living
+/// beside another SQLite user".
+pub use rusqlite;

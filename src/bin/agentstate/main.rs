@@ -338,7 +338,6 @@ impl From<Error> for Failure {
             Error::Busy => {
                 "the database is locked by another process (busy timeout exceeded); retry later".to_string()
             }
-            Error::Pool(inner) => format!("cannot open the database: {inner}"),
             other => other.to_string(),
         };
         Failure { code, message }
