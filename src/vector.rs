@@ -41,7 +41,7 @@ pub fn encode_f32(v: &[f32]) -> Vec<u8> {
 /// Unpacks a little-endian `f32` blob; `None` if its length is not a multiple
 /// of 4.
 pub fn decode_f32(b: &[u8]) -> Option<Vec<f32>> {
-    if !b.len().is_multiple_of(4) {
+    if b.len() % 4 != 0 {
         return None;
     }
     Some(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
