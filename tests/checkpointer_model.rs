@@ -305,10 +305,10 @@ impl Model {
             .rows
             .iter()
             .filter(|((t, ns, id), row)| {
-                q.thread_id.as_ref().map_or(true, |x| x == t)
-                    && q.checkpoint_ns.as_ref().map_or(true, |x| x == ns)
-                    && q.before.as_ref().map_or(true, |b| id < b)
-                    && f.as_ref().map_or(true, |f| f.matches(&Value::Object(row.meta.clone())))
+                q.thread_id.as_ref().is_none_or(|x| x == t)
+                    && q.checkpoint_ns.as_ref().is_none_or(|x| x == ns)
+                    && q.before.as_ref().is_none_or(|b| id < b)
+                    && f.as_ref().is_none_or(|f| f.matches(&Value::Object(row.meta.clone())))
             })
             .map(|(k, _)| k)
             .collect();

@@ -734,7 +734,7 @@ fn hostile_vectors() {
                 }
                 for h in &hits {
                     prop_assert!(
-                        h.score.map_or(true, |s| s.is_finite() && (-1.0001..=1.0001).contains(&s)),
+                        h.score.is_none_or(|s| s.is_finite() && (-1.0001..=1.0001).contains(&s)),
                         "{:?}",
                         h.score
                     );

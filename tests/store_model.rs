@@ -120,7 +120,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     .live
                     .iter()
                     .filter(|((ns, _), v)| {
-                        under(ns, &prefix) && parsed.as_ref().map_or(true, |f| f.matches(v))
+                        under(ns, &prefix) && parsed.as_ref().is_none_or(|f| f.matches(v))
                     })
                     .map(|(k, v)| {
                         let score = query.and_then(|q| {
