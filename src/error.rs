@@ -11,6 +11,11 @@ use std::fmt;
 /// `Result<T, agentstate::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The underlying cause an [`Error`] may carry (see
+/// [`std::error::Error::source`]): a JSON or SQLite error, or the error of a
+/// user's [`Serializer`](crate::Serializer) or embedder.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Everything that can go wrong in agentstate.
 ///
 /// The enum is `#[non_exhaustive]`: match the variants you act on and keep a
@@ -79,9 +84,16 @@ pub enum Error {
 
     /// A value could not be encoded or decoded by the serializer (for example
     /// an integer outside the msgpack range, or bytes that are not valid
-    /// msgpack).
-    #[error("serialization error: {0}")]
-    Serialization(String),
+    /// msgpack). A custom [`Serializer`](crate::Serializer) reports its own
+    /// failures with [`Error::serialization`] or [`Error::serialization_from`].
+    #[error("serialization error: {message}")]
+    Serialization {
+        /// What failed.
+        message: String,
+        /// The cause, when another error (JSON, a user serializer's) is behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
 
     /// A stored value carries a type tag no serializer here knows.
     #[error("Unknown serialization type: {0}")]
@@ -97,9 +109,16 @@ pub enum Error {
     #[error("database or disk is full; the operation was rolled back")]
     DiskFull,
 
-    /// The file is damaged, or a row breaks an invariant this crate relies on.
-    #[error("corrupt database: {0}")]
-    Corrupt(String),
+    /// The file is damaged, or a row breaks an invariant this crate relies on
+    /// (for example a checkpoint whose channel value is missing).
+    #[error("corrupt database: {message}")]
+    Corrupt {
+        /// What is damaged.
+        message: String,
+        /// The cause, when SQLite or a parser reported it.
+        #[source]
+        source: Option<BoxError>,
+    },
 
     /// The file is an SQLite database but not one agentstate (or LangGraph's
     /// SqliteStore) wrote, or not an SQLite database at all.
@@ -149,11 +168,29 @@ impl Error {
     }
 
     pub(crate) fn corrupt(what: impl fmt::Display) -> Self {
-        Error::Corrupt(what.to_string())
+        Error::Corrupt { message: what.to_string(), source: None }
+    }
+
+    pub(crate) fn corrupt_from(what: impl fmt::Display, source: impl Into<BoxError>) -> Self {
+        Error::Corrupt { message: what.to_string(), source: Some(source.into()) }
     }
 
     pub(crate) fn ser(what: impl fmt::Display) -> Self {
-        Error::Serialization(what.to_string())
+        Error::serialization(what)
+    }
+
+    /// A [`Error::Serialization`] with a message and no cause (for custom
+    /// [`Serializer`](crate::Serializer)s).
+    pub fn serialization(message: impl fmt::Display) -> Self {
+        Error::Serialization { message: message.to_string(), source: None }
+    }
+
+    /// A [`Error::Serialization`] caused by `source` (for custom
+    /// [`Serializer`](crate::Serializer)s wrapping another library's error);
+    /// the message is the source's.
+    pub fn serialization_from(source: impl Into<BoxError>) -> Self {
+        let source = source.into();
+        Error::Serialization { message: source.to_string(), source: Some(source) }
     }
 }
 
@@ -163,7 +200,7 @@ impl From<rusqlite::Error> for Error {
         match e.sqlite_error_code() {
             Some(C::DatabaseBusy) | Some(C::DatabaseLocked) => Error::Busy,
             Some(C::DiskFull) => Error::DiskFull,
-            Some(C::DatabaseCorrupt) => Error::Corrupt(e.to_string()),
+            Some(C::DatabaseCorrupt) => Error::corrupt_from(e.to_string(), e),
             Some(C::NotADatabase) => Error::NotAgentstate(e.to_string()),
             // A stored value of a type or encoding its column never holds
             // (text that is not UTF-8, a blob where text belongs): a damaged
@@ -176,7 +213,7 @@ impl From<rusqlite::Error> for Error {
                     | rusqlite::Error::IntegralValueOutOfRange(..)
             ) =>
             {
-                Error::Corrupt(e.to_string())
+                Error::corrupt_from(e.to_string(), e)
             }
             _ => Error::Sqlite { source: e },
         }
@@ -185,6 +222,6 @@ impl From<rusqlite::Error> for Error {
 
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
-        Error::Serialization(e.to_string())
+        Error::serialization_from(e)
     }
 }

@@ -15,7 +15,7 @@ pub use checkpoint::{
 };
 pub use codec::{JsonPlusSerializer, Serializer};
 pub use db::{Db, DbBuilder, Durability};
-pub use error::{Error, Result};
+pub use error::{BoxError, Error, Result};
 pub use filter::Filter;
 pub use store::{Item, SearchItem, Store, StoreConfig};
 

@@ -32,7 +32,7 @@ fn check_decoded(bytes: &[u8]) -> Result<(), TestCaseError> {
             let again = to_msgpack(&v).map_err(|e| TestCaseError::fail(format!("{v}: {e}")))?;
             prop_assert_eq!(from_msgpack(&again).unwrap(), v);
         }
-        Err(Error::Serialization(_)) => {}
+        Err(Error::Serialization { .. }) => {}
         Err(e) => return Err(TestCaseError::fail(format!("unexpected error {e:?}"))),
     }
     Ok(())

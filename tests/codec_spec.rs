@@ -32,7 +32,7 @@ fn roundtrip(v: &Value) -> Value {
 }
 
 fn is_ser_err(r: Result<Value>) -> bool {
-    matches!(r, Err(Error::Serialization(_)))
+    matches!(r, Err(Error::Serialization { .. }))
 }
 
 // --- reference test cases 34-41 ----------------------------------------------
@@ -131,7 +131,7 @@ impl<S: Serializer> Serializer for XorSerializer<S> {
                 let clear: Vec<u8> = bytes.iter().map(|b| b ^ self.key).collect();
                 self.inner.loads_typed(tag, &clear)
             }
-            Some((_, cipher)) => Err(Error::Serialization(format!("unsupported cipher {cipher}"))),
+            Some((_, cipher)) => Err(Error::serialization(format!("unsupported cipher {cipher}"))),
         }
     }
 }
@@ -147,7 +147,7 @@ fn codec_case41_wrapper_serializer() {
     // Untagged data falls back to the inner serializer.
     assert_eq!(s.loads_typed("msgpack", b"\x01").unwrap(), json!(1));
     assert_eq!(s.loads_typed("null", b"").unwrap(), Value::Null);
-    assert!(matches!(s.loads_typed("msgpack+aes", b""), Err(Error::Serialization(_))));
+    assert!(matches!(s.loads_typed("msgpack+aes", b""), Err(Error::Serialization { .. })));
     // An unknown inner tag is still reported as such.
     let err = s.loads_typed("weird+xor", b"").unwrap_err();
     assert_eq!(err.to_string(), "Unknown serialization type: weird");
@@ -457,7 +457,7 @@ fn codec_depth_limit() {
     assert_eq!(to_msgpack(&ok).unwrap(), nested_arrays(MAX_DEPTH));
     assert!(is_ser_err(from_msgpack(&nested_arrays(MAX_DEPTH + 1))));
     assert!(to_msgpack(&nested_json(MAX_DEPTH)).is_ok());
-    assert!(matches!(to_msgpack(&nested_json(MAX_DEPTH + 1)), Err(Error::Serialization(_))));
+    assert!(matches!(to_msgpack(&nested_json(MAX_DEPTH + 1)), Err(Error::Serialization { .. })));
     // Hostile depth: no stack overflow.
     assert!(is_ser_err(from_msgpack(&nested_arrays(1_000_000))));
     let mut maps = [0x81, 0xa0].repeat(100_000);

@@ -119,9 +119,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 let mut want: Vec<(Key, Option<f64>)> = model
                     .live
                     .iter()
-                    .filter(|((ns, _), v)| {
-                        under(ns, &prefix) && parsed.as_ref().is_none_or(|f| f.matches(v))
-                    })
+                    .filter(|((ns, _), v)| under(ns, &prefix) && parsed.as_ref().is_none_or(|f| f.matches(v)))
                     .map(|(k, v)| {
                         let score = query.and_then(|q| {
                             let qv = embedder.embed_query(WORDS[q]).unwrap();

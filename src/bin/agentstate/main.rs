@@ -328,7 +328,7 @@ impl From<Error> for Failure {
             | Error::DimensionMismatch { .. } => exit::USAGE,
             Error::NotFound(_) => exit::NOT_FOUND,
             Error::Conflict(_) => exit::CONFLICT,
-            Error::NotAgentstate(_) | Error::SchemaTooNew { .. } | Error::Corrupt(_) => exit::BAD_FILE,
+            Error::NotAgentstate(_) | Error::SchemaTooNew { .. } | Error::Corrupt { .. } => exit::BAD_FILE,
             Error::Busy => exit::BUSY,
             _ => exit::FAILURE,
         };
