@@ -13,6 +13,7 @@
 //! one blob; Python's bench never lists them, which SqliteSaver tolerates
 //! because it stores whole states.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use agentstate::checkpoint::{uuid6, ChannelVersion, ChannelVersions};
@@ -52,7 +53,7 @@ impl ThreadSim {
         values.insert("branch:to:agent".into(), Value::Null);
         let mut cp = Checkpoint::with_id(String::new());
         cp.channel_versions = values.keys().map(|k| (k.clone(), saver.get_next_version(None))).collect();
-        cp.channel_values = values;
+        cp.set_values(values);
         for n in NODES.iter().chain(["__input__"].iter()) {
             cp.versions_seen.insert(n.to_string(), ChannelVersions::new());
         }
@@ -76,11 +77,13 @@ impl ThreadSim {
             self.msg_no += 1;
         }
         let values = &mut self.cp.channel_values;
-        if let Some(Value::Array(m)) = values.get_mut("messages") {
-            m.extend(new_msgs.iter().cloned());
+        if let Some(m) =
+            values.get("messages").and_then(|m| m.appended(new_msgs.iter().cloned().map(Arc::new)))
+        {
+            values.insert("messages".into(), m);
         }
-        let counter = values["counter"].as_i64().unwrap_or(0) + 1;
-        values.insert("counter".into(), json!(counter));
+        let counter = values["counter"].as_value().and_then(Value::as_i64).unwrap_or(0) + 1;
+        values.insert("counter".into(), json!(counter).into());
         let mut new_versions = ChannelVersions::new();
         for ch in ["messages", "counter"] {
             let v = self.saver.get_next_version(self.cp.channel_versions.get(ch));
@@ -97,7 +100,7 @@ impl ThreadSim {
             .collect();
         self.cp.versions_seen.insert(node.into(), seen);
         self.cp.id = uuid6(Some(self.step)).to_string();
-        self.cp.ts = agentstate::checkpoint::now_iso8601();
+
         let cp = &self.cp;
         let meta = Metadata::new()
             .with("source", if self.step == 0 { "input" } else { "loop" })
@@ -178,7 +181,7 @@ fn main() -> Result<()> {
     let tup = saver.get_tuple(&cfg)?.expect("latest");
     assert_eq!(tup.metadata.step(), Some(steps as i64 - 1));
     assert_eq!(
-        tup.checkpoint.channel_values["messages"].as_array().map(Vec::len),
+        tup.checkpoint.channel_values["messages"].as_list().map(<[_]>::len),
         Some(steps * msgs_per_step)
     );
     assert_eq!(tup.pending_writes.len(), 3);

@@ -18,7 +18,7 @@ fn step(
     for (ch, v) in updates {
         let next = saver.get_next_version(state.channel_versions.get(*ch));
         state.channel_versions.insert(ch.to_string(), next.clone());
-        state.channel_values.insert(ch.to_string(), v.clone());
+        state.channel_values.insert(ch.to_string(), (v.clone()).into());
         changed.insert(ch.to_string(), next);
     }
     state.id = agentstate::checkpoint::uuid6(Some(step)).to_string();
@@ -80,7 +80,7 @@ fn main() -> agentstate::Result<()> {
         println!(
             "  step {:>2}  {}",
             t.metadata.step().unwrap_or(0),
-            t.checkpoint.channel_values.get("draft").unwrap_or(&Value::Null)
+            t.checkpoint.channel_values.get("draft").map(|v| v.to_value()).unwrap_or(Value::Null)
         );
     }
     let late = saver.list(&ListQuery::thread("research-7").filter(json!({"step": {"$gte": 4}})))?;

@@ -162,7 +162,7 @@ fn append_message(
     let v = saver.get_next_version(versions.get("messages"));
     versions.insert("messages".into(), v.clone());
     let mut cp = Checkpoint::with_id(agentstate::checkpoint::uuid6(Some(step)).to_string());
-    cp.channel_values = state.clone();
+    cp.set_values(state.clone());
     cp.channel_versions = versions.clone();
     cp.updated_channels = Some(vec!["messages".into()]);
     let source = if step < 0 { "input" } else { "loop" };
@@ -171,7 +171,7 @@ fn append_message(
 }
 
 fn messages(cp: &Checkpoint) -> Vec<Value> {
-    cp.channel_values.get("messages").and_then(Value::as_array).cloned().unwrap_or_default()
+    cp.channel_values.get("messages").and_then(|v| v.to_value().as_array().cloned()).unwrap_or_default()
 }
 
 fn last_text(cp: &Checkpoint) -> String {

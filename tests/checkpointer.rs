@@ -26,7 +26,7 @@ fn cp_with(values: Value) -> (Checkpoint, ChannelVersions) {
     let mut c = cp();
     let mut nv = ChannelVersions::new();
     for (k, v) in values.as_object().unwrap() {
-        c.channel_values.insert(k.clone(), v.clone());
+        c.channel_values.insert(k.clone(), (v.clone()).into());
         c.channel_versions.insert(k.clone(), ChannelVersion::Int(1));
         nv.insert(k.clone(), ChannelVersion::Int(1));
     }
@@ -363,40 +363,59 @@ fn ref14_24_channel_values_round_trip() {
     let cfg = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &nv).unwrap();
     let got = s.get(&cfg).unwrap().unwrap();
     assert_eq!(got, c);
-    assert_eq!(Value::Object(got.channel_values), vals);
+    assert_eq!(Value::Object(got.values_json()), vals);
 }
 
 #[test]
-fn ref14_25_channel_absent_from_versions_is_absent_from_values() {
+fn a_channel_dropped_from_versions_and_values_is_absent_and_older_checkpoints_keep_it() {
     let s = saver();
     let (c1, nv1) = cp_with(json!({"a": [1], "b": [2]}));
     let cfg1 = s.put(&CheckpointConfig::thread("t"), &c1, &meta("input", -1), &nv1).unwrap();
     let mut c2 = cp();
-    c2.channel_values.insert("a".into(), json!([1, 1]));
-    c2.channel_values.insert("b".into(), json!([2])); // value present, version dropped
+    c2.channel_values.insert("a".into(), json!([1, 1]).into());
     c2.channel_versions.insert("a".into(), ChannelVersion::Int(2));
     let nv2: ChannelVersions = [("a".to_string(), ChannelVersion::Int(2))].into_iter().collect();
     let cfg2 = s.put(&cfg1, &c2, &meta("loop", 0), &nv2).unwrap();
     let got2 = s.get(&cfg2).unwrap().unwrap();
-    assert_eq!(Value::Object(got2.channel_values), json!({"a": [1, 1]}));
+    assert_eq!(Value::Object(got2.values_json()), json!({"a": [1, 1]}));
     let got1 = s.get(&cfg1).unwrap().unwrap();
-    assert_eq!(Value::Object(got1.channel_values), json!({"a": [1], "b": [2]}));
+    assert_eq!(Value::Object(got1.values_json()), json!({"a": [1], "b": [2]}));
 }
 
-/// Decision 1 (Postgres rule): a non-primitive value whose version is not in
-/// `new_versions` and has no earlier blob is missing on load; primitives are
-/// inline and always load.
+/// LangGraph's savers drop a value whose channel has no version without a
+/// word; `put` refuses it (docs/design.md, "Writes that would lose data").
 #[test]
-fn ref14_26_decision_1_blobs_only_for_new_versions() {
+fn put_refuses_a_value_without_a_version() {
     let s = saver();
     let mut c = cp();
-    c.channel_values.insert("obj".into(), json!({"k": 1}));
-    c.channel_values.insert("n".into(), json!(3));
+    c.channel_values.insert("a".into(), json!([1]).into());
+    c.channel_values.insert("b".into(), json!([2]).into()); // no version
+    c.channel_versions.insert("a".into(), ChannelVersion::Int(1));
+    let nv: ChannelVersions = [("a".to_string(), ChannelVersion::Int(1))].into_iter().collect();
+    let err = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &nv).unwrap_err();
+    assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("'b'")), "{err}");
+    assert!(s.get_tuple(&CheckpointConfig::thread("t")).unwrap().is_none(), "nothing written");
+}
+
+/// LangGraph's Postgres saver stores a non-primitive value only if its
+/// channel is in `new_versions`, so a changed channel left out of it is lost
+/// on load. `put` refuses such a checkpoint; primitives are inline and need
+/// no blob.
+#[test]
+fn put_refuses_a_changed_channel_left_out_of_new_versions() {
+    let s = saver();
+    let mut c = cp();
+    c.channel_values.insert("obj".into(), json!({"k": 1}).into());
+    c.channel_values.insert("n".into(), json!(3).into());
     c.channel_versions.insert("obj".into(), ChannelVersion::Int(1));
     c.channel_versions.insert("n".into(), ChannelVersion::Int(1));
+    let err = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &none()).unwrap_err();
+    assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("'obj'")), "{err}");
+    assert!(s.get_tuple(&CheckpointConfig::thread("t")).unwrap().is_none(), "nothing written");
+    c.channel_values.remove("obj");
+    c.channel_versions.remove("obj");
     let cfg = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &none()).unwrap();
-    let got = s.get(&cfg).unwrap().unwrap();
-    assert_eq!(Value::Object(got.channel_values), json!({"n": 3}));
+    assert_eq!(Value::Object(s.get(&cfg).unwrap().unwrap().values_json()), json!({"n": 3}));
 }
 
 #[test]
@@ -528,8 +547,8 @@ fn decision_5_integer_and_string_versions_both_work() {
     let s = saver();
     let mut c = cp();
     let v = s.get_next_version(None);
-    c.channel_values.insert("a".into(), json!([1]));
-    c.channel_values.insert("b".into(), json!([2]));
+    c.channel_values.insert("a".into(), (json!([1])).into());
+    c.channel_values.insert("b".into(), (json!([2])).into());
     c.channel_versions.insert("a".into(), v.clone());
     c.channel_versions.insert("b".into(), ChannelVersion::Int(3));
     let nv: ChannelVersions = c.channel_versions.clone();
@@ -537,20 +556,27 @@ fn decision_5_integer_and_string_versions_both_work() {
     let got = s.get(&cfg).unwrap().unwrap();
     assert_eq!(got.channel_versions.get("a"), Some(&v));
     assert_eq!(got.channel_versions.get("b"), Some(&ChannelVersion::Int(3)));
-    assert_eq!(Value::Object(got.channel_values), json!({"a": [1], "b": [2]}));
+    assert_eq!(Value::Object(got.values_json()), json!({"a": [1], "b": [2]}));
 }
 
-/// Decision 1: a blob version once written is never overwritten (first writer
-/// wins), and unchanged channels share one blob across checkpoints.
+/// A blob version names one value forever: re-putting it with the same value
+/// is a harmless retry, with another value a [`Error::Conflict`] (LangGraph's
+/// Postgres saver keeps the first value and returns the old one on read).
+/// Unchanged channels share one blob across checkpoints.
 #[test]
-fn decision_1_blob_versions_are_immutable_and_shared() {
+fn a_version_reused_for_another_value_is_a_conflict_and_unchanged_channels_share_blobs() {
     let s = saver();
     let (c1, nv) = cp_with(json!({"msgs": ["first"]}));
     let cfg1 = s.put(&CheckpointConfig::thread("t"), &c1, &meta("input", -1), &nv).unwrap();
     let mut c2 = c1.clone();
     c2.id = uuid6(None).to_string();
-    c2.channel_values.insert("msgs".into(), json!(["rewritten"]));
-    let cfg2 = s.put(&cfg1, &c2, &meta("loop", 0), &nv).unwrap(); // same version again
+    c2.channel_values.insert("msgs".into(), json!(["rewritten"]).into());
+    let err = s.put(&cfg1, &c2, &meta("loop", 0), &nv).unwrap_err(); // same version again
+    assert!(matches!(err, Error::Conflict(_)), "{err}");
+    assert!(s.get(&CheckpointConfig::thread("t").at(&c2.id)).unwrap().is_none(), "nothing written");
+    let mut retry = c1.clone();
+    retry.id = uuid6(None).to_string();
+    let cfg2 = s.put(&cfg1, &retry, &meta("loop", 0), &nv).unwrap(); // same version, same value
     assert_eq!(s.get(&cfg2).unwrap().unwrap().channel_values["msgs"], json!(["first"]));
     let mut c3 = c1.clone();
     c3.id = uuid6(None).to_string();
@@ -568,7 +594,7 @@ fn decision_6_fork_and_fork_with() {
     let cfg1 = s.put(&CheckpointConfig::thread("t"), &c1, &meta("loop", 0), &nv).unwrap();
     let mut c2 = c1.clone();
     c2.id = uuid6(None).to_string();
-    c2.channel_values.insert("msgs".into(), json!(["a", "b"]));
+    c2.channel_values.insert("msgs".into(), (json!(["a", "b"])).into());
     c2.channel_versions.insert("msgs".into(), ChannelVersion::Int(2));
     let nv2: ChannelVersions = [("msgs".to_string(), ChannelVersion::Int(2))].into_iter().collect();
     let cfg2 = s.put(&cfg1, &c2, &meta("loop", 1), &nv2).unwrap();

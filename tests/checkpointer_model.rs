@@ -177,8 +177,9 @@ type WriteKey = (String, String, String, String, i64);
 #[derive(Clone, Debug, Default)]
 struct Model {
     rows: BTreeMap<Key, Row>,
-    /// (thread, ns, channel, version text) -> value; never overwritten.
-    blobs: BTreeMap<(String, String, String, String), Value>,
+    /// (thread, ns, channel, version text) -> value (`None`: the channel is
+    /// empty at that version); never overwritten.
+    blobs: BTreeMap<(String, String, String, String), Option<Value>>,
     /// (thread, ns, id, task, idx) -> (channel, value).
     writes: BTreeMap<WriteKey, (String, Value)>,
 }
@@ -203,13 +204,15 @@ impl Model {
         for (ch, ver) in &row.versions {
             if let Some(v) = row.inline.get(ch) {
                 values.insert(ch.clone(), v.clone());
-            } else if let Some(v) = self.blobs.get(&(t.clone(), ns.clone(), ch.clone(), ver.to_string())) {
+            } else if let Some(Some(v)) =
+                self.blobs.get(&(t.clone(), ns.clone(), ch.clone(), ver.to_string()))
+            {
                 values.insert(ch.clone(), v.clone());
             }
         }
         let mut cp = Checkpoint::with_id(id);
         cp.ts = row.ts.clone();
-        cp.channel_values = values;
+        cp.set_values(values);
         cp.channel_versions = row.versions.clone();
         cp.updated_channels = row.updated.clone();
         let pending_writes = self
@@ -235,8 +238,43 @@ impl Model {
         }
     }
 
-    /// `put`: blobs first (first writer wins), then the row (a re-put keeps
-    /// its parent).
+    /// What `put` refuses, in the order it checks: a value without a
+    /// version, a `new_versions` entry that disagrees with
+    /// `channel_versions`, a channel whose value is not inline, not in
+    /// `new_versions` and not stored (all `InvalidArgument`); then a version
+    /// in `new_versions` already stored with another value (`Conflict`).
+    fn refusal(&self, t: &str, ns: &str, cp: &Checkpoint, new: &ChannelVersions) -> Option<&'static str> {
+        let values = cp.values_json();
+        if values.keys().any(|ch| !cp.channel_versions.contains_key(ch)) {
+            return Some("InvalidArgument");
+        }
+        let blob = |ch: &str, ver: &ChannelVersion| {
+            self.blobs.get(&(t.into(), ns.into(), ch.into(), ver.to_string()))
+        };
+        let mut conflict = false;
+        for (ch, ver) in &cp.channel_versions {
+            let value = values.get(ch);
+            match new.get(ch) {
+                Some(nv) if nv != ver => return Some("InvalidArgument"),
+                Some(_) => {
+                    if !value.is_some_and(is_primitive) {
+                        if let Some(stored) = blob(ch, ver) {
+                            conflict |= stored.as_ref() != value;
+                        }
+                    }
+                }
+                None => {
+                    if !value.is_some_and(is_primitive) && blob(ch, ver).is_none() {
+                        return Some("InvalidArgument");
+                    }
+                }
+            }
+        }
+        conflict.then_some("Conflict")
+    }
+
+    /// `put`: blobs first (a version is never overwritten), then the row (a
+    /// re-put keeps its parent).
     #[allow(clippy::too_many_arguments)]
     fn put(
         &mut self,
@@ -250,13 +288,18 @@ impl Model {
         updated: Option<Vec<String>>,
     ) {
         let mut inline = Map::new();
-        for (ch, v) in &cp.channel_values {
-            if is_primitive(v) {
-                inline.insert(ch.clone(), v.clone());
-            } else if let Some(ver) = new.get(ch) {
-                self.blobs
-                    .entry((t.into(), ns.into(), ch.clone(), ver.to_string()))
-                    .or_insert_with(|| v.clone());
+        let values = cp.values_json();
+        for (ch, ver) in &cp.channel_versions {
+            match values.get(ch) {
+                Some(v) if is_primitive(v) => {
+                    inline.insert(ch.clone(), v.clone());
+                }
+                value if new.contains_key(ch) => {
+                    self.blobs
+                        .entry((t.into(), ns.into(), ch.clone(), ver.to_string()))
+                        .or_insert_with(|| value.cloned());
+                }
+                _ => {}
             }
         }
         let key = (t.to_string(), ns.to_string(), id.to_string());
@@ -389,7 +432,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     cp.channel_versions.remove(&ch);
                     new.remove(&ch);
                     if let Some(v) = c.value {
-                        cp.channel_values.insert(ch.clone(), v);
+                        cp.channel_values.insert(ch.clone(), (v).into());
                     }
                     if let Some(v) = c.version {
                         cp.channel_versions.insert(ch.clone(), ChannelVersion::Int(v));
@@ -404,7 +447,16 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     .with("run_id", format!("r{run}"));
                 let mut config = CheckpointConfig::thread(t).ns(n);
                 config.checkpoint_id = parent.clone();
-                let out = saver.put(&config, &cp, &meta, &new).map_err(fail)?;
+                let result = saver.put(&config, &cp, &meta, &new);
+                if let Some(kind) = m.refusal(t, n, &cp, &new) {
+                    let ok = match kind {
+                        "Conflict" => matches!(result, Err(Error::Conflict(_))),
+                        _ => matches!(result, Err(Error::InvalidArgument(_))),
+                    };
+                    prop_assert!(ok, "expected {}: {:?}", kind, result);
+                    continue;
+                }
+                let out = result.map_err(fail)?;
                 prop_assert_eq!(out, CheckpointConfig::thread(t).ns(n).at(&id));
                 m.put(t, n, &id, parent, &cp, &meta.0, &new, None);
             }
@@ -477,7 +529,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                         ver
                     );
                     want_versions.insert(ch.clone(), ver.unwrap());
-                    want_values.insert(ch.clone(), v.clone());
+                    want_values.insert(ch.clone(), v.clone().into());
                 }
                 let mut updated: Vec<String> = values.keys().cloned().collect();
                 updated.sort();

@@ -116,9 +116,9 @@ fn fixture() -> Fixture {
             new_versions.insert("notes".into(), v);
         }
         let mut cp = Checkpoint::with_id(uuid6(Some(step)).to_string());
-        cp.channel_values.insert("messages".into(), json!(msgs));
-        cp.channel_values.insert("counter".into(), json!(step + 1));
-        cp.channel_values.insert("notes".into(), json!({"lang": "en"}));
+        cp.channel_values.insert("messages".into(), (json!(msgs)).into());
+        cp.channel_values.insert("counter".into(), (json!(step + 1)).into());
+        cp.channel_values.insert("notes".into(), (json!({"lang": "en"})).into());
         cp.channel_versions = versions.clone();
         let source = if step < 0 { "input" } else { "loop" };
         let meta = Metadata::new().with("source", source).with("step", step);
@@ -136,7 +136,7 @@ fn fixture() -> Fixture {
         let parent = saver.get_tuple(&CheckpointConfig::thread("t2").ns(ns)).unwrap().map(|t| t.config);
         let mut cp = Checkpoint::new();
         let v = next_version(None);
-        cp.channel_values.insert("state".into(), json!({"ns": ns}));
+        cp.channel_values.insert("state".into(), (json!({"ns": ns})).into());
         cp.channel_versions.insert("state".into(), v.clone());
         let config = parent.unwrap_or_else(|| CheckpointConfig::thread("t2").ns(ns));
         saver

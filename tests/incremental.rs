@@ -44,7 +44,7 @@ struct Node {
 fn put(s: &Checkpointer, parent: Option<&Node>, list: Vec<Value>, step: i64) -> Node {
     let version = next_version(parent.map(|p| &p.version));
     let mut cp = Checkpoint::with_id(uuid6(Some(step)).to_string());
-    cp.channel_values.insert("messages".into(), Value::Array(list.clone()));
+    cp.channel_values.insert("messages".into(), (Value::Array(list.clone())).into());
     cp.channel_versions.insert("messages".into(), version.clone());
     let nv: ChannelVersions = [("messages".to_string(), version.clone())].into_iter().collect();
     let cfg = parent.map(|p| p.config.clone()).unwrap_or_else(|| CheckpointConfig::thread("t"));

@@ -23,7 +23,7 @@ fn child_writer() {
     for step in 0..STEPS {
         let mut cp = Checkpoint::with_id(uuid6(Some(step as i64)).to_string());
         let v = saver.get_next_version(version.as_ref());
-        cp.channel_values.insert("messages".into(), json!([format!("{thread} step {step}")]));
+        cp.channel_values.insert("messages".into(), (json!([format!("{thread} step {step}")])).into());
         cp.channel_versions.insert("messages".into(), v.clone());
         let nv: ChannelVersions = [("messages".to_string(), v.clone())].into_iter().collect();
         version = Some(v);

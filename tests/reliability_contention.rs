@@ -137,7 +137,7 @@ fn work(db: &Db, id: &str, seed: u64, until: Instant, shared_cp: &CheckpointConf
             versions.insert("count".into(), c.clone());
             let values = json!({"messages": [format!("{id} step {step}"), {"n": n}], "count": step});
             let mut cp = Checkpoint::with_id(uuid6(Some(step)).to_string());
-            cp.channel_values = values.as_object().unwrap().clone();
+            cp.set_values(values.as_object().unwrap().clone());
             cp.channel_versions = versions.clone();
             let nv: ChannelVersions = [("messages".to_string(), v), ("count".to_string(), c)].into();
             let parent =
@@ -150,7 +150,7 @@ fn work(db: &Db, id: &str, seed: u64, until: Instant, shared_cp: &CheckpointConf
             m.latest = Some(values.clone());
             let got = saver.get_tuple(&CheckpointConfig::thread(&thread)).map_err(e("get_tuple"))?;
             let got = got.ok_or_else(|| format!("worker {id}: its checkpoint is not there"))?;
-            if got.checkpoint.id != cp.id || Value::Object(got.checkpoint.channel_values) != values {
+            if got.checkpoint.id != cp.id || Value::Object(got.checkpoint.values_json()) != values {
                 return Err(format!("worker {id}: get_tuple after put returned another checkpoint"));
             }
             head = Some((config, versions, values, step));
@@ -293,7 +293,7 @@ fn verify(path: &Path, models: &[Model]) -> Result<(), String> {
         if ids != m.checkpoints {
             return Err(format!("worker {}: checkpoints {ids:?}, acknowledged {:?}", m.id, m.checkpoints));
         }
-        if got.first().map(|t| Value::Object(t.checkpoint.channel_values.clone())) != m.latest {
+        if got.first().map(|t| Value::Object(t.checkpoint.values_json())) != m.latest {
             return Err(format!("worker {}: latest values differ", m.id));
         }
         for (dst, ids) in &m.copies {

@@ -92,7 +92,7 @@ fn crash_child() {
                     id: tuple.checkpoint.id.clone(),
                     step: tuple.metadata.step().unwrap(),
                     versions: tuple.checkpoint.channel_versions.clone(),
-                    values: tuple.checkpoint.channel_values.clone(),
+                    values: tuple.checkpoint.values_json(),
                 };
                 heads.insert((t.to_string(), ns.to_string()), head);
             }

@@ -50,8 +50,9 @@ fn template(dir: &Path) -> PathBuf {
                 for step in 0..8i64 {
                     let mut cp = Checkpoint::with_id(uuid6(Some(step)).to_string());
                     let v = next_version(version.as_ref());
-                    cp.channel_values.insert("messages".into(), json!([format!("{t} {step}"), {"n": step}]));
-                    cp.channel_values.insert("count".into(), json!(step));
+                    cp.channel_values
+                        .insert("messages".into(), (json!([format!("{t} {step}"), {"n": step}])).into());
+                    cp.channel_values.insert("count".into(), (json!(step)).into());
                     cp.channel_versions.insert("messages".into(), v.clone());
                     cp.channel_versions.insert("count".into(), v.clone());
                     let nv: ChannelVersions =
@@ -122,7 +123,7 @@ fn exercise(path: &Path) -> Outcome {
         note(saver.get_tuple(&CheckpointConfig::thread(t).ns("sub:1")).map(drop));
     }
     let mut cp = Checkpoint::new();
-    cp.channel_values.insert("x".into(), json!({"new": true}));
+    cp.channel_values.insert("x".into(), (json!({"new": true})).into());
     cp.channel_versions.insert("x".into(), 1.into());
     let nv: ChannelVersions = [("x".to_string(), 1.into())].into();
     note(saver.put(&CheckpointConfig::thread("fresh"), &cp, &Metadata::new(), &nv).map(drop));
@@ -357,7 +358,7 @@ fn torn_or_garbage_wal_is_recovered() {
     let mut ids = vec![];
     for step in 0..30i64 {
         let mut cp = Checkpoint::new();
-        cp.channel_values.insert("v".into(), json!([step]));
+        cp.channel_values.insert("v".into(), (json!([step])).into());
         cp.channel_versions.insert("v".into(), (step + 1).into());
         let nv: ChannelVersions = [("v".to_string(), (step + 1).into())].into();
         config = saver.put(&config, &cp, &Metadata::new().with("step", step), &nv).unwrap();
@@ -411,7 +412,7 @@ fn foreign_database_with_unrelated_tables_is_shared() {
     let db = Db::open(&path).unwrap();
     let saver = db.checkpointer();
     let mut cp = Checkpoint::new();
-    cp.channel_values.insert("m".into(), json!(["hi"]));
+    cp.channel_values.insert("m".into(), (json!(["hi"])).into());
     cp.channel_versions.insert("m".into(), 1.into());
     saver
         .put(&CheckpointConfig::thread("t"), &cp, &Metadata::new(), &[("m".to_string(), 1.into())].into())

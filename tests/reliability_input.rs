@@ -443,7 +443,7 @@ fn hostile_values() {
             // the metadata and as a pending write.
             let thread = format!("t{}", i % 5);
             let mut cp = Checkpoint::new();
-            cp.channel_values.insert("c".into(), v.clone());
+            cp.channel_values.insert("c".into(), (v.clone()).into());
             cp.channel_versions.insert("c".into(), (i as i64).into());
             let nv: ChannelVersions = [("c".to_string(), (i as i64).into())].into();
             let meta = Metadata::new().with("m", v.clone());

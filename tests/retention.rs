@@ -18,7 +18,7 @@ fn conversation(s: &Checkpointer, thread: &str, steps: usize) -> Vec<(Checkpoint
         list.push(json!({"n": i, "content": "x".repeat(400)}));
         let v = next_version(version.as_ref());
         let mut cp = Checkpoint::with_id(uuid6(Some(i as i64)).to_string());
-        cp.channel_values.insert("messages".into(), Value::Array(list.clone()));
+        cp.channel_values.insert("messages".into(), (Value::Array(list.clone())).into());
         cp.channel_versions.insert("messages".into(), v.clone());
         let nv: ChannelVersions = [("messages".to_string(), v.clone())].into_iter().collect();
         parent = s.put(&parent, &cp, &Metadata::new().with("step", i as i64), &nv).unwrap();

@@ -47,7 +47,7 @@ impl Agent {
 
     fn checkpoint(&mut self, node: &str, source: &str, new_versions: ChannelVersions) -> CheckpointConfig {
         let mut cp = Checkpoint::with_id(uuid6(Some(self.step)).to_string());
-        cp.channel_values = self.values.clone();
+        cp.set_values(self.values.clone());
         cp.channel_versions = self.versions.clone();
         cp.updated_channels = Some(new_versions.keys().cloned().collect());
         let mut seen = ChannelVersions::new();
@@ -117,13 +117,14 @@ fn insurance_chat_with_rollback_branch() {
     // Roll back to the second checkpoint (after handle_greeting) and branch:
     // the user changes their question there.
     let mut edit = Map::new();
-    let mut msgs = saver.get(&c1).unwrap().unwrap().channel_values["messages"].as_array().unwrap().clone();
+    let mut msgs =
+        saver.get(&c1).unwrap().unwrap().channel_values["messages"].to_value().as_array().unwrap().clone();
     msgs.push(msg("human", "Actually, what about home insurance?"));
     edit.insert("messages".into(), Value::Array(msgs));
     let b1 = saver.fork_with(&c1, edit).unwrap();
     let b1_tuple = saver.get_tuple(&b1).unwrap().unwrap();
     agent.config = b1.clone();
-    agent.values = b1_tuple.checkpoint.channel_values.clone();
+    agent.values = b1_tuple.checkpoint.values_json();
     agent.versions = b1_tuple.checkpoint.channel_versions.clone();
     agent.step = b1_tuple.metadata.step().unwrap();
     let b2 = agent
@@ -132,7 +133,7 @@ fn insurance_chat_with_rollback_branch() {
 
     // --- The old branch is still readable, unchanged.
     assert_eq!(saver.get(&c4).unwrap().unwrap().channel_values, c4_values);
-    assert_eq!(c4_values["messages"].as_array().unwrap().len(), 3);
+    assert_eq!(c4_values["messages"].as_list().unwrap().len(), 3);
     // The latest checkpoint of the thread is the new branch's head.
     assert_eq!(saver.get_tuple(&CheckpointConfig::thread(THREAD)).unwrap().unwrap().config, b2);
     assert_eq!(saver.list(&ListQuery::thread(THREAD)).unwrap().len(), 7);
@@ -266,5 +267,5 @@ fn insurance_chat_with_rollback_branch() {
     );
     let forked = saver.get_tuple(&b1).unwrap().unwrap();
     assert_eq!(forked.metadata.source(), Some("update"));
-    assert_eq!(forked.checkpoint.channel_values["messages"].as_array().unwrap().len(), 3);
+    assert_eq!(forked.checkpoint.channel_values["messages"].as_list().unwrap().len(), 3);
 }

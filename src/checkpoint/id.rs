@@ -27,8 +27,29 @@ fn random_u64() -> u64 {
 /// `clock_seq` is masked to 14 bits; LangGraph passes the step, so `-1`
 /// gives the group `bfff`. `None` picks a random one.
 pub fn uuid6(clock_seq: Option<i64>) -> Uuid {
+    uuid6_after(clock_seq, None)
+}
+
+/// The 60-bit timestamp of a UUIDv6 string, or `None` if it is not one.
+fn timestamp_of(id: &str) -> Option<u64> {
+    let u = Uuid::parse_str(id).ok()?;
+    if u.get_version_num() != 6 {
+        return None;
+    }
+    let v = u.as_u128();
+    Some(((((v >> 80) as u64) & 0xFFFF_FFFF_FFFF) << 12) | (((v >> 64) as u64) & 0xFFF))
+}
+
+/// A new UUIDv6 like [`uuid6`] that also sorts after `after` (an earlier
+/// checkpoint's id), even if the wall clock has gone back since `after` was
+/// made (an NTP correction, a device without a real-time clock): the
+/// timestamp is then the later one's plus one tick.
+pub(crate) fn uuid6_after(clock_seq: Option<i64>, after: Option<&str>) -> Uuid {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let mut ts = (now / 100) as u64 + GREGORIAN_OFFSET;
+    if let Some(floor) = after.and_then(timestamp_of) {
+        ts = ts.max(floor.saturating_add(1));
+    }
     let mut last = LAST_TS100.load(Ordering::Relaxed);
     loop {
         if ts <= last {
@@ -83,7 +104,7 @@ fn python_float_repr(x: f64) -> String {
 
 /// Now as `2024-05-04T06:32:42.235444+00:00` (Python's
 /// `datetime.now(timezone.utc).isoformat()`).
-pub fn now_iso8601() -> String {
+pub(crate) fn now_iso8601() -> String {
     let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;
     let (y, m, day) = civil_from_days(secs.div_euclid(86_400));
@@ -157,5 +178,28 @@ mod tests {
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
         let ts = now_iso8601();
         assert_eq!(ts.len(), "2024-05-04T06:32:42.235444+00:00".len(), "{ts}");
+    }
+}
+
+#[cfg(test)]
+mod after_tests {
+    use super::*;
+
+    #[test]
+    fn an_id_made_after_a_future_id_sorts_after_it() {
+        // An id from a clock one hour ahead: the clock has since gone back.
+        let ahead = GREGORIAN_OFFSET
+            + (SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() / 100) as u64
+            + 36_000_000_000;
+        let v: u128 = ((((ahead >> 12) & 0xFFFF_FFFF_FFFF) as u128) << 80)
+            | (0x6000u128 << 64)
+            | (((ahead & 0xFFF) as u128) << 64)
+            | (0x8000u128 << 48);
+        let future = Uuid::from_u128(v).to_string();
+        assert_eq!(timestamp_of(&future), Some(ahead));
+        let next = uuid6_after(Some(3), Some(&future)).to_string();
+        assert!(next > future, "{next} must sort after {future}");
+        assert!(uuid6(None).to_string() > future, "and the process clock moved on with it");
+        assert_eq!(timestamp_of("not-a-uuid"), None);
     }
 }

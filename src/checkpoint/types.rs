@@ -7,6 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::value::ChannelValue;
 use crate::error::{Error, Result};
 
 /// Which checkpoint an operation is about: LangGraph's
@@ -179,9 +180,10 @@ pub struct Checkpoint {
     pub id: String,
     /// ISO-8601 creation time (opaque to the saver).
     pub ts: String,
-    /// The channels' values.
+    /// The channels' values, shared and immutable (see [`ChannelValue`]).
+    /// A channel with a version and no value here is empty.
     #[serde(default)]
-    pub channel_values: Map<String, Value>,
+    pub channel_values: BTreeMap<String, ChannelValue>,
     /// The current version of each channel.
     #[serde(default)]
     pub channel_versions: ChannelVersions,
@@ -208,12 +210,24 @@ impl Checkpoint {
             v: 4,
             id: id.into(),
             ts: super::id::now_iso8601(),
-            channel_values: Map::new(),
+            channel_values: BTreeMap::new(),
             channel_versions: ChannelVersions::new(),
             versions_seen: BTreeMap::new(),
             updated_channels: None,
             extra: Map::new(),
         }
+    }
+}
+
+impl Checkpoint {
+    /// The channel values as one JSON object (a deep copy).
+    pub fn values_json(&self) -> Map<String, Value> {
+        self.channel_values.iter().map(|(k, v)| (k.clone(), v.to_value())).collect()
+    }
+
+    /// Replaces the channel values with the entries of a JSON object.
+    pub fn set_values(&mut self, values: Map<String, Value>) {
+        self.channel_values = values.into_iter().map(|(k, v)| (k, ChannelValue::from(v))).collect();
     }
 }
 

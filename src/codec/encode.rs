@@ -196,7 +196,12 @@ struct Encoder<'a, 'b> {
 
 /// Encodes `value` at the end of `buf`.
 pub(super) fn encode(buf: &mut Vec<u8>, value: &Value) -> Result<()> {
-    let mut enc = Encoder { buf, stack: Vec::new(), depth: 0 };
+    encode_at(buf, value, 0)
+}
+
+/// Encodes `value` at the end of `buf` as if nested `depth` levels deep.
+pub(super) fn encode_at(buf: &mut Vec<u8>, value: &Value, depth: usize) -> Result<()> {
+    let mut enc = Encoder { buf, stack: Vec::new(), depth };
     let mut next = Some(value);
     loop {
         while let Some(v) = next {

@@ -157,6 +157,17 @@ pub trait Serializer: Send + Sync + 'static {
     fn concatenates_arrays(&self) -> bool {
         false
     }
+
+    /// Encodes a JSON array given as shared elements, exactly as
+    /// [`dumps_typed`](Self::dumps_typed) encodes the array. The default
+    /// builds the array (a deep copy); serializers that can encode element by
+    /// element override it.
+    ///
+    /// # Errors
+    /// As [`dumps_typed`](Self::dumps_typed).
+    fn dumps_list(&self, items: &[std::sync::Arc<Value>]) -> Result<(String, Vec<u8>)> {
+        self.dumps_typed(&Value::Array(items.iter().map(|v| Value::clone(v)).collect()))
+    }
 }
 
 /// LangGraph's `JsonPlusSerializer`, byte for byte for plain values.
@@ -169,6 +180,22 @@ pub struct JsonPlusSerializer;
 impl Serializer for JsonPlusSerializer {
     fn concatenates_arrays(&self) -> bool {
         true
+    }
+
+    fn dumps_list(&self, items: &[std::sync::Arc<Value>]) -> Result<(String, Vec<u8>)> {
+        // An array is its header and its elements' encodings, one after the
+        // other; an array never takes the `bytes` shape.
+        if MAX_DEPTH == 0 {
+            return Err(too_deep());
+        }
+        let len = u32::try_from(items.len()).map_err(|_| Error::ser("msgpack: a list longer than 2^32-1"))?;
+        let mut out = Vec::with_capacity(items.len() * 64 + 5);
+        rmp::encode::write_array_len(&mut out, len)
+            .map_err(|e| Error::ser(format!("msgpack encode: {e}")))?;
+        for item in items {
+            encode::encode_at(&mut out, item, 1)?;
+        }
+        Ok(("msgpack".into(), out))
     }
 
     fn dumps_typed(&self, value: &Value) -> Result<(String, Vec<u8>)> {

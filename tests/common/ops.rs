@@ -29,7 +29,7 @@ pub fn execute(saver: &Checkpointer, store: &Store, op: &Value) -> agentstate::R
     match op["op"].as_str().unwrap() {
         "step" => {
             let mut cp = Checkpoint::with_id(s(&op["id"]));
-            cp.channel_values = op["values"].as_object().unwrap().clone();
+            cp.set_values(op["values"].as_object().unwrap().clone());
             cp.channel_versions = op["versions"]
                 .as_object()
                 .unwrap()
@@ -200,7 +200,7 @@ pub fn observe(db: &Db, threads: &[&str], store_config: StoreConfig) -> Result<S
             let cp = Cp {
                 parent: tuple.parent_config.and_then(|c| c.checkpoint_id),
                 meta: Value::Object(tuple.metadata.0),
-                values: Value::Object(tuple.checkpoint.channel_values),
+                values: Value::Object(tuple.checkpoint.values_json()),
                 writes: tuple.pending_writes.into_iter().map(|w| (w.task_id, w.channel, w.value)).collect(),
             };
             state.cps.insert(key, cp);

@@ -412,7 +412,7 @@ pub fn show(ctx: &Ctx, thread: &str, checkpoint: Option<&str>, ns: &str) -> CliR
     for (ch, value) in &t.checkpoint.channel_values {
         let version = t.checkpoint.channel_versions.get(ch).map(|v| v.to_string()).unwrap_or_default();
         println!("  {ch}  (version {version})");
-        println!("{}", output::pretty_indented(value, 4));
+        println!("{}", output::pretty_indented(&value.to_value(), 4));
     }
     let empty: Vec<&String> = t
         .checkpoint
@@ -455,7 +455,7 @@ pub fn diff(ctx: &Ctx, thread: &str, from: &str, to: &str, ns: &str) -> CliResul
     for (ch, v) in bv {
         match av.get(ch) {
             None => {
-                added.insert(ch.clone(), v.clone());
+                added.insert(ch.clone(), v.to_value());
             }
             Some(old) if old == v => unchanged.push(ch.clone()),
             Some(old) => {
@@ -471,7 +471,7 @@ pub fn diff(ctx: &Ctx, thread: &str, from: &str, to: &str, ns: &str) -> CliResul
     }
     for (ch, v) in av {
         if !bv.contains_key(ch) {
-            removed.insert(ch.clone(), v.clone());
+            removed.insert(ch.clone(), v.to_value());
         }
     }
     if ctx.json {

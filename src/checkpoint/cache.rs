@@ -1,0 +1,112 @@
+//! The cache of decoded channel values.
+//!
+//! A blob stored for a (thread, namespace, channel, version) never changes,
+//! so a value decoded once (or written by this process) can be handed out
+//! again as long as it is in memory. The cache is bounded by the encoded size
+//! of what it holds; when full, it is emptied (cheap, and a workload that
+//! reads the same thread again refills it at once).
+//!
+//! No code that can panic runs under its lock (map operations only), so a
+//! poisoned lock guards consistent data and is taken over.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use super::value::ChannelValue;
+
+/// The default budget: 64 MiB of encoded values.
+pub(crate) const DEFAULT_BUDGET: usize = 64 << 20;
+
+/// (thread, namespace, channel, version).
+pub(crate) type BlobKey = (String, String, String, String);
+
+pub(crate) struct ValueCache {
+    budget: usize,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// The value, or `None` for an empty channel; and its cost.
+    map: HashMap<BlobKey, (Option<ChannelValue>, usize)>,
+    bytes: usize,
+}
+
+impl ValueCache {
+    pub(crate) fn new(budget: usize) -> ValueCache {
+        ValueCache { budget, inner: Mutex::default() }
+    }
+
+    pub(crate) fn budget(&self) -> usize {
+        self.budget
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `Some(value)` if cached (`Some(None)`: an empty channel).
+    pub(crate) fn get(&self, key: &BlobKey) -> Option<Option<ChannelValue>> {
+        if self.budget == 0 {
+            return None;
+        }
+        self.lock().map.get(key).map(|(v, _)| v.clone())
+    }
+
+    /// Caches `value` for `key`, counting `cost` bytes against the budget.
+    pub(crate) fn insert(&self, key: BlobKey, value: Option<ChannelValue>, cost: usize) {
+        let cost = cost.max(64);
+        if cost > self.budget / 4 {
+            return;
+        }
+        let mut inner = self.lock();
+        if inner.bytes + cost > self.budget {
+            inner.map.clear();
+            inner.bytes = 0;
+        }
+        if let Some((_, old)) = inner.map.insert(key, (value, cost)) {
+            inner.bytes -= old;
+        }
+        inner.bytes += cost;
+    }
+
+    /// Drops every entry of `thread`.
+    pub(crate) fn forget_thread(&self, thread: &str) {
+        let mut inner = self.lock();
+        let mut freed = 0;
+        inner.map.retain(|k, (_, cost)| {
+            let keep = k.0 != thread;
+            if !keep {
+                freed += *cost;
+            }
+            keep
+        });
+        inner.bytes -= freed;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(t: &str, v: &str) -> BlobKey {
+        (t.into(), String::new(), "c".into(), v.into())
+    }
+
+    #[test]
+    fn stays_within_its_budget_and_forgets_threads() {
+        let c = ValueCache::new(1000);
+        for i in 0..100 {
+            c.insert(key("a", &i.to_string()), Some(json!(i).into()), 100);
+            assert!(c.lock().bytes <= 1000);
+        }
+        c.insert(key("b", "1"), None, 100);
+        assert_eq!(c.get(&key("b", "1")), Some(None));
+        c.forget_thread("b");
+        assert_eq!(c.get(&key("b", "1")), None);
+        // Too big for the cache: not kept.
+        c.insert(key("a", "big"), Some(json!(1).into()), 600);
+        assert_eq!(c.get(&key("a", "big")), None);
+    }
+}

@@ -1,0 +1,188 @@
+//! Listing checkpoints: [`Checkpointer::list`] and the streaming
+//! [`History`].
+
+use rusqlite::params_from_iter;
+
+use super::read::{read_row, Memo, Row, ROW_COLUMNS};
+use super::types::{CheckpointTuple, ListQuery};
+use super::Checkpointer;
+use crate::error::Result;
+use crate::filter::Filter;
+
+/// Checkpoints fetched per page by a [`History`].
+const PAGE: usize = 64;
+
+impl Checkpointer {
+    /// The checkpoints matching `query`, newest first (by id, across threads
+    /// and namespaces), each with its values and pending writes. The metadata
+    /// filter uses the [filter language](crate::filter).
+    ///
+    /// This collects [`history`](Self::history); iterate that instead to keep
+    /// memory constant on long threads.
+    ///
+    /// # Errors
+    /// - [`Error::InvalidFilter`](crate::Error::InvalidFilter) if the filter
+    ///   does not parse.
+    /// - decoding and database errors as for
+    ///   [`get_tuple`](Self::get_tuple).
+    pub fn list(&self, query: &ListQuery) -> Result<Vec<CheckpointTuple>> {
+        self.history(query)?.collect()
+    }
+
+    /// The checkpoints of [`list`](Self::list), one at a time: pages of a few
+    /// dozen rows are read as the iterator advances, so memory stays constant
+    /// however long the history (values shared between versions are decoded
+    /// once per page at most). Each page is one consistent read; checkpoints
+    /// written while iterating may or may not appear.
+    ///
+    /// # Errors
+    /// [`Error::InvalidFilter`](crate::Error::InvalidFilter) at once if the
+    /// filter does not parse; each item may then be a decoding or database
+    /// error, after which the iterator ends.
+    pub fn history(&self, query: &ListQuery) -> Result<History> {
+        let filter = query.filter.as_ref().map(Filter::parse).transpose()?;
+        let mut sql = format!("SELECT {ROW_COLUMNS} FROM checkpoints WHERE 1");
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if let Some(t) = &query.thread_id {
+            sql.push_str(" AND thread_id = ?");
+            args.push(t.clone().into());
+        }
+        if let Some(ns) = &query.checkpoint_ns {
+            sql.push_str(" AND checkpoint_ns = ?");
+            args.push(ns.clone().into());
+        }
+        if let Some(id) = &query.checkpoint_id {
+            sql.push_str(" AND checkpoint_id = ?");
+            args.push(id.clone().into());
+        }
+        if let Some(f) = &filter {
+            let (expr, params) = f.to_sql("metadata");
+            sql.push_str(" AND (");
+            sql.push_str(&expr);
+            sql.push(')');
+            args.extend(params);
+        }
+        // Pages continue below the last row returned: (id, thread, ns)
+        // descending is a total order; within one thread and namespace the
+        // id alone is (and lets SQLite seek in the primary key).
+        let one_chain = query.thread_id.is_some() && query.checkpoint_ns.is_some();
+        let order = " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT ?";
+        let before = if query.before.is_some() { " AND checkpoint_id < ?" } else { "" };
+        let first_page = format!("{sql}{before}{order}");
+        let next_page = if one_chain {
+            format!("{sql} AND checkpoint_id < ?{order}")
+        } else {
+            format!("{sql} AND (checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?){order}")
+        };
+        Ok(History {
+            saver: self.clone(),
+            first_page,
+            next_page,
+            args,
+            one_chain,
+            before: query.before.clone(),
+            remaining: query.limit,
+            last: None,
+            page: Vec::new().into_iter(),
+            done: false,
+        })
+    }
+}
+
+/// The checkpoints of a [`ListQuery`], newest first, read a page at a time.
+/// Made by [`Checkpointer::history`].
+pub struct History {
+    saver: Checkpointer,
+    first_page: String,
+    next_page: String,
+    args: Vec<rusqlite::types::Value>,
+    one_chain: bool,
+    before: Option<String>,
+    remaining: Option<usize>,
+    /// (id, thread, ns) of the last row fetched.
+    last: Option<(String, String, String)>,
+    page: std::vec::IntoIter<CheckpointTuple>,
+    done: bool,
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History").field("remaining", &self.remaining).finish_non_exhaustive()
+    }
+}
+
+impl History {
+    fn fetch(&mut self) -> Result<Vec<CheckpointTuple>> {
+        let want = self.remaining.map_or(PAGE, |r| r.min(PAGE));
+        if want == 0 {
+            return Ok(Vec::new());
+        }
+        let mut args = self.args.clone();
+        let sql = match &self.last {
+            None => {
+                if let Some(b) = &self.before {
+                    args.push(b.clone().into());
+                }
+                &self.first_page
+            }
+            Some((id, thread, ns)) => {
+                args.push(id.clone().into());
+                if !self.one_chain {
+                    args.push(thread.clone().into());
+                    args.push(ns.clone().into());
+                }
+                &self.next_page
+            }
+        };
+        args.push((want as i64).into());
+        let saver = &self.saver;
+        let tuples = saver.db.snapshot(|tx| {
+            let rows = tx
+                .prepare_cached(sql)?
+                .query_map(params_from_iter(args.iter()), read_row)?
+                .collect::<rusqlite::Result<Vec<Row>>>()?;
+            saver.assemble(tx, rows, &mut Memo::new())
+        })?;
+        if let Some(t) = tuples.last() {
+            let c = &t.config;
+            self.last = Some((
+                c.checkpoint_id.clone().unwrap_or_default(),
+                c.thread_id.clone(),
+                c.checkpoint_ns.clone(),
+            ));
+        }
+        if let Some(r) = &mut self.remaining {
+            *r -= tuples.len();
+        }
+        if tuples.len() < want {
+            self.done = true;
+        }
+        Ok(tuples)
+    }
+}
+
+impl Iterator for History {
+    type Item = Result<CheckpointTuple>;
+
+    fn next(&mut self) -> Option<Result<CheckpointTuple>> {
+        if let Some(t) = self.page.next() {
+            return Some(Ok(t));
+        }
+        if self.done {
+            return None;
+        }
+        match self.fetch() {
+            Ok(tuples) => {
+                if tuples.is_empty() {
+                    self.done = true;
+                }
+                self.page = tuples.into_iter();
+                self.page.next().map(Ok)
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

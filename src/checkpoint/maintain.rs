@@ -1,0 +1,301 @@
+//! Removing and copying history: delete, copy, prune, runs, retention,
+//! forks.
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{params, Connection};
+use serde_json::{Map, Value};
+
+use super::retention::Retention;
+use super::types::{ChannelVersions, CheckpointConfig, Metadata, PruneStrategy};
+use super::{describe, Checkpointer};
+use crate::error::{Error, Result};
+
+impl Checkpointer {
+    /// Applies `policy` to every (thread, namespace) now, one transaction
+    /// each, and returns how many checkpoints it removed.
+    ///
+    /// # Errors
+    /// Database errors; a (thread, namespace) already trimmed stays trimmed.
+    pub fn apply_retention(&self, policy: &Retention) -> Result<usize> {
+        let pairs: Vec<(String, String)> = self.db.read(|c| {
+            Ok(c.prepare("SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints")?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?)
+        })?;
+        let mut removed = 0;
+        for (thread, ns) in pairs {
+            if policy.exempt.contains(&thread) {
+                continue;
+            }
+            removed += self.db.write(|tx| trim(tx, &thread, &ns, policy))?;
+        }
+        Ok(removed)
+    }
+
+    /// Removes every checkpoint, blob and write of `thread_id`, in every
+    /// namespace (reference 2.5). An unknown thread is a no-op.
+    ///
+    /// # Errors
+    /// Database errors; nothing is deleted then.
+    pub fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        self.forget_thread(thread_id);
+        self.db.write(|tx| {
+            for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
+                tx.prepare_cached(&format!("DELETE FROM {table} WHERE thread_id = ?1"))?
+                    .execute([thread_id])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Copies every checkpoint, blob and write of thread `src`, in every
+    /// namespace, to thread `dst`, keeping ids, parents, metadata and task
+    /// paths (reference 2.6). `src` is unchanged. A missing `src` leaves
+    /// `dst` empty.
+    ///
+    /// # Errors
+    /// - [`Error::Conflict`] if `dst` already has checkpoints (histories are
+    ///   never mixed: delete `dst` first).
+    /// - database errors; nothing is copied then.
+    pub fn copy_thread(&self, src: &str, dst: &str) -> Result<()> {
+        if src == dst {
+            return Ok(());
+        }
+        self.db.write(|tx| {
+            let taken: bool = tx.query_row(
+                "SELECT EXISTS(SELECT 1 FROM checkpoints WHERE thread_id = ?1)",
+                [dst],
+                |r| r.get(0),
+            )?;
+            if taken {
+                return Err(Error::Conflict(format!(
+                    "thread '{dst}' already has checkpoints; delete it before copying onto it"
+                )));
+            }
+            tx.execute(
+                "INSERT OR IGNORE INTO checkpoint_blobs \
+                 (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain, created_at) \
+                 SELECT ?2, checkpoint_ns, channel, version, type, blob, base_version, chain, created_at \
+                 FROM checkpoint_blobs WHERE thread_id = ?1",
+                [src, dst],
+            )?;
+            tx.execute(
+                "INSERT OR IGNORE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, metadata, checkpoint, created_at) \
+                 SELECT ?2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, metadata, checkpoint, created_at \
+                 FROM checkpoints WHERE thread_id = ?1",
+                [src, dst],
+            )?;
+            tx.execute(
+                "INSERT OR IGNORE INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, created_at) \
+                 SELECT ?2, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, created_at \
+                 FROM checkpoint_writes WHERE thread_id = ?1",
+                [src, dst],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Shrinks the history of `thread_ids` (reference 2.6):
+    /// [`PruneStrategy::KeepLatest`] keeps the newest checkpoint of each
+    /// (thread, namespace) with its writes; [`PruneStrategy::Delete`] removes
+    /// the threads. Blobs that no remaining checkpoint references are
+    /// removed. Unknown threads are a no-op; other threads are untouched.
+    ///
+    /// # Errors
+    /// - [`Error::Corrupt`] if a remaining checkpoint's JSON does not parse.
+    /// - database errors; nothing is deleted then.
+    pub fn prune<S: AsRef<str>>(&self, thread_ids: &[S], strategy: PruneStrategy) -> Result<()> {
+        for t in thread_ids {
+            self.forget_thread(t.as_ref());
+        }
+        self.db.write(|tx| {
+            for thread in thread_ids {
+                let thread = thread.as_ref();
+                match strategy {
+                    PruneStrategy::Delete => {
+                        for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
+                            tx.prepare_cached(&format!("DELETE FROM {table} WHERE thread_id = ?1"))?
+                                .execute([thread])?;
+                        }
+                    }
+                    PruneStrategy::KeepLatest => {
+                        let gone: Vec<(String, String, String)> = tx
+                            .prepare_cached(
+                                "DELETE FROM checkpoints WHERE thread_id = ?1 AND checkpoint_id < \
+                                 (SELECT MAX(c.checkpoint_id) FROM checkpoints c \
+                                  WHERE c.thread_id = ?1 AND c.checkpoint_ns = checkpoints.checkpoint_ns) \
+                                 RETURNING thread_id, checkpoint_ns, checkpoint_id",
+                            )?
+                            .query_map([thread], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                            .collect::<rusqlite::Result<_>>()?;
+                        delete_writes_of(tx, &gone)?;
+                        collect_blobs(tx, thread)?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Removes every checkpoint whose `metadata.run_id` is one of `run_ids`,
+    /// across threads and namespaces, with its writes; blobs no remaining
+    /// checkpoint references are removed (reference 2.6). Empty or unknown
+    /// ids are a no-op.
+    ///
+    /// # Errors
+    /// As [`prune`](Self::prune).
+    pub fn delete_for_runs<S: AsRef<str>>(&self, run_ids: &[S]) -> Result<()> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        let ids = Value::Array(run_ids.iter().map(|s| Value::String(s.as_ref().to_string())).collect());
+        let ids = ids.to_string();
+        self.db.write(|tx| {
+            let gone: Vec<(String, String, String)> = tx
+                .prepare_cached(
+                    "DELETE FROM checkpoints WHERE json_extract(metadata, '$.run_id') IS NOT NULL \
+                     AND json_extract(metadata, '$.run_id') IN (SELECT value FROM json_each(?1)) \
+                     RETURNING thread_id, checkpoint_ns, checkpoint_id",
+                )?
+                .query_map([&ids], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            delete_writes_of(tx, &gone)?;
+            let threads: HashSet<&str> = gone.iter().map(|(t, _, _)| t.as_str()).collect();
+            for t in threads {
+                self.forget_thread(t);
+                collect_blobs(tx, t)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Forks the history: a new checkpoint whose parent is the checkpoint
+    /// `config` names (or the latest), with the same channel values and
+    /// versions (blobs are shared, never copied) and metadata
+    /// `{"source": "fork", "step": <the old step>, "parents": {}}`. The old
+    /// branch stays readable. Returns the new checkpoint's config.
+    ///
+    /// # Errors
+    /// - [`Error::NotFound`] if `config` names no checkpoint.
+    /// - errors of [`get_tuple`](Self::get_tuple) and [`Step::commit`].
+    pub fn fork(&self, config: &CheckpointConfig) -> Result<CheckpointConfig> {
+        self.fork_with(config, Map::new())
+    }
+
+    /// Like [`fork`](Self::fork), but replaces the given channel values (no
+    /// reducers are applied: this is storage, not a graph runtime). Changed
+    /// channels get new versions; the metadata source is `"update"` and the
+    /// step is the old one plus one. With no values this is `fork`.
+    ///
+    /// # Errors
+    /// As [`fork`](Self::fork).
+    pub fn fork_with(
+        &self,
+        config: &CheckpointConfig,
+        values: Map<String, Value>,
+    ) -> Result<CheckpointConfig> {
+        let base = self
+            .get_tuple(config)?
+            .ok_or_else(|| Error::NotFound(format!("no checkpoint for {}", describe(config))))?;
+        let step = base.metadata.step().unwrap_or(-1);
+        let (source, step) = if values.is_empty() { ("fork", step) } else { ("update", step + 1) };
+        let metadata = Metadata::new()
+            .with("source", source)
+            .with("step", step)
+            .with("parents", Value::Object(Map::new()));
+        let mut next = self.step(&base).fork().metadata(metadata);
+        for (ch, v) in values {
+            next = next.set(ch, v);
+        }
+        Ok(next.commit()?.config)
+    }
+}
+
+/// Removes the checkpoints of (thread, ns) that `policy` does not keep, their
+/// writes, and the blobs nothing kept needs. Returns how many checkpoints.
+pub(super) fn trim(tx: &Connection, thread: &str, ns: &str, policy: &Retention) -> Result<usize> {
+    let victims = policy.victims(tx, thread, ns)?;
+    if victims.is_empty() {
+        return Ok(0);
+    }
+    let mut del = tx.prepare_cached(
+        "DELETE FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+    )?;
+    let mut gone = Vec::with_capacity(victims.len());
+    for id in victims {
+        del.execute(params![thread, ns, id])?;
+        gone.push((thread.to_string(), ns.to_string(), id));
+    }
+    delete_writes_of(tx, &gone)?;
+    collect_blobs(tx, thread)?;
+    Ok(gone.len())
+}
+
+fn delete_writes_of(tx: &Connection, gone: &[(String, String, String)]) -> Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "DELETE FROM checkpoint_writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+    )?;
+    for (t, ns, id) in gone {
+        stmt.execute(params![t, ns, id])?;
+    }
+    Ok(())
+}
+
+/// Deletes the blobs of `thread` that no checkpoint of the thread references.
+fn collect_blobs(tx: &Connection, thread: &str) -> Result<()> {
+    let mut referenced: HashSet<(String, String, String)> = HashSet::new();
+    {
+        let mut stmt = tx.prepare_cached(
+            "SELECT checkpoint_ns, json_extract(checkpoint, '$.channel_versions') FROM checkpoints WHERE thread_id = ?1",
+        )?;
+        let mut q = stmt.query([thread])?;
+        while let Some(r) = q.next()? {
+            let ns: String = r.get(0)?;
+            let versions: Option<String> = r.get(1)?;
+            let versions: ChannelVersions = match versions {
+                Some(v) => serde_json::from_str(&v)
+                    .map_err(|e| Error::corrupt(format!("channel_versions in thread '{thread}': {e}")))?,
+                None => ChannelVersions::new(),
+            };
+            for (ch, v) in versions {
+                referenced.insert((ns.clone(), ch, v.to_string()));
+            }
+        }
+    }
+    // Keep the chains too: a kept delta needs every blob back to its snapshot.
+    let mut base_of: HashMap<(String, String, String), String> = HashMap::new();
+    let all: Vec<(String, String, String)> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT checkpoint_ns, channel, version, base_version FROM checkpoint_blobs WHERE thread_id = ?1",
+        )?;
+        let mut q = stmt.query([thread])?;
+        let mut all = vec![];
+        while let Some(r) = q.next()? {
+            let key: (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+            if let Some(base) = r.get::<_, Option<String>>(3)? {
+                base_of.insert(key.clone(), base);
+            }
+            all.push(key);
+        }
+        all
+    };
+    let mut pending: Vec<(String, String, String)> = referenced.iter().cloned().collect();
+    while let Some(key) = pending.pop() {
+        if let Some(base) = base_of.get(&key) {
+            let b = (key.0.clone(), key.1.clone(), base.clone());
+            if referenced.insert(b.clone()) {
+                pending.push(b);
+            }
+        }
+    }
+    let mut del = tx.prepare_cached(
+        "DELETE FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
+    )?;
+    for key in all {
+        if !referenced.contains(&key) {
+            del.execute(params![thread, key.0, key.1, key.2])?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,374 @@
+//! [`Step`]: the next checkpoint of a thread, built from what changed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rusqlite::{params, OptionalExtension};
+use serde_json::{Map, Value};
+
+use super::id::{now_iso8601, uuid6_after};
+use super::maintain::trim;
+use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata};
+use super::value::ChannelValue;
+use super::write::{encode_row, insert_checkpoint, sorted, write_blobs, PlannedBlob};
+use super::{delta, next_version, require_thread, Checkpointer};
+use crate::error::{Error, Result};
+
+/// Lists with fewer elements than this are stored whole on append: rewriting
+/// them costs little and keeps their reads to one row.
+const MIN_DELTA_LEN: usize = 16;
+
+/// The next checkpoint of a thread: made by [`Checkpointer::step`] (after a
+/// parent) or [`Checkpointer::start`] (a thread's first), committed by
+/// [`commit`](Step::commit).
+///
+/// Say what changed; the crate does the rest: every channel named gets a new
+/// version (LangGraph's format), `updated_channels` lists them, the new id
+/// sorts after the parent's even if the clock went back, unchanged channels
+/// keep their values and versions (their blobs are shared, never copied), and
+/// nothing is read back after the write.
+///
+/// ```
+/// # fn main() -> agentstate::Result<()> {
+/// use agentstate::{CheckpointConfig, Db};
+/// use serde_json::json;
+///
+/// let saver = Db::open_in_memory()?.checkpointer();
+/// let first = saver.start(&CheckpointConfig::thread("t")).set("topic", json!("rust")).commit()?;
+/// let second = saver.step(&first).append("messages", [json!({"role": "user", "content": "hi"})]).commit()?;
+/// assert_eq!(second.checkpoint.channel_values["topic"], json!("rust"));
+/// assert_eq!(second.metadata.step(), Some(0));
+/// // `first` is no longer the head of the thread: continuing it again is a conflict.
+/// assert!(matches!(saver.step(&first).set("topic", json!("go")).commit(), Err(agentstate::Error::Conflict(_))));
+/// # Ok(()) }
+/// ```
+#[must_use = "a step is written only by commit()"]
+pub struct Step<'a> {
+    saver: &'a Checkpointer,
+    thread: String,
+    ns: String,
+    parent: Option<&'a CheckpointTuple>,
+    updates: BTreeMap<String, Update>,
+    seen: BTreeMap<String, ChannelVersions>,
+    metadata: Option<Metadata>,
+    fork: bool,
+}
+
+enum Update {
+    Set(ChannelValue),
+    Append(Vec<Value>),
+    Clear,
+}
+
+impl std::fmt::Debug for Step<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Step")
+            .field("thread", &self.thread)
+            .field("ns", &self.ns)
+            .field("parent", &self.parent.and_then(|p| p.config.checkpoint_id.as_deref()))
+            .field("channels", &self.updates.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Checkpointer {
+    /// The first checkpoint of `config`'s thread and namespace (its
+    /// `checkpoint_id` is ignored). [`commit`](Step::commit) fails with
+    /// [`Error::Conflict`] if the thread already has a checkpoint there, so
+    /// two processes starting one thread cannot both create a root.
+    pub fn start(&self, config: &CheckpointConfig) -> Step<'_> {
+        Step {
+            saver: self,
+            thread: config.thread_id.clone(),
+            ns: config.checkpoint_ns.clone(),
+            parent: None,
+            updates: BTreeMap::new(),
+            seen: BTreeMap::new(),
+            metadata: None,
+            fork: false,
+        }
+    }
+
+    /// The checkpoint after `parent` (usually the tuple the last step
+    /// returned, or [`get_tuple`](Self::get_tuple)'s latest).
+    /// [`commit`](Step::commit) fails with [`Error::Conflict`] if `parent` is
+    /// no longer the newest checkpoint of its thread and namespace (another
+    /// writer continued it), unless the step is a [`fork`](Step::fork).
+    pub fn step<'a>(&'a self, parent: &'a CheckpointTuple) -> Step<'a> {
+        Step {
+            saver: self,
+            thread: parent.config.thread_id.clone(),
+            ns: parent.config.checkpoint_ns.clone(),
+            parent: Some(parent),
+            updates: BTreeMap::new(),
+            seen: BTreeMap::new(),
+            metadata: None,
+            fork: false,
+        }
+    }
+}
+
+impl<'a> Step<'a> {
+    /// Sets `channel` to `value` (a new version even if the value is equal:
+    /// an update is an update, as in LangGraph).
+    pub fn set(mut self, channel: impl Into<String>, value: impl Into<ChannelValue>) -> Self {
+        self.updates.insert(channel.into(), Update::Set(value.into()));
+        self
+    }
+
+    /// Appends `items` to the list in `channel` (a new list if the channel
+    /// has no list). Only the new items are encoded and stored; the list's
+    /// other elements are shared with the parent, on disk and in memory.
+    pub fn append(mut self, channel: impl Into<String>, items: impl IntoIterator<Item = Value>) -> Self {
+        let channel = channel.into();
+        match self.updates.get_mut(&channel) {
+            Some(Update::Append(list)) => list.extend(items),
+            _ => {
+                self.updates.insert(channel, Update::Append(items.into_iter().collect()));
+            }
+        }
+        self
+    }
+
+    /// Empties `channel`: it keeps a (new) version and has no value.
+    pub fn clear(mut self, channel: impl Into<String>) -> Self {
+        self.updates.insert(channel.into(), Update::Clear);
+        self
+    }
+
+    /// Records that `node` has seen `versions` (LangGraph's `versions_seen`,
+    /// replacing what the parent recorded for it).
+    pub fn seen(mut self, node: impl Into<String>, versions: ChannelVersions) -> Self {
+        self.seen.insert(node.into(), versions);
+        self
+    }
+
+    /// The metadata to store. Default: `{"source": "input", "step": -1}` for
+    /// a first checkpoint, `{"source": "loop", "step": <parent's + 1>}`
+    /// after a parent, with `"parents": {}`.
+    pub fn metadata(mut self, metadata: Metadata) -> Self {
+        self.metadata = Some(metadata);
+        self
+    }
+
+    /// Allows a parent that is not the newest checkpoint of its thread: a
+    /// new branch of the history (time travel). The old branch stays.
+    pub fn fork(mut self) -> Self {
+        self.fork = true;
+        self
+    }
+
+    /// Writes the checkpoint, in one transaction, and returns it as
+    /// [`get_tuple`](Checkpointer::get_tuple) would read it (with no pending
+    /// writes yet).
+    ///
+    /// # Errors
+    /// - [`Error::Conflict`] if the parent is no longer the newest checkpoint
+    ///   of its thread and namespace (and this is not a fork), or if
+    ///   [`start`](Checkpointer::start)'s thread already has one.
+    /// - [`Error::NotFound`] if a fork's parent does not exist (any more).
+    /// - [`Error::InvalidConfig`] if the thread id is empty.
+    /// - [`Error::InvalidArgument`] if the metadata nests too deeply to be
+    ///   read back.
+    /// - [`Error::Serialization`] if a value cannot be encoded.
+    /// - [`Error::Corrupt`] if the parent's stored list is missing.
+    /// - database errors; nothing is written then.
+    pub fn commit(self) -> Result<CheckpointTuple> {
+        let saver = self.saver;
+        require_thread(&CheckpointConfig::thread(&self.thread))?;
+        let parent_id = self.parent.and_then(|p| p.config.checkpoint_id.clone());
+        let step = match (&self.metadata, self.parent) {
+            (Some(m), _) => m.step().unwrap_or(-1),
+            (None, Some(p)) => p.metadata.step().map_or(0, |s| s.saturating_add(1)),
+            (None, None) => -1,
+        };
+        let metadata = self.metadata.clone().unwrap_or_else(|| {
+            Metadata::new()
+                .with("source", if self.parent.is_some() { "loop" } else { "input" })
+                .with("step", step)
+                .with("parents", Value::Object(Map::new()))
+        });
+        let mut cp = match self.parent {
+            Some(p) => p.checkpoint.clone(),
+            None => Checkpoint::with_id(String::new()),
+        };
+        cp.id = uuid6_after(Some(step), parent_id.as_deref()).to_string();
+        cp.ts = now_iso8601();
+        let mut blobs = Vec::with_capacity(self.updates.len());
+        let mut changed = Vec::with_capacity(self.updates.len());
+        for (ch, update) in self.updates {
+            let version = next_version(cp.channel_versions.get(&ch));
+            let old = cp.channel_versions.insert(ch.clone(), version.clone());
+            let version = version.to_string();
+            match update {
+                Update::Clear => {
+                    cp.channel_values.remove(&ch);
+                    blobs.push(PlannedBlob::empty(&ch, version));
+                }
+                Update::Set(value) => {
+                    if !value.is_primitive() {
+                        blobs.push(saver.plan_whole(&ch, version, &value)?);
+                    }
+                    cp.channel_values.insert(ch.clone(), value);
+                }
+                Update::Append(items) => {
+                    let base = cp.channel_values.get(&ch).filter(|v| v.as_list().is_some());
+                    let (value, blob) = match (base, old) {
+                        (Some(base), Some(base_version)) => saver.plan_append(
+                            (&self.thread, &self.ns, &ch),
+                            version,
+                            base,
+                            base_version.to_string(),
+                            items,
+                        )?,
+                        _ => {
+                            let value = ChannelValue::from(Value::Array(items));
+                            let blob = saver.plan_whole(&ch, version, &value)?;
+                            (value, blob)
+                        }
+                    };
+                    blobs.push(blob);
+                    cp.channel_values.insert(ch.clone(), value);
+                }
+            }
+            changed.push(ch);
+        }
+        cp.versions_seen.extend(self.seen);
+        cp.updated_channels = Some(sorted(changed));
+        let (checkpoint_json, metadata_json) = encode_row(&cp, &metadata.0)?;
+        let (thread, ns, fork) = (&self.thread, &self.ns, self.fork);
+        let mut stored = vec![];
+        saver.db.write(|tx| {
+            let head: Option<String> = tx
+                .prepare_cached(
+                    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                     ORDER BY checkpoint_id DESC LIMIT 1",
+                )?
+                .query_row(params![thread, ns], |r| r.get(0))
+                .optional()?;
+            if fork {
+                let exists: bool = tx
+                    .prepare_cached(
+                        "SELECT EXISTS(SELECT 1 FROM checkpoints \
+                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3)",
+                    )?
+                    .query_row(params![thread, ns, parent_id], |r| r.get(0))?;
+                if !exists {
+                    return Err(Error::NotFound(format!(
+                        "checkpoint {} of thread '{thread}' (namespace '{ns}') to fork from",
+                        parent_id.as_deref().unwrap_or("<none>")
+                    )));
+                }
+            } else if head != parent_id {
+                return Err(match (&parent_id, head) {
+                    (None, Some(h)) => Error::Conflict(format!(
+                        "thread '{thread}' (namespace '{ns}') already has checkpoint {h}: continue it with step()"
+                    )),
+                    (_, h) => Error::Conflict(format!(
+                        "checkpoint {} is no longer the newest of thread '{thread}' (namespace '{ns}'; newest: {}): \
+                         another writer continued it; read the newest and retry, or fork on purpose",
+                        parent_id.as_deref().unwrap_or("<none>"),
+                        h.as_deref().unwrap_or("<none>")
+                    )),
+                });
+            }
+            stored = write_blobs(tx, thread, ns, &blobs)?;
+            insert_checkpoint(tx, thread, ns, &cp.id, parent_id.as_deref(), &metadata_json, &checkpoint_json)?;
+            if let Some(policy) = &saver.retention {
+                if policy.due(tx, thread, ns)? {
+                    trim(tx, thread, ns, policy)?;
+                }
+            }
+            Ok(())
+        })?;
+        saver.remember(thread, ns, &blobs, &stored);
+        Ok(CheckpointTuple {
+            config: CheckpointConfig::canonical(thread, ns, &cp.id),
+            parent_config: parent_id.as_deref().map(|p| CheckpointConfig::canonical(thread, ns, p)),
+            checkpoint: cp,
+            metadata,
+            pending_writes: Vec::new(),
+        })
+    }
+}
+
+impl Checkpointer {
+    /// A value stored whole.
+    fn plan_whole(&self, ch: &str, version: String, value: &ChannelValue) -> Result<PlannedBlob> {
+        let (tag, bytes) = match value.as_list() {
+            Some(items) => self.serde.dumps_list(items)?,
+            None => self.serde.dumps_typed(value.as_value().unwrap_or(&Value::Null))?,
+        };
+        Ok(PlannedBlob {
+            channel: ch.to_string(),
+            version,
+            value: Some(value.clone()),
+            tag,
+            full: Arc::new(bytes),
+            appendable: false,
+            delta: None,
+            delta_only: false,
+        })
+    }
+
+    /// `base` (the parent's list, stored at `base_version`) plus `items`:
+    /// stored as a delta holding only `items`, unless the list is short, the
+    /// serializer cannot concatenate, or the chain of deltas is due for a
+    /// snapshot.
+    fn plan_append(
+        &self,
+        (thread, ns, ch): (&str, &str, &str),
+        version: String,
+        base: &ChannelValue,
+        base_version: String,
+        items: Vec<Value>,
+    ) -> Result<(ChannelValue, PlannedBlob)> {
+        let base_len = base.as_list().map_or(0, <[_]>::len);
+        let chain = if base_len >= MIN_DELTA_LEN && self.serde.concatenates_arrays() {
+            self.chain_of(thread, ns, ch, &base_version)?
+        } else {
+            None
+        };
+        let tail = match chain {
+            Some(c) if c < delta::MAX_CHAIN => {
+                let (tag, bytes) = self.serde.dumps_typed(&Value::Array(items.clone()))?;
+                (tag == "msgpack").then_some((bytes, c + 1))
+            }
+            _ => None,
+        };
+        let value = base.appended(items.into_iter().map(Arc::new)).unwrap_or_else(|| base.clone());
+        match tail {
+            Some((bytes, chain)) => Ok((
+                value.clone(),
+                PlannedBlob {
+                    channel: ch.to_string(),
+                    version,
+                    value: Some(value),
+                    tag: "msgpack".into(),
+                    full: Arc::default(),
+                    appendable: false,
+                    delta: Some((base_version, bytes, chain)),
+                    delta_only: true,
+                },
+            )),
+            None => {
+                let blob = self.plan_whole(ch, version, &value)?;
+                Ok((value, blob))
+            }
+        }
+    }
+
+    /// The delta chain length of a stored list blob (`None` if it is not a
+    /// msgpack list, or not stored).
+    fn chain_of(&self, thread: &str, ns: &str, ch: &str, version: &str) -> Result<Option<i64>> {
+        self.db.read(|c| {
+            Ok(c.prepare_cached(
+                "SELECT chain FROM checkpoint_blobs \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4 AND type = 'msgpack'",
+            )?
+            .query_row(params![thread, ns, ch, version], |r| r.get::<_, Option<i64>>(0))
+            .optional()?
+            .flatten())
+        })
+    }
+}

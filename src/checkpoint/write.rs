@@ -1,0 +1,414 @@
+//! Writing checkpoints LangGraph's way: [`Checkpointer::put`] and
+//! [`Checkpointer::put_writes`], and the blob writer both `put` and
+//! [`Step`](super::Step) use.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use rusqlite::{params, Connection};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::cache::BlobKey;
+use super::delta;
+use super::maintain::trim;
+use super::read::load_blob_bytes;
+use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, Metadata};
+use super::value::ChannelValue;
+use super::{merge_metadata, require_thread, special_idx, Checkpointer};
+use crate::error::{Error, Result};
+use crate::filter::{too_deep, MAX_STORED_DEPTH};
+
+/// The checkpoint JSON as stored: the checkpoint with only primitive channel
+/// values.
+#[derive(Serialize)]
+struct StoredCheckpoint<'a> {
+    v: i64,
+    id: &'a str,
+    ts: &'a str,
+    channel_values: BTreeMap<&'a str, &'a ChannelValue>,
+    channel_versions: &'a ChannelVersions,
+    versions_seen: &'a BTreeMap<String, ChannelVersions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    updated_channels: &'a Option<Vec<String>>,
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
+}
+
+/// A blob a write will store.
+pub(super) struct PlannedBlob {
+    pub(super) channel: String,
+    pub(super) version: String,
+    /// `None`: the channel is empty at this version (an `empty` row).
+    pub(super) value: Option<ChannelValue>,
+    /// (type tag, full bytes); unused for an empty channel.
+    pub(super) tag: String,
+    pub(super) full: Arc<Vec<u8>>,
+    /// The list this process may extend next (for `put`'s delta detection).
+    pub(super) appendable: bool,
+    /// (base version, delta bytes, chain length), if stored as a delta.
+    pub(super) delta: Option<(String, Vec<u8>, i64)>,
+    /// True if `full` is not known (a step encodes only what it appended):
+    /// the delta must be stored, its base must exist.
+    pub(super) delta_only: bool,
+}
+
+/// The JSON of a checkpoint row and of its metadata, refusing what could
+/// not be read back.
+pub(super) fn encode_row(checkpoint: &Checkpoint, metadata: &Map<String, Value>) -> Result<(String, String)> {
+    // Both are stored as JSON objects: their values sit one level down.
+    if let Some((key, _)) =
+        metadata.iter().chain(&checkpoint.extra).find(|(_, v)| too_deep(v, MAX_STORED_DEPTH - 1))
+    {
+        return Err(Error::InvalidArgument(format!(
+            "metadata or checkpoint key '{key}' nests too deeply: stored JSON may nest at most \
+             {MAX_STORED_DEPTH} levels of objects and arrays (deeper JSON could not be read back)"
+        )));
+    }
+    let stored = StoredCheckpoint {
+        v: checkpoint.v,
+        id: &checkpoint.id,
+        ts: &checkpoint.ts,
+        channel_values: checkpoint
+            .channel_values
+            .iter()
+            .filter(|(_, v)| v.is_primitive())
+            .map(|(k, v)| (k.as_str(), v))
+            .collect(),
+        channel_versions: &checkpoint.channel_versions,
+        versions_seen: &checkpoint.versions_seen,
+        updated_channels: &checkpoint.updated_channels,
+        extra: &checkpoint.extra,
+    };
+    Ok((serde_json::to_string(&stored)?, serde_json::to_string(metadata)?))
+}
+
+impl Checkpointer {
+    /// Stores `checkpoint` as a child of `config.checkpoint_id` (if any) and
+    /// returns its canonical config: LangGraph's `put`.
+    ///
+    /// Primitive channel values stay inline in the checkpoint row; every
+    /// other value is written to `checkpoint_blobs` under its version if its
+    /// channel is in `new_versions` (a channel there without a value is
+    /// stored as empty). `metadata` is merged with the config's `metadata`
+    /// and `extra` entries as LangGraph merges them. Re-putting an existing
+    /// id replaces its checkpoint and metadata and keeps its stored parent;
+    /// its writes survive.
+    ///
+    /// Prefer [`step`](Self::step), which computes versions itself. `put`
+    /// refuses what would silently lose data:
+    ///
+    /// # Errors
+    /// - [`Error::InvalidConfig`] if `config.thread_id` is empty.
+    /// - [`Error::InvalidArgument`] if `checkpoint.id` is empty; if a channel
+    ///   has a value but no version; if `new_versions` gives a channel
+    ///   another version than `channel_versions`; if a channel whose value is
+    ///   not stored inline is left out of `new_versions` and no earlier put
+    ///   stored that version (its value would be lost); or if a metadata
+    ///   value nests more than 126 levels of objects and arrays (the stored
+    ///   JSON could not be read back).
+    /// - [`Error::Conflict`] if a version in `new_versions` is already stored
+    ///   with another value (a version names one value forever).
+    /// - [`Error::Serialization`] if a channel value cannot be encoded.
+    /// - [`Error::Busy`], [`Error::DiskFull`], [`Error::Sqlite`] from the
+    ///   database; nothing is written then.
+    pub fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &Metadata,
+        new_versions: &ChannelVersions,
+    ) -> Result<CheckpointConfig> {
+        require_thread(config)?;
+        if checkpoint.id.is_empty() {
+            return Err(Error::InvalidArgument("checkpoint.id must not be empty".into()));
+        }
+        let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
+        if let Some(ch) =
+            checkpoint.channel_values.keys().find(|c| !checkpoint.channel_versions.contains_key(*c))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "channel '{ch}' has a value but no version in channel_versions: it would not be read back"
+            )));
+        }
+        let mut blobs = Vec::new();
+        // Channels whose stored blob this checkpoint relies on.
+        let mut relied: Vec<(&str, String)> = Vec::new();
+        for (ch, version) in &checkpoint.channel_versions {
+            let value = checkpoint.channel_values.get(ch);
+            match new_versions.get(ch) {
+                Some(nv) if nv != version => {
+                    return Err(Error::InvalidArgument(format!(
+                        "channel '{ch}': new_versions says {nv} but channel_versions says {version}"
+                    )))
+                }
+                Some(_) => match value {
+                    Some(v) if v.is_primitive() => {}
+                    Some(v) => blobs.push(self.plan_put_blob(thread, ns, ch, version.to_string(), v)?),
+                    None => blobs.push(PlannedBlob::empty(ch, version.to_string())),
+                },
+                None => {
+                    if !value.is_some_and(ChannelValue::is_primitive) {
+                        relied.push((ch, version.to_string()));
+                    }
+                }
+            }
+        }
+        let metadata = merge_metadata(config, metadata);
+        let (checkpoint_json, metadata_json) = encode_row(checkpoint, &metadata)?;
+        let mut stored: Vec<bool> = vec![];
+        self.db.write(|tx| {
+            let mut exists = tx.prepare_cached(
+                "SELECT EXISTS(SELECT 1 FROM checkpoint_blobs \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4)",
+            )?;
+            for (ch, version) in &relied {
+                if !exists.query_row(params![thread, ns, ch, version], |r| r.get::<_, bool>(0))? {
+                    return Err(Error::InvalidArgument(format!(
+                        "channel '{ch}' is at version {version}, which no earlier put stored, and is not in \
+                         new_versions: its value would be lost (list every changed channel in new_versions)"
+                    )));
+                }
+            }
+            stored = write_blobs(tx, thread, ns, &blobs)?;
+            insert_checkpoint(
+                tx,
+                thread,
+                ns,
+                &checkpoint.id,
+                config.checkpoint_id.as_deref(),
+                &metadata_json,
+                &checkpoint_json,
+            )?;
+            if let Some(policy) = &self.retention {
+                if policy.due(tx, thread, ns)? {
+                    trim(tx, thread, ns, policy)?;
+                }
+            }
+            Ok(())
+        })?;
+        self.remember(thread, ns, &blobs, &stored);
+        Ok(CheckpointConfig::canonical(thread, ns, &checkpoint.id))
+    }
+
+    /// Encodes one value `put` stores, as a delta when it extends the list
+    /// this process stored last for the channel.
+    fn plan_put_blob(
+        &self,
+        thread: &str,
+        ns: &str,
+        ch: &str,
+        version: String,
+        value: &ChannelValue,
+    ) -> Result<PlannedBlob> {
+        let (tag, bytes) = match value.as_list() {
+            Some(items) => self.serde.dumps_list(items)?,
+            None => self.serde.dumps_typed(value.as_value().unwrap_or(&Value::Null))?,
+        };
+        let appendable = value.as_list().is_some() && tag == "msgpack" && self.serde.concatenates_arrays();
+        let delta = appendable
+            .then(|| self.bases.get(thread, ns, ch))
+            .flatten()
+            .filter(|b| b.chain < delta::MAX_CHAIN && bytes.len() >= delta::MIN_DELTA_BASE)
+            .and_then(|b| delta::delta(&b.bytes, &bytes).map(|d| (b.version, d, b.chain + 1)));
+        Ok(PlannedBlob {
+            channel: ch.to_string(),
+            version,
+            value: Some(value.clone()),
+            tag,
+            full: Arc::new(bytes),
+            appendable,
+            delta,
+            delta_only: false,
+        })
+    }
+
+    /// After a commit: the values written go to the value cache, the lists
+    /// to the delta bases.
+    pub(super) fn remember(&self, thread: &str, ns: &str, blobs: &[PlannedBlob], stored: &[bool]) {
+        for (b, inserted) in blobs.iter().zip(stored) {
+            let key: BlobKey = (thread.to_string(), ns.to_string(), b.channel.clone(), b.version.clone());
+            let cost = b.full.len() + b.delta.as_ref().map_or(0, |d| d.1.len());
+            self.values.insert(key, b.value.clone(), cost);
+            if b.appendable {
+                let chain = b.delta.as_ref().map_or(0, |d| d.2);
+                let next = inserted.then(|| delta::Base {
+                    version: b.version.clone(),
+                    bytes: b.full.clone(),
+                    chain,
+                });
+                self.bases.set(thread, ns, &b.channel, next);
+            }
+        }
+    }
+
+    /// Stores the writes a task produced for the checkpoint
+    /// `config.checkpoint_id`: LangGraph's `put_writes`.
+    ///
+    /// The write at position `i` gets `idx = i`, except the special channels
+    /// (`__error__` -1, `__scheduled__` -2, `__interrupt__` -3, `__resume__`
+    /// -4). If every write of the call is special the rows are upserted (last
+    /// writer wins); otherwise every row is insert-or-ignore (first writer
+    /// wins, so retries are idempotent).
+    ///
+    /// # Errors
+    /// - [`Error::InvalidConfig`] if `thread_id` is empty or `checkpoint_id`
+    ///   is missing.
+    /// - [`Error::Serialization`] if a value cannot be encoded.
+    /// - database errors as for [`put`](Self::put); nothing is written then.
+    pub fn put_writes<C: AsRef<str>>(
+        &self,
+        config: &CheckpointConfig,
+        writes: &[(C, Value)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        require_thread(config)?;
+        let checkpoint_id = config
+            .checkpoint_id
+            .as_deref()
+            .ok_or_else(|| Error::InvalidConfig("put_writes needs config.checkpoint_id".into()))?;
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let all_special = writes.iter().all(|(c, _)| special_idx(c.as_ref()).is_some());
+        let mut rows = Vec::with_capacity(writes.len());
+        for (i, (channel, value)) in writes.iter().enumerate() {
+            let channel = channel.as_ref();
+            let idx = special_idx(channel).unwrap_or(i as i64);
+            let (tag, bytes) = self.serde.dumps_typed(value)?;
+            rows.push((channel, idx, tag, bytes));
+        }
+        let sql = if all_special {
+            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) \
+             DO UPDATE SET channel = excluded.channel, type = excluded.type, blob = excluded.blob"
+        } else {
+            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING"
+        };
+        self.db.write(|tx| {
+            let mut stmt = tx.prepare_cached(sql)?;
+            for (channel, idx, tag, bytes) in &rows {
+                stmt.execute(params![
+                    config.thread_id,
+                    config.checkpoint_ns,
+                    checkpoint_id,
+                    task_id,
+                    idx,
+                    channel,
+                    tag,
+                    bytes,
+                    task_path
+                ])?;
+            }
+            Ok(())
+        })
+    }
+}
+
+impl PlannedBlob {
+    pub(super) fn empty(channel: &str, version: String) -> PlannedBlob {
+        PlannedBlob {
+            channel: channel.to_string(),
+            version,
+            value: None,
+            tag: "empty".into(),
+            full: Arc::default(),
+            appendable: false,
+            delta: None,
+            delta_only: false,
+        }
+    }
+}
+
+/// Inserts `blobs` (a delta only if its base is still there). A version
+/// already stored must hold the same value: then nothing is written; another
+/// value is [`Error::Conflict`]. Returns, per blob, whether it was inserted.
+pub(super) fn write_blobs(
+    tx: &Connection,
+    thread: &str,
+    ns: &str,
+    blobs: &[PlannedBlob],
+) -> Result<Vec<bool>> {
+    let mut ins = tx.prepare_cached(
+        "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING",
+    )?;
+    let mut has_base = tx.prepare_cached(
+        "SELECT EXISTS(SELECT 1 FROM checkpoint_blobs \
+         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4)",
+    )?;
+    let mut out = Vec::with_capacity(blobs.len());
+    for b in blobs {
+        let mut delta = None;
+        if let Some((base, bytes, chain)) = &b.delta {
+            if has_base.query_row(params![thread, ns, b.channel, base], |r| r.get::<_, bool>(0))? {
+                delta = Some((base, bytes, *chain));
+            } else if b.delta_only {
+                return Err(Error::corrupt(format!(
+                    "channel '{}' version {base} of thread '{thread}' is not stored, but the parent checkpoint \
+                     holds it",
+                    b.channel
+                )));
+            }
+        }
+        let (bytes, base, chain): (Option<&[u8]>, Option<&String>, i64) = match (&b.value, delta) {
+            (None, _) => (None, None, 0),
+            (Some(_), Some((base, bytes, chain))) => (Some(bytes), Some(base), chain),
+            (Some(_), None) => (Some(&b.full), None, 0),
+        };
+        let inserted =
+            ins.execute(params![thread, ns, b.channel, b.version, b.tag, bytes, base, chain])? == 1;
+        if !inserted {
+            same_as_stored(tx, thread, ns, b)?;
+        }
+        out.push(inserted);
+    }
+    Ok(out)
+}
+
+/// [`Error::Conflict`] unless the stored blob of `b`'s version holds `b`'s
+/// value (a retried write is fine; a reused version is not).
+fn same_as_stored(tx: &Connection, thread: &str, ns: &str, b: &PlannedBlob) -> Result<()> {
+    let key: BlobKey = (thread.to_string(), ns.to_string(), b.channel.clone(), b.version.clone());
+    let same = match (load_blob_bytes(tx, &key)?, &b.value) {
+        (Some((tag, _)), None) => tag == "empty",
+        (Some((tag, bytes)), Some(_)) => tag == b.tag && bytes == *b.full,
+        (None, _) => false,
+    };
+    if same {
+        return Ok(());
+    }
+    Err(Error::Conflict(format!(
+        "channel '{}' version {} of thread '{thread}' already holds another value: a changed value needs a new \
+         version",
+        b.channel, b.version
+    )))
+}
+
+/// Inserts (or, for an existing id, replaces) a checkpoint row.
+pub(super) fn insert_checkpoint(
+    tx: &Connection,
+    thread: &str,
+    ns: &str,
+    id: &str,
+    parent: Option<&str>,
+    metadata_json: &str,
+    checkpoint_json: &str,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, checkpoint) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+         ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) \
+         DO UPDATE SET checkpoint = excluded.checkpoint, metadata = excluded.metadata",
+    )?
+    .execute(params![thread, ns, id, parent, metadata_json, checkpoint_json])?;
+    Ok(())
+}
+
+/// The sorted names of `channels`.
+pub(super) fn sorted(channels: impl IntoIterator<Item = String>) -> Vec<String> {
+    channels.into_iter().collect::<BTreeSet<_>>().into_iter().collect()
+}
