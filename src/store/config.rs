@@ -10,12 +10,8 @@ use std::time::Duration;
 use super::embed::{Embedder, HashEmbedder};
 use crate::error::{Error, Result};
 
-/// The default budget of the in-memory search copy: 256 MiB.
-pub(crate) const DEFAULT_SEARCH_MEMORY: usize = 256 << 20;
-
 /// How a [`Store`](super::Store) behaves. `StoreConfig::new()` (or
-/// `default()`) is a plain store: no vector index, no TTL, the default
-/// search memory budget.
+/// `default()`) is a plain store: no vector index, no TTL.
 ///
 /// ```
 /// use std::time::Duration;
@@ -27,27 +23,16 @@ pub(crate) const DEFAULT_SEARCH_MEMORY: usize = 256 << 20;
 /// assert_eq!(config.index().map(|i| i.dims()), Some(64));
 /// # Ok::<(), agentstate::Error>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct StoreConfig {
     index: Option<IndexConfig>,
     ttl: Option<TtlConfig>,
-    search_memory: usize,
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        StoreConfig { index: None, ttl: None, search_memory: DEFAULT_SEARCH_MEMORY }
-    }
 }
 
 impl std::fmt::Debug for StoreConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreConfig")
-            .field("index", &self.index)
-            .field("ttl", &self.ttl)
-            .field("search_memory", &self.search_memory)
-            .finish()
+        f.debug_struct("StoreConfig").field("index", &self.index).field("ttl", &self.ttl).finish()
     }
 }
 
@@ -71,23 +56,6 @@ impl StoreConfig {
         self
     }
 
-    /// The most memory, in bytes, the Store's in-memory copy of a searched
-    /// namespace prefix (its items' values and vectors) may take; 256 MiB by
-    /// default.
-    ///
-    /// Search is exact either way. Within the budget, a search scores an
-    /// in-memory copy that later searches reuse; beyond it, the search
-    /// streams the prefix from the file in bounded memory and lets SQLite
-    /// (sqlite-vec's `vec_distance_cosine`) compute the similarities. The
-    /// results, their order and their scores are the same (scores may
-    /// differ in the last bits of an `f32`); only the speed differs. `0`
-    /// always streams.
-    #[must_use]
-    pub fn with_search_memory(mut self, bytes: usize) -> StoreConfig {
-        self.search_memory = bytes;
-        self
-    }
-
     /// The vector index, if any.
     pub fn index(&self) -> Option<&IndexConfig> {
         self.index.as_ref()
@@ -96,12 +64,6 @@ impl StoreConfig {
     /// The expiry settings, if any.
     pub fn ttl(&self) -> Option<&TtlConfig> {
         self.ttl.as_ref()
-    }
-
-    /// The search memory budget in bytes (see
-    /// [`with_search_memory`](Self::with_search_memory)).
-    pub fn search_memory(&self) -> usize {
-        self.search_memory
     }
 }
 

@@ -231,8 +231,8 @@ impl Store {
     /// descending; ties by namespace then key; items without a vector after
     /// every scored one, newest first) or, without a query, newest first;
     /// then `offset` and `limit` over that one sequence. Exact: every vector
-    /// of every candidate is scored. See [`StoreConfig::with_search_memory`]
-    /// for how much memory it uses.
+    /// of every candidate is scored, over an in-memory copy of the searched
+    /// prefixes that later searches reuse.
     ///
     /// # Errors
     /// [`Error::InvalidNamespace`]; [`Error::InvalidFilter`];
