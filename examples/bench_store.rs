@@ -9,9 +9,7 @@
 
 use std::time::Instant;
 
-use agentstate::store::{
-    Embedder, Index, IndexConfig, ListNamespacesOptions, Op, PutOp, SearchOptions, StoreConfig,
-};
+use agentstate::store::{Embedder, IndexConfig, ListNamespaces, Op, Put, Search, StoreConfig};
 use agentstate::{Db, Durability, Result};
 use serde_json::{json, Map, Value};
 
@@ -24,6 +22,8 @@ const TOPICS: [&str; 12] = [
 /// Deterministic pseudo-random unit vectors seeded by a hash of the text (the
 /// Python benchmark uses numpy's generator seeded by blake2b; the values
 /// differ, the shape and cost do not).
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 struct RandomUnit;
 
 impl RandomUnit {
@@ -57,10 +57,10 @@ impl Embedder for RandomUnit {
     fn dims(&self) -> usize {
         DIMS
     }
-    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
         Ok(texts.iter().map(|t| Self::one(t)).collect())
     }
-    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, BoxError> {
         Ok(Self::one(text))
     }
 }
@@ -106,7 +106,8 @@ fn main() -> Result<()> {
     let mut r = Map::new();
 
     let db = Db::builder().durability(durability).open(dir.join("batch.db"))?;
-    let store = db.store(StoreConfig::default().with_index(IndexConfig::new(RandomUnit).fields(["text"])))?;
+    let store =
+        db.store(StoreConfig::default().with_index(IndexConfig::new(RandomUnit).with_fields(["text"])))?;
     let ns = vec!["bench".to_string(), "docs".to_string()];
     let mut done = 0;
     let mut embed_secs = 0.0;
@@ -114,17 +115,8 @@ fn main() -> Result<()> {
         let t = Instant::now();
         while done < upto {
             let hi = (done + batch).min(upto);
-            let ops: Vec<Op> = (done..hi)
-                .map(|i| {
-                    Op::Put(PutOp {
-                        namespace: ns.clone(),
-                        key: format!("doc-{i:06}"),
-                        value: Some(value(i)),
-                        index: Index::Default,
-                        ttl: None,
-                    })
-                })
-                .collect();
+            let ops: Vec<Op> =
+                (done..hi).map(|i| Op::Put(Put::new(&ns.clone(), format!("doc-{i:06}"), value(i)))).collect();
             // What embedding costs, to report the store's own cost apart.
             let (e, _) = time(|| {
                 (done..hi)
@@ -150,8 +142,7 @@ fn main() -> Result<()> {
             (0..iters).map(|j| format!("what do you know about {} #{j}", TOPICS[j % TOPICS.len()])).collect();
         let mut ts = vec![];
         for q in &queries {
-            let (t, res) =
-                time(|| store.search(&["bench"], SearchOptions::default().query(q.clone()).limit(10)));
+            let (t, res) = time(|| store.search(Search::new(&["bench"]).query(q.clone()).limit(10)));
             let res = res?;
             assert_eq!(res.len(), 10);
             ts.push(t);
@@ -160,16 +151,15 @@ fn main() -> Result<()> {
         let flt = json!({"category": "a", "score": {"$gte": 5}});
         let mut ts = vec![];
         for _ in 0..iters {
-            let (t, res) =
-                time(|| store.search(&["bench"], SearchOptions::default().filter(flt.clone()).limit(10)));
+            let (t, res) = time(|| store.search(Search::new(&["bench"]).filter(flt.clone()).limit(10)));
             assert_eq!(res?.len(), 10);
             ts.push(t);
         }
         r.insert(format!("filter_search_ms@{tag}"), json!(median(ts) * 1e3));
         let mut ts = vec![];
         for q in &queries {
-            let opts = SearchOptions::default().query(q.clone()).filter(json!({"category": "a"})).limit(10);
-            let (t, res) = time(|| store.search(&["bench"], opts));
+            let opts = Search::new(&["bench"]).query(q.clone()).filter(json!({"category": "a"})).limit(10);
+            let (t, res) = time(|| store.search(opts));
             let res = res?;
             assert!(res.len() == 10 && res.iter().all(|x| x.item.value["category"] == "a"));
             ts.push(t);
@@ -191,22 +181,14 @@ fn main() -> Result<()> {
         let other = vec!["elsewhere".to_string(), "docs".to_string()];
         for c in (0..n_large).step_by(batch) {
             let ops: Vec<Op> = (c..(c + batch).min(n_large))
-                .map(|i| {
-                    Op::Put(PutOp {
-                        namespace: other.clone(),
-                        key: format!("doc-{i:06}"),
-                        value: Some(value(i)),
-                        index: Index::Default,
-                        ttl: None,
-                    })
-                })
+                .map(|i| Op::Put(Put::new(&other.clone(), format!("doc-{i:06}"), value(i))))
                 .collect();
             store.batch(ops)?;
         }
         let mut ts = vec![];
         for j in 0..iters {
             let q = format!("what do you know about {} #{j}", TOPICS[j % TOPICS.len()]);
-            let (t, res) = time(|| store.search(&["bench"], SearchOptions::default().query(q).limit(10)));
+            let (t, res) = time(|| store.search(Search::new(&["bench"]).query(q).limit(10)));
             assert_eq!(res?.len(), 10);
             ts.push(t);
         }
@@ -218,54 +200,36 @@ fn main() -> Result<()> {
     let mut ops = vec![];
     for i in 0..n_ns {
         for j in 0..2 {
-            ops.push(Op::Put(PutOp {
-                namespace: vec!["users".into(), format!("user{i:04}"), "memories".into()],
-                key: format!("m{j}"),
-                value: Some(json!({"text": format!("mem {i} {j}")})),
-                index: Index::Default,
-                ttl: None,
-            }));
+            ops.push(Op::Put(Put::new(
+                &["users".to_string(), format!("user{i:04}"), "memories".to_string()],
+                format!("m{j}"),
+                json!({"text": format!("mem {i} {j}")}),
+            )));
         }
     }
     store.batch(ops)?;
-    let list =
-        |name: &str, opts: ListNamespacesOptions, expect: usize, r: &mut Map<String, Value>| -> Result<()> {
-            let mut ts = vec![];
-            for _ in 0..20 {
-                let (t, res) = time(|| store.list_namespaces(opts.clone()));
-                assert_eq!(res?.len(), expect);
-                ts.push(t);
-            }
-            r.insert(name.into(), json!(median(ts) * 1e3));
-            Ok(())
-        };
+    let list = |name: &str, opts: ListNamespaces, expect: usize, r: &mut Map<String, Value>| -> Result<()> {
+        let mut ts = vec![];
+        for _ in 0..20 {
+            let (t, res) = time(|| store.list_namespaces(opts.clone()));
+            assert_eq!(res?.len(), expect);
+            ts.push(t);
+        }
+        r.insert(name.into(), json!(median(ts) * 1e3));
+        Ok(())
+    };
     let all = n_ns + 10;
     let users = vec!["users".to_string()];
-    list(
-        "list_ns_all_ms",
-        ListNamespacesOptions { prefix: users.clone(), limit: all, ..Default::default() },
-        n_ns,
-        &mut r,
-    )?;
-    list("list_ns_noprefix_ms", ListNamespacesOptions { limit: all, ..Default::default() }, n_ns, &mut r)?;
+    list("list_ns_all_ms", ListNamespaces::new().prefix(&users.clone()).limit(all), n_ns, &mut r)?;
+    list("list_ns_noprefix_ms", ListNamespaces::new().limit(all), n_ns, &mut r)?;
     list(
         "list_ns_maxdepth2_ms",
-        ListNamespacesOptions { prefix: users.clone(), max_depth: Some(2), limit: all, ..Default::default() },
+        ListNamespaces::new().prefix(&users.clone()).max_depth(2).limit(all),
         n_ns,
         &mut r,
     )?;
-    list(
-        "list_ns_suffix_ms",
-        ListNamespacesOptions { suffix: vec!["memories".into()], limit: all, ..Default::default() },
-        n_ns,
-        &mut r,
-    )?;
-    list(
-        "list_ns_default_limit100_ms",
-        ListNamespacesOptions { prefix: users, ..Default::default() },
-        100,
-        &mut r,
-    )?;
+    list("list_ns_suffix_ms", ListNamespaces::new().suffix(&["memories"]).limit(all), n_ns, &mut r)?;
+    list("list_ns_default_limit100_ms", ListNamespaces::new().prefix(&users), 100, &mut r)?;
     let _ = std::fs::remove_dir_all(&dir);
     println!("{}", Value::Object(r));
     Ok(())

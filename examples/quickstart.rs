@@ -8,7 +8,7 @@
 //! `agentstate-quickstart.db`).
 
 use agentstate::checkpoint::ChannelVersions;
-use agentstate::store::{IndexConfig, PutOptions, SearchOptions, Ttl, TtlConfig};
+use agentstate::store::{IndexConfig, ListNamespaces, Namespace, Put, Search, TtlConfig};
 use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, ListQuery, Metadata, StoreConfig};
 use serde_json::{json, Map, Value};
 
@@ -79,8 +79,8 @@ fn main() -> agentstate::Result<()> {
     println!("\n5. Long-term memory: the Store, shared across threads");
     let store = db.store(
         StoreConfig::default()
-            .with_index(IndexConfig::hashed(256)?.fields(["text"]))
-            .with_ttl(TtlConfig::default()),
+            .with_index(IndexConfig::hashed(256)?.with_fields(["text"]))
+            .with_ttl(TtlConfig::new()),
     )?;
     // Thread support-42 learns facts about the user...
     let memories = [
@@ -99,8 +99,7 @@ fn main() -> agentstate::Result<()> {
     }
     // ...and a new thread finds them by meaning (lexical here) with a filter.
     let found = store.search(
-        &["users", "alice"],
-        SearchOptions::default()
+        Search::new(&["users", "alice"])
             .query("refund for a late delivery")
             .filter(json!({"confidence": {"$gte": 0.7}}))
             .limit(3),
@@ -112,10 +111,8 @@ fn main() -> agentstate::Result<()> {
 
     println!("\n6. A memory with a TTL expires");
     store.put_with(
-        &["users", "alice", "session"],
-        "cart",
-        json!({"text": "2 items in cart"}),
-        PutOptions { ttl: Ttl::Minutes(0.01), ..PutOptions::default() },
+        Put::new(&["users", "alice", "session"], "cart", json!({"text": "2 items in cart"}))
+            .ttl(std::time::Duration::from_millis(600)),
     )?;
     println!(
         "   put  users/alice/session/cart with a TTL of 0.6 s: {}",
@@ -127,7 +124,8 @@ fn main() -> agentstate::Result<()> {
         store.get(&["users", "alice", "session"], "cart")?.map(|i| i.value)
     );
     println!("   swept {} expired item(s)", store.sweep_expired()?);
-    println!("   namespaces now: {:?}", store.list_namespaces(Default::default())?);
+    let namespaces = store.list_namespaces(ListNamespaces::new())?;
+    println!("   namespaces now: {:?}", namespaces.iter().map(Namespace::labels).collect::<Vec<_>>());
 
     println!("\nInspect the file with the agentstate CLI:");
     for cmd in [

@@ -5,9 +5,9 @@
 //! ONNX model, an HTTP client to your embedding service, ...) into the same
 //! trait. `cargo run --example store_custom_embedder [path]`
 
-use agentstate::store::{
-    Embedder, IndexConfig, ListNamespacesOptions, PutOptions, SearchOptions, Ttl, TtlConfig,
-};
+use std::time::Duration;
+
+use agentstate::store::{Embedder, IndexConfig, ListNamespaces, Put, Search, TtlConfig};
 use agentstate::{Db, StoreConfig};
 use serde_json::json;
 
@@ -35,10 +35,15 @@ impl Embedder for Topics {
     fn dims(&self) -> usize {
         TOPICS.len()
     }
-    fn embed_documents(&self, texts: &[String]) -> agentstate::Result<Vec<Vec<f32>>> {
+    // Any error type works: the Store wraps it in `Error::Embedding` and keeps
+    // it as the `source()`.
+    fn embed_documents(
+        &self,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, Box<dyn std::error::Error + Send + Sync>> {
         Ok(texts.iter().map(|t| Topics::embed(t)).collect())
     }
-    fn embed_query(&self, text: &str) -> agentstate::Result<Vec<f32>> {
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, Box<dyn std::error::Error + Send + Sync>> {
         Ok(Topics::embed(text))
     }
 }
@@ -47,10 +52,11 @@ fn main() -> agentstate::Result<()> {
     let path = std::env::args().nth(1).unwrap_or_else(|| "agentstate-store.db".into());
     let _ = std::fs::remove_file(&path);
     let db = Db::open(&path)?;
-    let store =
-        db.store(StoreConfig::default().with_index(IndexConfig::new(Topics).fields(["text"])).with_ttl(
-            TtlConfig { default_ttl: None, refresh_on_read: true, sweep_interval_minutes: Some(5.0) },
-        ))?;
+    let store = db.store(
+        StoreConfig::default()
+            .with_index(IndexConfig::new(Topics).with_fields(["text"]))
+            .with_ttl(TtlConfig::new().with_sweep_interval(Duration::from_secs(5 * 60))),
+    )?;
 
     let memories = [
         (["users", "maya", "memories"], "m1", "Vegetarian; loves pasta and small restaurants", 0.9),
@@ -63,16 +69,13 @@ fn main() -> agentstate::Result<()> {
         store.put(&ns, key, json!({"text": text, "confidence": confidence}))?;
     }
     store.put_with(
-        &["users", "maya", "session"],
-        "cart",
-        json!({"text": "pizza order in progress"}),
-        PutOptions { ttl: Ttl::Minutes(30.0), ..PutOptions::default() },
+        Put::new(&["users", "maya", "session"], "cart", json!({"text": "pizza order in progress"}))
+            .ttl(Duration::from_secs(30 * 60)),
     )?;
 
     println!("Where should Maya have dinner? (her memories, confidence >= 0.8)");
     let hits = store.search(
-        &["users", "maya"],
-        SearchOptions::default()
+        Search::new(&["users", "maya"])
             .query("dinner at a restaurant, any food allergy?")
             .filter(json!({"confidence": {"$gte": 0.8}})),
     )?;
@@ -87,13 +90,12 @@ fn main() -> agentstate::Result<()> {
     }
 
     println!("\nnamespaces under users, two levels deep:");
-    let opts =
-        ListNamespacesOptions { prefix: vec!["users".into()], max_depth: Some(2), ..Default::default() };
+    let opts = ListNamespaces::new().prefix(&["users"]).max_depth(2);
     for ns in store.list_namespaces(opts)? {
         println!("  {}", ns.join("/"));
     }
     println!("\nnamespaces ending in 'memories':");
-    let opts = ListNamespacesOptions { suffix: vec!["memories".into()], ..Default::default() };
+    let opts = ListNamespaces::new().suffix(&["memories"]);
     for ns in store.list_namespaces(opts)? {
         println!("  {}", ns.join("/"));
     }

@@ -78,9 +78,17 @@ pub enum Error {
         configured: String,
     },
 
-    /// The embedder failed or returned the wrong number of vectors.
-    #[error("embedding failed: {0}")]
-    Embedding(String),
+    /// The embedder failed (its error is the [`source`](std::error::Error::source)),
+    /// returned the wrong number of vectors, or a vector with NaN or an
+    /// infinity.
+    #[error("embedding failed: {message}")]
+    Embedding {
+        /// What went wrong, naming the embedder.
+        message: String,
+        /// The embedder's own error, if it returned one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
 
     /// A value could not be encoded or decoded by the serializer (for example
     /// an integer outside the msgpack range, or bytes that are not valid
@@ -173,6 +181,10 @@ impl Error {
 
     pub(crate) fn corrupt_from(what: impl fmt::Display, source: impl Into<BoxError>) -> Self {
         Error::Corrupt { message: what.to_string(), source: Some(source.into()) }
+    }
+
+    pub(crate) fn embedding(message: impl fmt::Display) -> Self {
+        Error::Embedding { message: message.to_string(), source: None }
     }
 
     pub(crate) fn ser(what: impl fmt::Display) -> Self {

@@ -30,7 +30,7 @@ pub(crate) fn register(conn: &Connection) -> rusqlite::Result<()> {
 
 /// Packs a vector as little-endian `f32`s (sqlite-vec's and Python's
 /// `serialize_float32` format): `[1.0, 2.0]` -> `0000803f00000040`.
-pub fn encode_f32(v: &[f32]) -> Vec<u8> {
+pub(crate) fn encode_f32(v: &[f32]) -> Vec<u8> {
     let mut out = Vec::with_capacity(v.len() * 4);
     for x in v {
         out.extend_from_slice(&x.to_le_bytes());
@@ -40,7 +40,8 @@ pub fn encode_f32(v: &[f32]) -> Vec<u8> {
 
 /// Unpacks a little-endian `f32` blob; `None` if its length is not a multiple
 /// of 4.
-pub fn decode_f32(b: &[u8]) -> Option<Vec<f32>> {
+#[cfg(test)]
+pub(crate) fn decode_f32(b: &[u8]) -> Option<Vec<f32>> {
     if b.len() % 4 != 0 {
         return None;
     }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersions};
-use agentstate::store::{IndexConfig, PutOptions, Ttl};
+use agentstate::store::{IndexConfig, Put};
 use agentstate::{Checkpoint, CheckpointConfig, Db, Metadata, StoreConfig};
 use serde_json::{json, Map, Value};
 
@@ -150,7 +150,7 @@ fn fixture() -> Fixture {
     }
 
     let store = db
-        .store(StoreConfig::default().with_index(IndexConfig::hashed(64).unwrap().fields(["text"])))
+        .store(StoreConfig::default().with_index(IndexConfig::hashed(64).unwrap().with_fields(["text"])))
         .unwrap();
     store
         .put(
@@ -171,10 +171,8 @@ fn fixture() -> Fixture {
         .unwrap();
     store
         .put_with(
-            &["users", "alice", "session"],
-            "cart",
-            json!({"text": "2 items in cart"}),
-            PutOptions { ttl: Ttl::Minutes(0.0), ..PutOptions::default() },
+            Put::new(&["users", "alice", "session"], "cart", json!({"text": "2 items in cart"}))
+                .ttl(std::time::Duration::ZERO),
         )
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(30));

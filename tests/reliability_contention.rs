@@ -25,7 +25,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersion, ChannelVersions};
-use agentstate::store::{IndexConfig, ListNamespacesOptions, SearchOptions};
+use agentstate::store::{IndexConfig, ListNamespaces, Search};
 use agentstate::{
     Checkpoint, CheckpointConfig, Db, Durability, ListQuery, Metadata, PruneStrategy, StoreConfig,
 };
@@ -36,7 +36,7 @@ const SHARED_THREAD: &str = "shared";
 const WORDS: [&str; 8] = ["tea", "rain", "cats", "invoice", "refund", "lyon", "piano", "garden"];
 
 fn store_config() -> StoreConfig {
-    StoreConfig::default().with_index(IndexConfig::hashed(32).unwrap().fields(["text"]))
+    StoreConfig::default().with_index(IndexConfig::hashed(32).unwrap().with_fields(["text"]))
 }
 
 fn secs() -> f64 {
@@ -224,16 +224,16 @@ fn work(db: &Db, id: &str, seed: u64, until: Instant, shared_cp: &CheckpointConf
                     saver.list(&q).map_err(e("list with a filter"))?;
                 }
                 3 => {
-                    let opts = SearchOptions::default().query(*rng.pick(&WORDS)).limit(5);
-                    store.search(&["shared"], opts).map_err(e("vector search"))?;
+                    let opts = Search::new(&["shared"]).query(*rng.pick(&WORDS)).limit(5);
+                    store.search(opts).map_err(e("vector search"))?;
                 }
                 4 => {
-                    store.list_namespaces(ListNamespacesOptions::default()).map_err(e("list_namespaces"))?;
+                    store.list_namespaces(ListNamespaces::new()).map_err(e("list_namespaces"))?;
                 }
                 _ => {
                     let f = json!({"by": id});
                     let hits = store
-                        .search(&["shared"], SearchOptions::default().filter(f).limit(1000))
+                        .search(Search::new(&["shared"]).filter(f).limit(1000))
                         .map_err(e("filtered search"))?;
                     let want = m.items.keys().filter(|(ns, _)| ns[0] == "shared").count();
                     if hits.len() != want {
@@ -308,15 +308,15 @@ fn verify(path: &Path, models: &[Model]) -> Result<(), String> {
             }
         }
         let own = store
-            .search(&["w", &m.id], SearchOptions::default().limit(1000))
+            .search(Search::new(&["w", &m.id]).limit(1000))
             .map_err(|e| e.to_string())?
             .into_iter()
             .chain(
                 store
-                    .search(&["shared"], SearchOptions::default().filter(json!({"by": m.id})).limit(1000))
+                    .search(Search::new(&["shared"]).filter(json!({"by": m.id})).limit(1000))
                     .map_err(|e| e.to_string())?,
             )
-            .map(|h| ((h.item.namespace, h.item.key), h.item.value))
+            .map(|h| ((h.item.namespace.into_labels(), h.item.key), h.item.value))
             .collect::<BTreeMap<_, _>>();
         if own != m.items {
             return Err(format!("worker {}: {} items, acknowledged {}", m.id, own.len(), m.items.len()));

@@ -46,7 +46,7 @@ const WORDS: [&str; 12] = [
 ];
 
 fn store_config() -> StoreConfig {
-    StoreConfig::default().with_index(IndexConfig::hashed(DIMS).unwrap().fields(["text"]))
+    StoreConfig::default().with_index(IndexConfig::hashed(DIMS).unwrap().with_fields(["text"]))
 }
 
 // ---------------------------------------------------------------------------

@@ -37,7 +37,7 @@ const THREADS: [&str; 3] = ["d0", "d1", "d2"];
 const DIMS: usize = 16;
 
 fn store_config() -> StoreConfig {
-    StoreConfig::default().with_index(IndexConfig::hashed(DIMS).unwrap().fields(["text"]))
+    StoreConfig::default().with_index(IndexConfig::hashed(DIMS).unwrap().with_fields(["text"]))
 }
 
 fn soak() -> u64 {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersions};
-use agentstate::store::{IndexConfig, ListNamespacesOptions, SearchOptions};
+use agentstate::store::{IndexConfig, ListNamespaces, Search};
 use agentstate::{Checkpoint, CheckpointConfig, Db, Error, ListQuery, Metadata, StoreConfig};
 use common::{check_file, report, seed_from_env, Blobs, Rng};
 use rusqlite::Connection;
@@ -32,7 +32,7 @@ fn soak() -> u64 {
 }
 
 fn store_config() -> StoreConfig {
-    StoreConfig::default().with_index(IndexConfig::hashed(16).unwrap().fields(["text"]))
+    StoreConfig::default().with_index(IndexConfig::hashed(16).unwrap().with_fields(["text"]))
 }
 
 /// A real agentstate file with checkpoints (blobs, writes, a subgraph
@@ -138,10 +138,10 @@ fn exercise(path: &Path) -> Outcome {
     match db.store(store_config()) {
         Err(e) => out.use_errors.push(variant(&e)),
         Ok(store) => {
-            note(store.search(&[], SearchOptions::default().limit(1000)).map(drop));
-            note(store.search(&["mem"], SearchOptions::default().query("cats")).map(drop));
-            note(store.search(&[], SearchOptions::default().filter(json!({"k": {"$lt": 5}}))).map(drop));
-            note(store.list_namespaces(ListNamespacesOptions::default()).map(drop));
+            note(store.search(Search::all().limit(1000)).map(drop));
+            note(store.search(Search::new(&["mem"]).query("cats")).map(drop));
+            note(store.search(Search::all().filter(json!({"k": {"$lt": 5}}))).map(drop));
+            note(store.list_namespaces(ListNamespaces::new()).map(drop));
             for ns in NAMESPACES {
                 note(store.get(ns, "k3").map(drop));
             }
@@ -522,7 +522,7 @@ fn read_only_file_reads_and_refuses_writes() {
     let err = saver.delete_thread("t0").unwrap_err();
     assert_eq!(err.sqlite_code(), Some(rusqlite::ErrorCode::ReadOnly), "{err:?}");
     let store = db.store(StoreConfig::default()).unwrap();
-    assert_eq!(store.search(&["docs"], SearchOptions::default().limit(100)).unwrap().len(), 40);
+    assert_eq!(store.search(Search::new(&["docs"]).limit(100)).unwrap().len(), 40);
     let err = store.put(&["docs"], "k0", json!({})).unwrap_err();
     assert_eq!(err.sqlite_code(), Some(rusqlite::ErrorCode::ReadOnly), "{err:?}");
     drop((saver, store, db));

@@ -13,10 +13,9 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use agentstate::checkpoint::ChannelVersions;
-use agentstate::store::path::{field_texts, per_put_fields};
-use agentstate::store::{
-    Embedder, HashEmbedder, Index, IndexConfig, ListNamespacesOptions, PutOptions, SearchOptions, Ttl,
-};
+use std::time::Duration;
+
+use agentstate::store::{Embedder, HashEmbedder, IndexConfig, ListNamespaces, Put, Search};
 use agentstate::{Checkpoint, CheckpointConfig, Db, Error, Filter, ListQuery, Metadata, StoreConfig};
 use common::{check_file, report, Blobs};
 use proptest::prelude::*;
@@ -245,7 +244,7 @@ fn hostile_filters() {
     runner(1500)
         .run(&filter(), |f| {
             let parsed = Filter::parse(&f);
-            let search = store.search(&[], SearchOptions::default().filter(f.clone()).limit(1000));
+            let search = store.search(Search::all().filter(f.clone()).limit(1000));
             let listed = saver.list(&ListQuery::thread("f").filter(f.clone()));
             match parsed {
                 Err(e) => {
@@ -341,8 +340,8 @@ fn hostile_namespaces_and_keys() {
                 check_ns_error(&ns, store.get(&n, &key))?;
                 check_ns_error(&ns, store.delete(&n, &key))?;
                 if !labels_ok(&ns) {
-                    check_ns_error(&ns, store.search(&n, SearchOptions::default()))?;
-                    let opts = ListNamespacesOptions { prefix: ns.clone(), ..Default::default() };
+                    check_ns_error(&ns, store.search(Search::new(&n)))?;
+                    let opts = ListNamespaces::new().prefix(&ns.clone());
                     check_ns_error(&ns, store.list_namespaces(opts))?;
                 }
                 *invalid.lock().unwrap() += 1;
@@ -351,18 +350,18 @@ fn hostile_namespaces_and_keys() {
             put.map_err(|e| TestCaseError::fail(format!("put {ns:?}/{key:?}: {e}")))?;
             let got = store.get(&n, &key).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(got.as_ref().map(|i| &i.value), Some(&value));
-            prop_assert_eq!(got.as_ref().map(|i| &i.namespace), Some(&ns));
+            prop_assert_eq!(got.as_ref().map(|i| i.namespace.to_vec()), Some(ns.clone()));
             prop_assert_eq!(got.as_ref().map(|i| &i.key), Some(&key));
             let hits = store
-                .search(&n, SearchOptions::default().filter(json!({"key": key})).limit(1000))
+                .search(Search::new(&n).filter(json!({"key": key})).limit(1000))
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert!(
                 hits.iter().any(|h| h.item.key == key && h.item.namespace == ns),
                 "search misses it"
             );
-            let opts = ListNamespacesOptions { prefix: ns.clone(), limit: 10_000, ..Default::default() };
+            let opts = ListNamespaces::new().prefix(&ns.clone()).limit(10_000);
             let listed = store.list_namespaces(opts).map_err(|e| TestCaseError::fail(e.to_string()))?;
-            prop_assert!(listed.contains(&ns), "list_namespaces misses {:?}: {:?}", ns, listed);
+            prop_assert!(listed.iter().any(|l| *l == ns), "list_namespaces misses {:?}: {:?}", ns, listed);
             store.delete(&n, &key).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert!(store.get(&n, &key).map_err(|e| TestCaseError::fail(e.to_string()))?.is_none());
             *valid.lock().unwrap() += 1;
@@ -437,7 +436,7 @@ fn hostile_values() {
                 }
             }
             // The whole namespace stays searchable.
-            store.search(&["vals"], SearchOptions::default()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            store.search(Search::new(&["vals"])).map_err(|e| TestCaseError::fail(e.to_string()))?;
 
             // Checkpoints: the value as a channel value (inline or blob), in
             // the metadata and as a pending write.
@@ -532,35 +531,32 @@ fn hostile_field_paths() {
     let n = Mutex::new(0u64);
     runner(300)
         .run(&strategy, |(configured, per_put, doc, query)| {
+            let counting = std::sync::Arc::new(Counting(Mutex::new(0)));
             let cfg = StoreConfig::default()
-                .with_index(IndexConfig::hashed(16).unwrap().fields(configured.clone()));
+                .with_index(IndexConfig::shared(counting.clone()).with_fields(configured.clone()));
             let store =
                 db.store(cfg).map_err(|e| TestCaseError::fail(format!("fields {configured:?}: {e}")))?;
-            let index = match &per_put {
-                Some(p) => Index::Fields(p.clone()),
-                None => Index::Default,
+            let put = Put::new(&["p"], "k", doc.clone());
+            let put = match &per_put {
+                Some(p) => put.index_fields(p.clone()),
+                None => put,
             };
             store
-                .put_with(&["p"], "k", doc.clone(), PutOptions { index, ..Default::default() })
+                .put_with(put)
                 .map_err(|e| TestCaseError::fail(format!("put {doc} with {per_put:?}: {e}")))?;
             prop_assert_eq!(
                 store.get(&["p"], "k").map_err(|e| TestCaseError::fail(e.to_string()))?.map(|i| i.value),
                 Some(doc.clone())
             );
-            let fields = match &per_put {
-                Some(p) => per_put_fields(p),
-                None => agentstate::store::path::configured_fields(&configured),
-            };
-            let want = field_texts(&doc, &fields).len();
+            // Every text the store embedded has its vector.
+            let want = std::mem::take(&mut *counting.0.lock().unwrap());
             let got: usize = raw
                 .query_row("SELECT COUNT(*) FROM store_vectors WHERE prefix = 'p' AND key = 'k'", [], |r| {
                     r.get::<_, i64>(0)
                 })
                 .unwrap() as usize;
             prop_assert_eq!(got, want, "vectors for {} with {:?}/{:?}", doc, configured, per_put);
-            store
-                .search(&["p"], SearchOptions::default().query(query))
-                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            store.search(Search::new(&["p"]).query(query)).map_err(|e| TestCaseError::fail(e.to_string()))?;
             *n.lock().unwrap() += 1;
             Ok(())
         })
@@ -600,6 +596,28 @@ fn behaviour() -> impl Strategy<Value = Behaviour> {
 
 const DIMS: usize = 8;
 
+/// The built-in embedder, counting the texts it embeds for documents.
+struct Counting(Mutex<usize>);
+
+impl Embedder for Counting {
+    fn name(&self) -> &str {
+        "counting-hash"
+    }
+    fn dims(&self) -> usize {
+        16
+    }
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
+        *self.0.lock().unwrap() += texts.len();
+        let e = HashEmbedder::new(16)?;
+        Ok(texts.iter().map(|t| e.embed(t)).collect())
+    }
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, BoxError> {
+        Ok(HashEmbedder::new(16)?.embed(text))
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// An embedder that misbehaves on demand.
 struct Hostile {
     docs: Mutex<Behaviour>,
@@ -607,7 +625,7 @@ struct Hostile {
 }
 
 impl Hostile {
-    fn vectors(b: Behaviour, texts: &[String]) -> agentstate::Result<Vec<Vec<f32>>> {
+    fn vectors(b: Behaviour, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
         let good = HashEmbedder::new(DIMS).unwrap();
         let mut out: Vec<Vec<f32>> = texts.iter().map(|t| good.embed(t)).collect();
         match b {
@@ -620,7 +638,7 @@ impl Hostile {
                 out.pop();
             }
             Behaviour::TooMany => out.push(vec![0.1; DIMS]),
-            Behaviour::Fails => return Err(Error::Embedding("the model is down".into())),
+            Behaviour::Fails => return Err("the model is down".into()),
         }
         Ok(out)
     }
@@ -633,10 +651,10 @@ impl Embedder for Hostile {
     fn dims(&self) -> usize {
         DIMS
     }
-    fn embed_documents(&self, texts: &[String]) -> agentstate::Result<Vec<Vec<f32>>> {
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
         Hostile::vectors(*self.docs.lock().unwrap(), texts)
     }
-    fn embed_query(&self, text: &str) -> agentstate::Result<Vec<f32>> {
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, BoxError> {
         let mut v = Hostile::vectors(*self.query.lock().unwrap(), &[text.to_string()])?;
         Ok(v.pop().unwrap_or_default())
     }
@@ -650,15 +668,17 @@ fn expect_embedder_error(b: Behaviour, r: &agentstate::Result<()>) -> Result<(),
             prop_assert_eq!((*expected, *got), (DIMS, n));
             Ok(())
         }
-        (Behaviour::Nan | Behaviour::Inf, Err(Error::Embedding(m))) => {
+        (Behaviour::Nan | Behaviour::Inf, Err(Error::Embedding { message: m, .. })) => {
             prop_assert!(m.contains("NaN or infinity"), "{m}");
             Ok(())
         }
-        (Behaviour::TooFew | Behaviour::TooMany, Err(Error::Embedding(m))) => {
+        (Behaviour::TooFew | Behaviour::TooMany, Err(Error::Embedding { message: m, .. })) => {
             prop_assert!(m.contains("vectors for"), "{m}");
             Ok(())
         }
-        (Behaviour::Fails, Err(Error::Embedding(m))) if m == "the model is down" => Ok(()),
+        (Behaviour::Fails, Err(Error::Embedding { message: m, .. })) if m.contains("the model is down") => {
+            Ok(())
+        }
         (b, r) => Err(TestCaseError::fail(format!("embedder {b:?}: got {r:?}"))),
     }
 }
@@ -677,14 +697,8 @@ fn hostile_vectors() {
         docs: Mutex::new(Behaviour::Good),
         query: Mutex::new(Behaviour::Good),
     });
-    let cfg =
-        IndexConfig { dims: DIMS, embedder: embedder.clone(), fields: vec!["text".into(), "more".into()] };
+    let cfg = IndexConfig::shared(embedder.clone()).with_fields(["text", "more"]);
     let store = db.store(StoreConfig::default().with_index(cfg)).unwrap();
-    // The configured dimension must be the embedder's.
-    let bad = IndexConfig { dims: DIMS + 1, embedder: embedder.clone(), fields: vec![] };
-    assert!(matches!(db.store(StoreConfig::default().with_index(bad)), Err(Error::DimensionMismatch { .. })));
-    let bad = IndexConfig { dims: 0, embedder: embedder.clone(), fields: vec![] };
-    assert!(matches!(db.store(StoreConfig::default().with_index(bad)), Err(Error::InvalidArgument(_))));
 
     let model: Mutex<BTreeMap<String, Value>> = Mutex::default();
     let tally = Mutex::new(BTreeMap::<String, u64>::new());
@@ -714,7 +728,7 @@ fn hostile_vectors() {
             let got =
                 store.get(&["v"], &key).map_err(|e| TestCaseError::fail(e.to_string()))?.map(|i| i.value);
             prop_assert_eq!(got.as_ref(), model.get(&key));
-            let search = store.search(&["v"], SearchOptions::default().query(q).limit(100));
+            let search = store.search(Search::new(&["v"]).query(q).limit(100));
             // A query is one vector: "too few" is none at all (an empty
             // vector), "too many" is one good vector.
             let as_query = match query {
@@ -762,7 +776,7 @@ fn clone_err(e: &Error) -> Error {
         Error::DimensionMismatch { expected, got } => {
             Error::DimensionMismatch { expected: *expected, got: *got }
         }
-        Error::Embedding(m) => Error::Embedding(m.clone()),
+        Error::Embedding { message, .. } => Error::Embedding { message: message.clone(), source: None },
         other => Error::InvalidArgument(format!("{other:?}")),
     }
 }
@@ -846,25 +860,26 @@ fn hostile_configs_ids_and_numbers() {
             }
             // Limits and offsets.
             let hits = store
-                .search(&["a"], SearchOptions::default().limit(a).offset(b))
+                .search(Search::new(&["a"]).limit(a).offset(b))
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(hits.len(), usize::from(a > 0 && b == 0));
-            let opts =
-                ListNamespacesOptions { max_depth: Some(a), limit: b, offset: a, ..Default::default() };
+            let opts = ListNamespaces::new().max_depth(a).limit(b).offset(a);
             store.list_namespaces(opts).map_err(|e| TestCaseError::fail(e.to_string()))?;
-            let opts = ListNamespacesOptions { max_depth: Some(b), limit: a, ..Default::default() };
+            let opts = ListNamespaces::new().max_depth(b).limit(a);
             store.list_namespaces(opts).map_err(|e| TestCaseError::fail(e.to_string()))?;
             let q = ListQuery { limit: Some(a), before: Some(text.clone()), ..ListQuery::all() };
             saver.list(&q).map_err(|e| TestCaseError::fail(e.to_string()))?;
             // TTLs.
-            match store.put_with(
-                &["ttl"],
-                "k",
-                json!({}),
-                PutOptions { ttl: Ttl::Minutes(ttl), ..Default::default() },
-            ) {
-                Ok(()) => prop_assert!(ttl.is_finite() && ttl >= 0.0),
-                Err(Error::InvalidArgument(m)) => prop_assert!(!(ttl.is_finite() && ttl >= 0.0), "{m}"),
+            // TTLs are Durations: a negative or NaN number of minutes cannot
+            // be built; one over MAX_TTL is refused by the store.
+            let put = match Duration::try_from_secs_f64(ttl * 60.0) {
+                Ok(d) => store.put_with(Put::new(&["ttl"], "k", json!({})).ttl(d)),
+                Err(e) => Err(Error::InvalidArgument(e.to_string())),
+            };
+            let valid = (0.0..=1e9).contains(&ttl);
+            match put {
+                Ok(()) => prop_assert!(valid),
+                Err(Error::InvalidArgument(m)) => prop_assert!(!valid, "{m}"),
                 Err(e) => return Err(TestCaseError::fail(format!("ttl {ttl}: {e:?}"))),
             }
             *n.lock().unwrap() += 1;

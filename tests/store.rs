@@ -1,12 +1,13 @@
-//! The Store's contract through the public API. Test names cite the case of
-//! section 14 of `shared/reference/langgraph-persistence.md` (`ref14_n`) or
-//! the DESIGN.md decision (`decision_n`) they pin.
+//! The Store's contract through the public API, named after the behaviour
+//! each test pins (docs/design.md, sections "Store search", "Namespaces" and
+//! "TTL", explains the choices).
 
 use std::time::Duration;
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use agentstate::store::{
-    Embedder, GetOp, Index, IndexConfig, ListNamespacesOptions, MatchCondition, Op, OpResult, PutOp,
-    PutOptions, SearchOp, SearchOptions, Ttl, TtlConfig,
+    Embedder, Get, IndexConfig, ListNamespaces, MatchCondition, Op, OpResult, Put, Search, TtlConfig,
 };
 use agentstate::{Db, Error, Store, StoreConfig};
 use rusqlite::Connection;
@@ -16,6 +17,8 @@ use serde_json::{json, Value};
 /// zero vector. Lets tests choose exact vectors.
 struct Literal(usize);
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 impl Embedder for Literal {
     fn name(&self) -> &str {
         "literal"
@@ -23,10 +26,10 @@ impl Embedder for Literal {
     fn dims(&self) -> usize {
         self.0
     }
-    fn embed_documents(&self, texts: &[String]) -> agentstate::Result<Vec<Vec<f32>>> {
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
         Ok(texts.iter().map(|t| self.parse(t)).collect())
     }
-    fn embed_query(&self, text: &str) -> agentstate::Result<Vec<f32>> {
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, BoxError> {
         Ok(self.parse(text))
     }
 }
@@ -51,7 +54,7 @@ fn literal_store(fields: &[&str]) -> (tempfile::TempDir, Store, Connection) {
     let path = dir.path().join("s.db");
     let db = Db::open(&path).unwrap();
     let store = db
-        .store(StoreConfig::default().with_index(IndexConfig::new(Literal(3)).fields(fields.to_vec())))
+        .store(StoreConfig::default().with_index(IndexConfig::new(Literal(3)).with_fields(fields.to_vec())))
         .unwrap();
     let conn = Connection::open(&path).unwrap();
     (dir, store, conn)
@@ -78,7 +81,7 @@ fn ns_list(v: &[&[&str]]) -> Vec<Vec<String>> {
 // ---------------------------------------------------------------- namespaces
 
 #[test]
-fn ref14_42_decision_13_namespace_rules_with_langgraph_messages() {
+fn namespace_rules_with_langgraph_messages() {
     let s = plain();
     let msg = |ns: &[&str]| match s.put(ns, "k", json!({})) {
         Err(Error::InvalidNamespace(m)) => m,
@@ -92,11 +95,11 @@ fn ref14_42_decision_13_namespace_rules_with_langgraph_messages() {
     // Checked on every operation that names a namespace.
     assert!(matches!(s.get(&["a.b"], "k"), Err(Error::InvalidNamespace(_))));
     assert!(matches!(s.delete(&[""], "k"), Err(Error::InvalidNamespace(_))));
-    assert!(matches!(s.search(&["a.b"], SearchOptions::default()), Err(Error::InvalidNamespace(_))));
-    let bad = ListNamespacesOptions { prefix: vec!["a.b".into()], ..Default::default() };
+    assert!(matches!(s.search(Search::new(&["a.b"])), Err(Error::InvalidNamespace(_))));
+    let bad = ListNamespaces::new().prefix(&["a.b"]);
     assert!(matches!(s.list_namespaces(bad), Err(Error::InvalidNamespace(_))));
     // Nothing was written by the failed calls.
-    assert!(s.search(&[], SearchOptions::default()).unwrap().is_empty());
+    assert!(s.search(Search::all()).unwrap().is_empty());
 }
 
 fn put_all(s: &Store, nss: &[&[&str]]) {
@@ -106,31 +109,22 @@ fn put_all(s: &Store, nss: &[&[&str]]) {
 }
 
 #[test]
-fn ref14_49_list_namespaces_prefix_suffix_depth_wildcard() {
+fn list_namespaces_prefix_suffix_depth_wildcard() {
     let s = plain();
     put_all(
         &s,
         &[&["a", "b", "c"], &["a", "b", "d", "e"], &["a", "b", "d", "i"], &["a", "b", "f"], &["a", "c", "f"]],
     );
-    let got = s
-        .list_namespaces(ListNamespacesOptions {
-            prefix: vec!["a".into(), "b".into()],
-            max_depth: Some(3),
-            ..Default::default()
-        })
-        .unwrap();
+    let got = s.list_namespaces(ListNamespaces::new().prefix(&["a", "b"]).max_depth(3)).unwrap();
     assert_eq!(got, ns_list(&[&["a", "b", "c"], &["a", "b", "d"], &["a", "b", "f"]]));
-    let got =
-        s.list_namespaces(ListNamespacesOptions { suffix: vec!["f".into()], ..Default::default() }).unwrap();
+    let got = s.list_namespaces(ListNamespaces::new().suffix(&["f"])).unwrap();
     assert_eq!(got, ns_list(&[&["a", "b", "f"], &["a", "c", "f"]]));
-    let got = s
-        .list_namespaces(ListNamespacesOptions { prefix: vec!["a".into(), "*".into()], ..Default::default() })
-        .unwrap();
+    let got = s.list_namespaces(ListNamespaces::new().prefix(&["a", "*"])).unwrap();
     assert_eq!(got.len(), 5);
 }
 
 #[test]
-fn ref14_50_label_aligned_suffix_and_wildcard() {
+fn label_aligned_suffix_and_wildcard() {
     let s = plain();
     put_all(
         &s,
@@ -141,21 +135,14 @@ fn ref14_50_label_aligned_suffix_and_wildcard() {
             &["users", "alice\n"],
         ],
     );
-    let got = s
-        .list_namespaces(ListNamespacesOptions { suffix: vec!["alice".into()], ..Default::default() })
-        .unwrap();
+    let got = s.list_namespaces(ListNamespaces::new().suffix(&["alice"])).unwrap();
     assert_eq!(got, ns_list(&[&["uid", "a", "b", "alice"], &["uid", "users", "alice"]]));
-    let got = s
-        .list_namespaces(ListNamespacesOptions {
-            prefix: vec!["uid".into(), "*".into(), "alice".into()],
-            ..Default::default()
-        })
-        .unwrap();
+    let got = s.list_namespaces(ListNamespaces::new().prefix(&["uid", "*", "alice"])).unwrap();
     assert_eq!(got, ns_list(&[&["uid", "users", "alice"]]));
 }
 
 #[test]
-fn ref14_51_metacharacter_labels_are_literal() {
+fn metacharacter_labels_are_literal() {
     let s = plain();
     for (label, decoy) in [
         ("star*", "starX"),
@@ -166,23 +153,21 @@ fn ref14_51_metacharacter_labels_are_literal() {
         ("plus+", "plusX"),
     ] {
         put_all(&s, &[&[label], &[decoy], &[label, "child"]]);
-        let got = s
-            .list_namespaces(ListNamespacesOptions { prefix: vec![label.into()], ..Default::default() })
-            .unwrap();
+        let got = s.list_namespaces(ListNamespaces::new().prefix(&[label])).unwrap();
         assert_eq!(got, ns_list(&[&[label], &[label, "child"]]), "{label}");
-        let found = s.search(&[label], SearchOptions::default()).unwrap();
+        let found = s.search(Search::new(&[label])).unwrap();
         assert_eq!(found.len(), 2, "{label}");
         assert!(found.iter().all(|i| i.item.namespace[0] == label));
     }
 }
 
 #[test]
-fn ref14_52_search_prefix_is_label_aligned_and_case_sensitive() {
+fn search_prefix_is_label_aligned_and_case_sensitive() {
     let s = plain();
     put_all(&s, &[&["foo"], &["foo", "child"], &["foobar"], &["foo2"]]);
     let nss = |p: &[&str]| {
         let mut v: Vec<Vec<String>> =
-            s.search(p, SearchOptions::default()).unwrap().into_iter().map(|i| i.item.namespace).collect();
+            s.search(Search::new(p)).unwrap().into_iter().map(|i| i.item.namespace.to_vec()).collect();
         v.sort();
         v
     };
@@ -192,42 +177,27 @@ fn ref14_52_search_prefix_is_label_aligned_and_case_sensitive() {
     assert!(nss(&["Foo"]).is_empty());
 }
 
-/// Decision 13: results in tuple order (Python's SqliteStore sorts the dotted
+/// results in tuple order (Python's SqliteStore sorts the dotted
 /// text instead and would give `("A",),("a*",),("a-c",),("a","b"),...`).
 #[test]
-fn ref14_53_decision_13_tuple_order() {
+fn tuple_order() {
     let s = plain();
     put_all(&s, &[&["b"], &["a_"], &["a", "b"], &["a-c"], &["a*"], &["A"]]);
-    let got = s.list_namespaces(ListNamespacesOptions::default()).unwrap();
+    let got = s.list_namespaces(ListNamespaces::new()).unwrap();
     assert_eq!(got, ns_list(&[&["A"], &["a", "b"], &["a*"], &["a-c"], &["a_"], &["b"]]));
 }
 
 // ---------------------------------------------------------------- batch
 
-/// Decision 15: reads see the state before the batch; puts to one key
+/// reads see the state before the batch; puts to one key
 /// collapse to the last; results in op order.
 #[test]
-fn ref14_54_decision_15_batch_reads_before_writes() {
+fn batch_reads_before_writes() {
     let s = plain();
     s.put(&["n"], "k", json!({"v": 0})).unwrap();
     let ns = vec!["n".to_string()];
-    let put = |v: i64| {
-        Op::Put(PutOp {
-            namespace: ns.clone(),
-            key: "k".into(),
-            value: Some(json!({"v": v})),
-            index: Index::Default,
-            ttl: None,
-        })
-    };
-    let out = s
-        .batch(vec![
-            put(1),
-            Op::Get(GetOp { namespace: ns.clone(), key: "k".into(), refresh_ttl: None }),
-            put(2),
-            Op::Search(SearchOp { namespace_prefix: ns.clone(), ..Default::default() }),
-        ])
-        .unwrap();
+    let put = |v: i64| Op::Put(Put::new(&ns, "k", json!({"v": v})));
+    let out = s.batch(vec![put(1), Get::new(&ns, "k").into(), put(2), Search::new(&ns).into()]).unwrap();
     assert_eq!(out.len(), 4);
     assert_eq!(out[0], OpResult::Done);
     match &out[1] {
@@ -242,23 +212,11 @@ fn ref14_54_decision_15_batch_reads_before_writes() {
 }
 
 #[test]
-fn decision_15_batch_is_one_transaction() {
+fn batch_is_one_transaction() {
     let s = plain();
     let ns = vec!["n".to_string()];
-    let good = Op::Put(PutOp {
-        namespace: ns.clone(),
-        key: "a".into(),
-        value: Some(json!({})),
-        index: Index::Default,
-        ttl: None,
-    });
-    let bad = Op::Put(PutOp {
-        namespace: ns,
-        key: "b".into(),
-        value: Some(json!([1])),
-        index: Index::Default,
-        ttl: None,
-    });
+    let good = Op::Put(Put::new(&ns, "a", json!({})));
+    let bad = Op::Put(Put::new(&ns, "b", json!([1])));
     assert!(matches!(s.batch(vec![good, bad]), Err(Error::InvalidArgument(_))));
     assert!(s.get(&["n"], "a").unwrap().is_none(), "nothing of a failed batch is written");
 }
@@ -277,13 +235,13 @@ fn filter_doc_store() -> Store {
 }
 
 fn count(s: &Store, f: Value) -> usize {
-    s.search(&["f"], SearchOptions::default().filter(f)).unwrap().len()
+    s.search(Search::new(&["f"]).filter(f)).unwrap().len()
 }
 
-/// Decision 8: JSON semantics (`1 == 1.0`; `true` equals only `true`;
+/// JSON semantics (`1 == 1.0`; `true` equals only `true`;
 /// structural `$eq` on lists; null matches missing).
 #[test]
-fn ref14_55_decision_8_filter_semantics() {
+fn filter_semantics() {
     let s = filter_doc_store();
     for f in [
         json!({"x": 1.0}),
@@ -304,30 +262,30 @@ fn ref14_55_decision_8_filter_semantics() {
     }
 }
 
-/// Decision 8: a nested object without `$` keys is a partial match (like
+/// a nested object without `$` keys is a partial match (like
 /// InMemoryStore; SqliteStore raises).
 #[test]
-fn ref14_56_decision_8_nested_object_is_partial_match() {
+fn nested_object_is_partial_match() {
     let s = filter_doc_store();
     assert_eq!(count(&s, json!({"d": {"y": 2}})), 1);
     assert_eq!(count(&s, json!({"d": {"y": 3}})), 0);
 }
 
 #[test]
-fn ref14_57_decision_8_ne_missing_and_errors() {
+fn ne_missing_and_errors() {
     let s = filter_doc_store();
     assert_eq!(count(&s, json!({"missing": {"$ne": 1}})), 1);
     assert_eq!(count(&s, json!({"missing": {"$gt": 1}})), 0);
-    let err = s.search(&["f"], SearchOptions::default().filter(json!({"x": {"$foo": 1}}))).unwrap_err();
+    let err = s.search(Search::new(&["f"]).filter(json!({"x": {"$foo": 1}}))).unwrap_err();
     assert!(matches!(err, Error::InvalidFilter { .. }));
     assert!(err.to_string().contains("$foo"));
-    let err = s.search(&["f"], SearchOptions::default().filter(json!({"bad key": 1}))).unwrap_err();
+    let err = s.search(Search::new(&["f"]).filter(json!({"bad key": 1}))).unwrap_err();
     assert!(err.to_string().starts_with("Invalid filter key: 'bad key'."));
 }
 
-/// Decision 9: `$in $nin $exists $and $or $not`.
+/// `$in $nin $exists $and $or $not`.
 #[test]
-fn decision_9_extended_operators() {
+fn extended_operators() {
     let s = filter_doc_store();
     assert_eq!(count(&s, json!({"x": {"$in": [5, 1]}})), 1);
     assert_eq!(count(&s, json!({"x": {"$nin": [1]}})), 0);
@@ -340,9 +298,9 @@ fn decision_9_extended_operators() {
 
 // ---------------------------------------------------------------- timestamps and TTL
 
-/// Decision 11: an update keeps `created_at` and moves `updated_at`.
+/// an update keeps `created_at` and moves `updated_at`.
 #[test]
-fn ref14_59_decision_11_upsert_keeps_created_at() {
+fn upsert_keeps_created_at() {
     let (_d, s, conn) = literal_store(&["$"]);
     s.put(&["n"], "k", json!({"v": 1})).unwrap();
     conn.execute(
@@ -352,14 +310,17 @@ fn ref14_59_decision_11_upsert_keeps_created_at() {
     .unwrap();
     s.put(&["n"], "k", json!({"v": 2})).unwrap();
     let item = s.get(&["n"], "k").unwrap().unwrap();
-    assert_eq!(item.created_at, "2000-01-01 00:00:00");
-    assert_ne!(item.updated_at, "2000-01-01 00:00:00");
+    let y2000 = UNIX_EPOCH + Duration::from_secs(946_684_800);
+    assert_eq!(item.created_at, y2000);
+    assert!(item.updated_at > y2000);
+    assert!(item.updated_at <= SystemTime::now() + Duration::from_secs(1));
 }
 
 fn ttl_store(refresh_on_read: bool) -> (tempfile::TempDir, Store, Connection) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.db");
-    let ttl = TtlConfig { refresh_on_read, default_ttl: Some(10.0), sweep_interval_minutes: None };
+    let ttl =
+        TtlConfig::new().with_refresh_on_read(refresh_on_read).with_default_ttl(Duration::from_secs(600));
     let store = Db::open(&path).unwrap().store(StoreConfig::default().with_ttl(ttl)).unwrap();
     (dir, store, Connection::open(&path).unwrap())
 }
@@ -368,11 +329,11 @@ fn expiry(conn: &Connection) -> (Option<String>, Option<f64>) {
     conn.query_row("SELECT expires_at, ttl_minutes FROM store", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap()
 }
 
-/// Decision 14: TTL in minutes from `default_ttl`; refresh on read by default
+/// TTL in minutes from `default_ttl`; refresh on read by default
 /// (Python's SqliteStore needs `refresh_on_read` spelled out); per-call flag
-/// overrides; `Ttl::Never` clears it.
+/// overrides; `no_ttl()` clears it.
 #[test]
-fn ref14_60_decision_14_ttl_and_refresh() {
+fn ttl_and_refresh() {
     let (_d, s, conn) = ttl_store(true);
     s.put(&["n"], "k", json!({})).unwrap();
     let (e, m) = expiry(&conn);
@@ -384,17 +345,16 @@ fn ref14_60_decision_14_ttl_and_refresh() {
     conn.execute("UPDATE store SET expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 minutes')", [])
         .unwrap();
     let before = expiry(&conn).0.unwrap();
-    s.batch(vec![Op::Get(GetOp { namespace: vec!["n".into()], key: "k".into(), refresh_ttl: Some(false) })])
-        .unwrap();
+    s.batch(vec![Get::new(&["n"], "k").refresh_ttl(false).into()]).unwrap();
     assert_eq!(expiry(&conn).0.unwrap(), before, "per-call flag off: no refresh");
     s.get(&["n"], "k").unwrap().unwrap();
     assert!(expiry(&conn).0.unwrap() > before, "default: refresh on read");
     conn.execute("UPDATE store SET expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 minutes')", [])
         .unwrap();
     let before = expiry(&conn).0.unwrap();
-    s.search(&["n"], SearchOptions::default()).unwrap();
+    s.search(Search::new(&["n"])).unwrap();
     assert!(expiry(&conn).0.unwrap() > before, "search refreshes too");
-    s.put_with(&["n"], "k", json!({}), PutOptions { ttl: Ttl::Never, ..Default::default() }).unwrap();
+    s.put_with(Put::new(&["n"], "k", json!({})).no_ttl()).unwrap();
     assert_eq!(expiry(&conn), (None, None));
 
     let (_d2, s2, conn2) = ttl_store(false);
@@ -407,26 +367,20 @@ fn ref14_60_decision_14_ttl_and_refresh() {
     assert_eq!(expiry(&conn2).0.unwrap(), before, "refresh_on_read=false");
 }
 
-/// Decision 14: an expired item is never returned, even before the sweep;
+/// an expired item is never returned, even before the sweep;
 /// the sweep deletes it and its vectors (cascade), and keeps items without
 /// expiry.
 #[test]
-fn ref14_61_decision_14_expired_never_returned_and_swept_with_vectors() {
+fn expired_never_returned_and_swept_with_vectors() {
     let (_d, s, conn) = literal_store(&["v"]);
-    s.put_with(
-        &["n"],
-        "old",
-        json!({"v": "1 0 0"}),
-        PutOptions { ttl: Ttl::Minutes(5.0), ..Default::default() },
-    )
-    .unwrap();
+    s.put_with(Put::new(&["n"], "old", json!({"v": "1 0 0"})).ttl(Duration::from_secs(300))).unwrap();
     s.put(&["n"], "keep", json!({"v": "0 1 0"})).unwrap();
     conn.execute("UPDATE store SET expires_at = '2000-01-01 00:00:00' WHERE key = 'old'", []).unwrap();
     assert!(s.get(&["n"], "old").unwrap().is_none());
-    assert_eq!(keys(&s.search(&["n"], SearchOptions::default().query("1 0 0")).unwrap()), vec!["keep"]);
-    assert_eq!(keys(&s.search(&["n"], SearchOptions::default()).unwrap()), vec!["keep"]);
+    assert_eq!(keys(&s.search(Search::new(&["n"]).query("1 0 0")).unwrap()), vec!["keep"]);
+    assert_eq!(keys(&s.search(Search::new(&["n"])).unwrap()), vec!["keep"]);
     conn.execute("UPDATE store SET expires_at = '2000-01-01 00:00:00' WHERE key = 'keep'", []).unwrap();
-    assert!(s.list_namespaces(ListNamespacesOptions::default()).unwrap().is_empty());
+    assert!(s.list_namespaces(ListNamespaces::new()).unwrap().is_empty());
     conn.execute("UPDATE store SET expires_at = NULL WHERE key = 'keep'", []).unwrap();
     assert_eq!(s.sweep_expired().unwrap(), 1);
     let vectors: i64 =
@@ -437,13 +391,13 @@ fn ref14_61_decision_14_expired_never_returned_and_swept_with_vectors() {
 }
 
 #[test]
-fn decision_14_background_sweeper_runs_and_stops_on_drop() {
+fn background_sweeper_runs_and_stops_on_drop() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sw.db");
     let db = Db::open(&path).unwrap();
-    let ttl = TtlConfig { sweep_interval_minutes: Some(0.001), ..Default::default() }; // 60 ms
+    let ttl = TtlConfig::new().with_sweep_interval(Duration::from_millis(60));
     let s = db.store(StoreConfig::default().with_ttl(ttl)).unwrap();
-    s.put_with(&["n"], "k", json!({}), PutOptions { ttl: Ttl::Minutes(1.0), ..Default::default() }).unwrap();
+    s.put_with(Put::new(&["n"], "k", json!({})).ttl(Duration::from_secs(60))).unwrap();
     let conn = Connection::open(&path).unwrap();
     conn.execute("UPDATE store SET expires_at = '2000-01-01 00:00:00'", []).unwrap();
     let mut n = 1;
@@ -460,15 +414,15 @@ fn decision_14_background_sweeper_runs_and_stops_on_drop() {
 
 // ---------------------------------------------------------------- vectors
 
-/// Decision 12: exact cosine, max-pooled per item.
+/// exact cosine, max-pooled per item.
 #[test]
-fn ref14_62_decision_12_cosine_max_pooled() {
+fn cosine_max_pooled() {
     let (_d, s, _c) = literal_store(&["a", "b"]);
     s.put(&["n"], "same", json!({"a": "1 0 0"})).unwrap();
     s.put(&["n"], "ortho", json!({"a": "0 1 0"})).unwrap();
     s.put(&["n"], "zero", json!({"a": "0 0 0"})).unwrap();
     s.put(&["n"], "two", json!({"a": "0 1 0", "b": "1 1 0"})).unwrap();
-    let got = s.search(&["n"], SearchOptions::default().query("1 0 0")).unwrap();
+    let got = s.search(Search::new(&["n"]).query("1 0 0")).unwrap();
     let scores: Vec<(String, Option<f64>)> = got.iter().map(|i| (i.item.key.clone(), i.score)).collect();
     assert_eq!(scores[0].0, "same");
     assert!((scores[0].1.unwrap() - 1.0).abs() < 1e-6);
@@ -483,134 +437,115 @@ fn ref14_62_decision_12_cosine_max_pooled() {
     assert_eq!(got.len(), 4, "each item once");
 }
 
-/// Decision 12: items with no vector follow the scored ones with score None;
+/// items with no vector follow the scored ones with score None;
 /// offset counts over the whole sequence.
 #[test]
-fn ref14_63_decision_12_unscored_items_follow() {
+fn unscored_items_follow() {
     let (_d, s, _c) = literal_store(&["v"]);
     s.put(&["n"], "a", json!({"v": "1 0 0"})).unwrap();
-    s.put_with(
-        &["n"],
-        "plain",
-        json!({"v": "1 0 0"}),
-        PutOptions { index: Index::Off, ..Default::default() },
-    )
-    .unwrap();
-    let got = s.search(&["n"], SearchOptions::default().query("1 0 0")).unwrap();
+    s.put_with(Put::new(&["n"], "plain", json!({"v": "1 0 0"})).no_index()).unwrap();
+    let got = s.search(Search::new(&["n"]).query("1 0 0")).unwrap();
     assert_eq!(keys(&got), vec!["a", "plain"]);
     assert_eq!(got[1].score, None);
-    let got = s.search(&["n"], SearchOptions::default().query("1 0 0").limit(1)).unwrap();
+    let got = s.search(Search::new(&["n"]).query("1 0 0").limit(1)).unwrap();
     assert_eq!(keys(&got), vec!["a"]);
-    let got = s.search(&["n"], SearchOptions::default().query("1 0 0").offset(1)).unwrap();
+    let got = s.search(Search::new(&["n"]).query("1 0 0").offset(1)).unwrap();
     assert_eq!(keys(&got), vec!["plain"]);
 }
 
-/// Decision 11: the configured `fields` are honoured (Python's SqliteStore
+/// the configured `fields` are honoured (Python's SqliteStore
 /// embeds the whole document instead), and a per-put `index` overrides them.
 #[test]
-fn ref14_64_decision_11_fields_honoured_and_per_put_override() {
+fn fields_honoured_and_per_put_override() {
     let (_d, s, conn) = literal_store(&["text"]);
     s.put(&["n"], "k", json!({"text": "1 0 0", "other": "0 1 0"})).unwrap();
     let names = |key: &str| vector_names(&conn, key);
     assert_eq!(names("k"), vec!["text"]);
-    s.put_with(
-        &["n"],
-        "k",
-        json!({"text": "1 0 0", "other": "0 1 0"}),
-        PutOptions { index: Index::Fields(vec!["other".into()]), ..Default::default() },
-    )
-    .unwrap();
+    s.put_with(Put::new(&["n"], "k", json!({"text": "1 0 0", "other": "0 1 0"})).index_fields(["other"]))
+        .unwrap();
     assert_eq!(names("k"), vec!["other"], "re-indexing replaces all old vectors");
 }
 
 /// Case 48: vector field names; per-put `["$"]` embeds nothing (LangGraph's
 /// quirk, kept).
 #[test]
-fn ref14_48_vector_field_names() {
+fn vector_field_names() {
     let (_d, s, conn) = literal_store(&["$"]);
     let names = |key: &str| vector_names(&conn, key);
-    let idx = |v: &[&str]| PutOptions {
-        index: Index::Fields(v.iter().map(|s| s.to_string()).collect()),
-        ..Default::default()
-    };
-    s.put_with(&["n"], "two", json!({"text": "abcd", "arr": ["a", "bb"]}), idx(&["text", "arr[*]"])).unwrap();
+    s.put_with(
+        Put::new(&["n"], "two", json!({"text": "abcd", "arr": ["a", "bb"]})).index_fields(["text", "arr[*]"]),
+    )
+    .unwrap();
     assert_eq!(names("two"), vec!["arr[*].0", "arr[*].1", "text"]);
-    s.put_with(&["n"], "one", json!({"text": "abcd", "arr": ["a"]}), idx(&["text", "arr[*]"])).unwrap();
+    s.put_with(
+        Put::new(&["n"], "one", json!({"text": "abcd", "arr": ["a"]})).index_fields(["text", "arr[*]"]),
+    )
+    .unwrap();
     assert_eq!(names("one"), vec!["arr[*]", "text"]);
-    s.put_with(&["n"], "dollar", json!({"text": "abcd"}), idx(&["$"])).unwrap();
+    s.put_with(Put::new(&["n"], "dollar", json!({"text": "abcd"})).index_fields(["$"])).unwrap();
     assert!(names("dollar").is_empty());
     s.put(&["n"], "whole", json!({"text": "abcd"})).unwrap();
     assert_eq!(names("whole"), vec!["$"]);
 }
 
-/// Decision 11: deleting an item removes its vectors (foreign keys on), so a
+/// deleting an item removes its vectors (foreign keys on), so a
 /// re-put with `index=false` is not found through stale vectors.
 #[test]
-fn ref14_65_decision_11_no_stale_vectors() {
+fn no_stale_vectors() {
     let (_d, s, conn) = literal_store(&["v"]);
     s.put(&["n"], "k", json!({"v": "1 0 0"})).unwrap();
     s.delete(&["n"], "k").unwrap();
     let n: i64 = conn.query_row("SELECT COUNT(*) FROM store_vectors", [], |r| r.get(0)).unwrap();
     assert_eq!(n, 0);
-    s.put_with(&["n"], "k", json!({"v": "1 0 0"}), PutOptions { index: Index::Off, ..Default::default() })
-        .unwrap();
-    let got = s.search(&["n"], SearchOptions::default().query("1 0 0")).unwrap();
+    s.put_with(Put::new(&["n"], "k", json!({"v": "1 0 0"})).no_index()).unwrap();
+    let got = s.search(Search::new(&["n"]).query("1 0 0")).unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].score, None, "found as an unscored item, not through a stale vector");
 }
 
-/// Decision 12: offset and limit count distinct items after pooling (Python
+/// offset and limit count distinct items after pooling (Python
 /// returns [] here).
 #[test]
-fn ref14_66_decision_12_offset_after_pooling() {
+fn offset_after_pooling() {
     let (_d, s, _c) = literal_store(&["a", "b"]);
     s.put(&["n"], "top", json!({"a": "1 0 0", "b": "1 0.1 0"})).unwrap();
     s.put(&["n"], "second", json!({"a": "1 1 0"})).unwrap();
-    let got = s.search(&["n"], SearchOptions::default().query("1 0 0").limit(1).offset(1)).unwrap();
+    let got = s.search(Search::new(&["n"]).query("1 0 0").limit(1).offset(1)).unwrap();
     assert_eq!(keys(&got), vec!["second"]);
 }
 
 #[test]
-fn ref14_67_query_without_index_is_a_plain_search() {
+fn limits_and_offsets() {
     let s = plain();
     s.put(&["n"], "a", json!({})).unwrap();
-    s.put(&["n"], "b", json!({})).unwrap();
-    let got = s.search(&["n"], SearchOptions::default().query("anything")).unwrap();
-    assert_eq!(got.len(), 2);
-    assert!(got.iter().all(|i| i.score.is_none()));
+    assert!(s.search(Search::new(&["n"]).limit(0)).unwrap().is_empty());
+    assert!(s.list_namespaces(ListNamespaces::new().limit(0)).unwrap().is_empty());
+    assert!(s.search(Search::new(&["n"]).offset(10)).unwrap().is_empty());
 }
 
+/// ties are broken deterministically (namespace, then key).
 #[test]
-fn ref14_68_limits_and_offsets() {
-    let s = plain();
-    s.put(&["n"], "a", json!({})).unwrap();
-    assert!(s.search(&["n"], SearchOptions::default().limit(0)).unwrap().is_empty());
-    assert!(s.list_namespaces(ListNamespacesOptions { limit: 0, ..Default::default() }).unwrap().is_empty());
-    assert!(s.search(&["n"], SearchOptions::default().offset(10)).unwrap().is_empty());
-}
-
-/// Decision 12: ties are broken deterministically (namespace, then key).
-#[test]
-fn decision_12_ties_are_deterministic() {
+fn ties_are_deterministic() {
     let (_d, s, _c) = literal_store(&["v"]);
     for k in ["c", "a", "b"] {
         s.put(&["n"], k, json!({"v": "1 0 0"})).unwrap();
     }
-    let got = s.search(&["n"], SearchOptions::default().query("1 0 0")).unwrap();
+    let got = s.search(Search::new(&["n"]).query("1 0 0")).unwrap();
     assert_eq!(keys(&got), vec!["a", "b", "c"]);
 }
 
-/// Decision 16: the embedder that made the vectors is recorded; another one
+/// the embedder that made the vectors is recorded; another one
 /// is refused until a reindex.
 #[test]
-fn decision_16_embedder_identity_and_reindex() {
+fn embedder_identity_and_reindex() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("e.db");
     let db = Db::open(&path).unwrap();
-    let s = db.store(StoreConfig::default().with_index(IndexConfig::new(Literal(3)).fields(["v"]))).unwrap();
+    let s =
+        db.store(StoreConfig::default().with_index(IndexConfig::new(Literal(3)).with_fields(["v"]))).unwrap();
     s.put(&["n"], "k", json!({"v": "1 0 0", "text": "running shoes"})).unwrap();
     drop(s);
-    let other = StoreConfig::default().with_index(IndexConfig::hashed(16).unwrap().fields(["text"]));
+    let other = StoreConfig::default().with_index(IndexConfig::hashed(16).unwrap().with_fields(["text"]));
     match db.store(other.clone()) {
         Err(Error::EmbedderMismatch { stored, configured }) => {
             assert_eq!(stored, "literal/3");
@@ -619,28 +554,114 @@ fn decision_16_embedder_identity_and_reindex() {
         other => panic!("{other:?}"),
     }
     let s = db.reindex_store(other.clone()).unwrap();
-    let got = s.search(&[], SearchOptions::default().query("shoes for running")).unwrap();
+    let got = s.search(Search::all().query("shoes for running")).unwrap();
     assert!(got[0].score.unwrap() > 0.1);
     drop(s);
     db.store(other).unwrap();
 }
 
 #[test]
-fn decision_16_dimension_checks() {
+fn index_dims_are_the_embedders() {
+    let cfg = IndexConfig::new(Literal(3));
+    assert_eq!(cfg.dims(), 3);
     let db = Db::open_in_memory().unwrap();
-    let mut cfg = IndexConfig::new(Literal(3));
-    cfg.dims = 4;
-    assert!(matches!(db.store(StoreConfig::default().with_index(cfg)), Err(Error::DimensionMismatch { .. })));
+    assert!(matches!(
+        db.store(StoreConfig::new().with_index(IndexConfig::new(Literal(0)))),
+        Err(Error::InvalidArgument(_))
+    ));
 }
 
 #[test]
-fn values_must_be_objects_and_ttls_finite() {
+fn values_must_be_objects_and_ttls_in_range() {
     let s = plain();
     assert!(matches!(s.put(&["n"], "k", json!([1])), Err(Error::InvalidArgument(_))));
-    let bad = PutOptions { ttl: Ttl::Minutes(f64::NAN), ..Default::default() };
-    assert!(matches!(s.put_with(&["n"], "k", json!({}), bad), Err(Error::InvalidArgument(_))));
-    let bad = PutOptions { ttl: Ttl::Minutes(-1.0), ..Default::default() };
-    assert!(matches!(s.put_with(&["n"], "k", json!({}), bad), Err(Error::InvalidArgument(_))));
+    let bad = Put::new(&["n"], "k", json!({})).ttl(Duration::MAX);
+    assert!(matches!(s.put_with(bad), Err(Error::InvalidArgument(_))));
+    let bad = Put::new(&["n"], "k", json!({})).ttl(agentstate::store::MAX_TTL + Duration::from_secs(1));
+    assert!(matches!(s.put_with(bad), Err(Error::InvalidArgument(_))));
+    let far = Put::new(&["n"], "k", json!({})).ttl(agentstate::store::MAX_TTL);
+    s.put_with(far).unwrap();
+    let item = s.get(&["n"], "k").unwrap().unwrap();
+    assert!(item.expires_at.unwrap() > SystemTime::now() + Duration::from_secs(1_000 * 365 * 86_400));
+    let cfg = StoreConfig::new().with_ttl(TtlConfig::new().with_default_ttl(Duration::MAX));
+    assert!(matches!(Db::open_in_memory().unwrap().store(cfg), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn a_query_on_a_store_without_an_index_is_an_invalid_config() {
+    let s = plain();
+    s.put(&["n"], "k", json!({"text": "x"})).unwrap();
+    assert!(matches!(s.search(Search::new(&["n"]).query("x")), Err(Error::InvalidConfig(_))));
+    assert_eq!(s.search(Search::new(&["n"])).unwrap().len(), 1);
+}
+
+#[test]
+fn items_report_their_expiry_and_reads_report_the_refreshed_one() {
+    let (_d, s, conn) = ttl_store(true);
+    s.put(&["n"], "k", json!({})).unwrap();
+    conn.execute("UPDATE store SET expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 minutes')", [])
+        .unwrap();
+    let soon = SystemTime::now() + Duration::from_secs(120);
+    let item = s.get(&["n"], "k").unwrap().unwrap();
+    assert!(item.expires_at.unwrap() > soon, "the refreshed expiry (10 minutes) is reported");
+    let hit = &s.search(Search::new(&["n"])).unwrap()[0];
+    assert!(hit.item.expires_at.unwrap() > soon);
+    let kept = s.get_with(Get::new(&["n"], "k").refresh_ttl(false)).unwrap().unwrap();
+    assert!(kept.expires_at.is_some());
+    s.put_with(Put::new(&["n"], "k", json!({})).no_ttl()).unwrap();
+    assert_eq!(s.get(&["n"], "k").unwrap().unwrap().expires_at, None);
+}
+
+#[test]
+fn namespaces_from_list_namespaces_go_straight_back_in() {
+    let s = plain();
+    s.put(&["users", "alice"], "k", json!({"v": 1})).unwrap();
+    for ns in s.list_namespaces(ListNamespaces::new()).unwrap() {
+        assert!(s.get(&ns, "k").unwrap().is_some());
+        let item = s.search(Search::new(&ns)).unwrap().remove(0).item;
+        s.put(&item.namespace, "k2", json!({})).unwrap();
+        let owned: Vec<String> = ns.to_vec();
+        assert!(s.get(&owned, "k2").unwrap().is_some());
+        s.delete(&ns[..], "k2").unwrap();
+    }
+    assert_eq!(s.list_namespaces(ListNamespaces::new().max_depth(0)).unwrap()[0].len(), 0);
+}
+
+#[test]
+fn an_embedders_own_error_is_the_source_of_the_embedding_error() {
+    #[derive(Debug)]
+    struct Down;
+    impl std::fmt::Display for Down {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("model is down")
+        }
+    }
+    impl std::error::Error for Down {}
+    struct Failing;
+    impl Embedder for Failing {
+        fn name(&self) -> &str {
+            "failing"
+        }
+        fn dims(&self) -> usize {
+            2
+        }
+        fn embed_documents(&self, _: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
+            Err(Box::new(Down))
+        }
+        fn embed_query(&self, _: &str) -> Result<Vec<f32>, BoxError> {
+            Err("no queries today".into())
+        }
+    }
+    let s = Db::open_in_memory()
+        .unwrap()
+        .store(StoreConfig::new().with_index(IndexConfig::new(Failing)))
+        .unwrap();
+    let err = s.put(&["n"], "k", json!({"a": 1})).unwrap_err();
+    let source = std::error::Error::source(&err).expect("a source");
+    assert!(source.downcast_ref::<Down>().is_some(), "{err}");
+    assert!(err.to_string().contains("model is down"));
+    let err = s.search(Search::all().query("q")).unwrap_err();
+    assert!(matches!(&err, Error::Embedding { source: Some(_), .. }), "{err}");
 }
 
 #[test]
@@ -669,20 +690,20 @@ fn one_file_serves_checkpoints_and_store() {
 fn search_cache_sees_every_writer() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.db");
-    let cfg = || StoreConfig::default().with_index(IndexConfig::new(Literal(3)).fields(["v"]));
+    let cfg = || StoreConfig::default().with_index(IndexConfig::new(Literal(3)).with_fields(["v"]));
     let a = Db::open(&path).unwrap().store(cfg()).unwrap();
     let b = Db::open(&path).unwrap().store(cfg()).unwrap();
     a.put(&["n"], "k1", json!({"v": "1 0 0"})).unwrap();
-    assert_eq!(keys(&b.search(&["n"], SearchOptions::default().query("1 0 0")).unwrap()), vec!["k1"]);
+    assert_eq!(keys(&b.search(Search::new(&["n"]).query("1 0 0")).unwrap()), vec!["k1"]);
     a.put(&["n"], "k2", json!({"v": "0 1 0"})).unwrap();
     a.put(&["n"], "k1", json!({"v": "0 0 1"})).unwrap();
-    let got = b.search(&["n"], SearchOptions::default().query("0 1 0")).unwrap();
+    let got = b.search(Search::new(&["n"]).query("0 1 0")).unwrap();
     assert_eq!(keys(&got), vec!["k2", "k1"]);
     assert_eq!(got[1].item.value, json!({"v": "0 0 1"}));
     let raw = Connection::open(&path).unwrap();
     raw.execute("DELETE FROM store WHERE key = 'k2'", []).unwrap();
     raw.execute("UPDATE store SET value = '{\"v\": \"0 0 1\", \"w\": 1}' WHERE key = 'k1'", []).unwrap();
-    let got = b.search(&["n"], SearchOptions::default().filter(json!({"w": 1}))).unwrap();
+    let got = b.search(Search::new(&["n"]).filter(json!({"w": 1}))).unwrap();
     assert_eq!(keys(&got), vec!["k1"]);
-    assert_eq!(b.search(&["n"], SearchOptions::default()).unwrap().len(), 1);
+    assert_eq!(b.search(Search::new(&["n"])).unwrap().len(), 1);
 }

@@ -1,9 +1,8 @@
-//! The Python-written Store fixture (`tests/fixtures/store/`, DESIGN.md
-//! decision 10), checked against the database-free building blocks of
-//! `agentstate::store`: namespaces decode and validate, the field paths and
-//! vector names reproduce every vector Python stored, exact max-pooled cosine
-//! search reproduces Python's ranking and scores, and the namespace listing
-//! helper agrees with Python's `list_namespaces`.
+//! The Python-written Store fixture (`tests/fixtures/store/`), checked through
+//! the public Store API: namespaces decode and validate, replaying Python's
+//! puts reproduces every vector Python stored (field paths and vector names),
+//! `Store::search` on the fixture file reproduces Python's ranking and scores,
+//! and `Store::list_namespaces` on it agrees with Python's.
 //!
 //! The last test runs `read_rust_store.py` (the reader later pointed at files
 //! written by agentstate) when the Python venv is available, and skips with a
@@ -12,10 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use agentstate::store::namespace::{decode_prefix, list_namespaces, MatchCondition, Namespace};
-use agentstate::store::path::{configured_fields, field_texts, per_put_fields};
-use agentstate::store::{cosine, Embedder};
-use agentstate::Result;
+use agentstate::store::{Embedder, IndexConfig, ListNamespaces, Namespace, Put, Search, Store};
+use agentstate::{Db, StoreConfig};
 use rusqlite::{Connection, OpenFlags};
 use serde_json::Value;
 
@@ -31,6 +28,31 @@ fn expected() -> Value {
 fn open() -> Connection {
     Connection::open_with_flags(fixture_dir().join("python_store.sqlite"), OpenFlags::SQLITE_OPEN_READ_ONLY)
         .unwrap()
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A Store over a copy of the fixture file, with the fixture's embedder and
+/// fields, and the items the fixture records as expired given a past expiry
+/// (whatever this machine's clock says).
+fn fixture_store(exp: &Value) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("python_store.sqlite");
+    std::fs::copy(fixture_dir().join("python_store.sqlite"), &path).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    for e in exp["expired"].as_array().unwrap() {
+        let prefix = Namespace::try_from(&e["namespace"]).unwrap().to_string();
+        conn.execute(
+            "UPDATE store SET expires_at = '2000-01-01 00:00:00' WHERE prefix = ?1 AND key = ?2",
+            [&prefix, e["key"].as_str().unwrap()],
+        )
+        .unwrap();
+    }
+    drop(conn);
+    let fields = labels(&exp["index_config"]["text_fields"]);
+    let config = StoreConfig::new().with_index(IndexConfig::new(LetterCounts).with_fields(fields));
+    let store = Db::open(&path).unwrap().store(config).unwrap();
+    (dir, store)
 }
 
 /// The fixture's embedding (`common.py`): counts of the letters a..h in the
@@ -54,20 +76,16 @@ impl Embedder for LetterCounts {
     fn dims(&self) -> usize {
         8
     }
-    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
         Ok(texts.iter().map(|t| Self::embed(t)).collect())
     }
-    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, BoxError> {
         Ok(Self::embed(text))
     }
 }
 
 fn labels(v: &Value) -> Vec<String> {
     v.as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_owned()).collect()
-}
-
-fn f32_blob(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// `(prefix, key) -> value` for every row of the file.
@@ -107,12 +125,12 @@ fn store_fixture_rows_decode_and_validate() {
     let all = rows(&conn);
     assert_eq!(all.len(), exp["puts"].as_array().unwrap().len());
     for (prefix, _, value) in &all {
-        let ns = Namespace::from_prefix(prefix).unwrap();
-        assert_eq!(&ns.encode(), prefix);
+        let ns = Namespace::new(prefix.split('.')).unwrap();
+        assert_eq!(&ns.to_string(), prefix);
         assert!(value.is_object());
     }
     for get in exp["get"].as_array().unwrap() {
-        let prefix = Namespace::try_from(&get["namespace"]).unwrap().encode();
+        let prefix = Namespace::try_from(&get["namespace"]).unwrap().to_string();
         let found = all.iter().find(|(p, k, _)| *p == prefix && k == get["key"].as_str().unwrap());
         match (&get["item"], found) {
             (Value::Null, None) => {}
@@ -123,101 +141,76 @@ fn store_fixture_rows_decode_and_validate() {
 }
 
 #[test]
-fn store_fixture_vectors_are_reproduced_by_field_paths() {
+fn store_fixture_vectors_are_reproduced_by_replaying_the_puts() {
     let conn = open();
     let exp = expected();
-    let configured: Vec<String> = labels(&exp["index_config"]["text_fields"]);
     let all = rows(&conn);
-    let stored = vectors(&conn);
-    let mut checked = 0;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("replay.db");
+    let fields = labels(&exp["index_config"]["text_fields"]);
+    let store = Db::open(&path)
+        .unwrap()
+        .store(StoreConfig::new().with_index(IndexConfig::new(LetterCounts).with_fields(fields)))
+        .unwrap();
     for put in exp["puts"].as_array().unwrap() {
-        let prefix = Namespace::try_from(&put["namespace"]).unwrap().encode();
+        let ns = Namespace::try_from(&put["namespace"]).unwrap();
         let key = put["key"].as_str().unwrap();
-        let value = &all.iter().find(|(p, k, _)| *p == prefix && k == key).unwrap().2;
-        let fields = match &put["index"] {
-            Value::Null => configured_fields(&configured),
-            Value::Bool(false) => vec![],
-            list => per_put_fields(&labels(list)),
+        let value = all.iter().find(|(p, k, _)| *p == ns.to_string() && k == key).unwrap().2.clone();
+        let op = Put::new(&ns, key, value);
+        let op = match &put["index"] {
+            Value::Null => op,
+            Value::Bool(false) => op.no_index(),
+            list => op.index_fields(labels(list)),
         };
-        let mut want: Vec<(String, Vec<u8>)> = field_texts(value, &fields)
-            .into_iter()
-            .map(|(name, text)| (name, f32_blob(&LetterCounts::embed(&text))))
-            .collect();
-        want.sort();
-        let got: Vec<(String, Vec<u8>)> = stored
-            .iter()
-            .filter(|(p, k, _, _)| *p == prefix && k == key)
-            .map(|(_, _, name, blob)| (name.clone(), blob.clone()))
-            .collect();
-        assert_eq!(got, want, "{prefix} {key}");
-        checked += got.len();
+        store.put_with(op).unwrap();
     }
-    assert_eq!(checked, stored.len());
+    let stored = vectors(&conn);
+    let replayed = vectors(&Connection::open(&path).unwrap());
+    assert_eq!(replayed, stored);
     assert!(stored.iter().any(|(_, _, name, _)| name == "tags[*].1"), "an item with several vectors");
 }
 
 #[test]
 fn store_fixture_vector_search_is_reproduced_exactly() {
-    let conn = open();
     let exp = expected();
     let q = &exp["search_query"];
-    let condition = MatchCondition::prefix(labels(&q["prefix"]));
-    let limit = q["limit"].as_u64().unwrap() as usize;
-    let expired: Vec<(String, String)> = exp["expired"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (Namespace::try_from(&e["namespace"]).unwrap().encode(), e["key"].as_str().unwrap().to_owned())
-        })
-        .collect();
-    let query = LetterCounts.embed_query(q["query"].as_str().unwrap()).unwrap();
-
-    // Exact search: score every vector, keep each item's best, drop expired.
-    let mut best: Vec<((String, String), f32)> = Vec::new();
-    for (prefix, key, _, blob) in vectors(&conn) {
-        let id = (prefix.clone(), key.clone());
-        if !condition.matches_encoded(&prefix) || expired.contains(&id) {
-            continue;
-        }
-        let v: Vec<f32> =
-            blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        let Some(score) = cosine(&query, &v) else { continue };
-        match best.iter_mut().find(|(i, _)| *i == id) {
-            Some(slot) => slot.1 = slot.1.max(score),
-            None => best.push((id, score)),
-        }
-    }
-    best.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    best.truncate(limit);
-
+    let (_dir, store) = fixture_store(&exp);
+    let hits = store
+        .search(
+            Search::new(&labels(&q["prefix"]))
+                .query(q["query"].as_str().unwrap())
+                .limit(q["limit"].as_u64().unwrap() as usize),
+        )
+        .unwrap();
     let results = q["results"].as_array().unwrap();
-    assert_eq!(best.len(), results.len());
-    for ((id, score), r) in best.iter().zip(results) {
-        assert_eq!(id.0, Namespace::try_from(&r["namespace"]).unwrap().encode());
-        assert_eq!(id.1, r["key"].as_str().unwrap());
+    assert_eq!(hits.len(), results.len());
+    for (hit, r) in hits.iter().zip(results) {
+        assert_eq!(hit.item.namespace, Namespace::try_from(&r["namespace"]).unwrap());
+        assert_eq!(hit.item.key, r["key"].as_str().unwrap());
+        assert_eq!(hit.item.value, r["value"]);
         // Python's scores come from sqlite-vec (f32 sums), rounded to 6 places.
-        let want = r["score"].as_f64().unwrap();
-        assert!((f64::from(*score) - want).abs() < 1e-5, "{id:?}: {score} vs {want}");
+        let (got, want) = (hit.score.unwrap(), r["score"].as_f64().unwrap());
+        assert!((got - want).abs() < 1e-5, "{}: {got} vs {want}", hit.item.key);
     }
 }
 
 #[test]
 fn store_fixture_list_namespaces_is_reproduced() {
-    let conn = open();
     let exp = expected();
-    let mut prefixes: Vec<Vec<String>> = rows(&conn).into_iter().map(|(p, _, _)| decode_prefix(&p)).collect();
-    prefixes.dedup();
+    let (_dir, store) = fixture_store(&exp);
     let as_lists = |v: &Value| -> Vec<Vec<String>> { v.as_array().unwrap().iter().map(labels).collect() };
+    let list = |l: ListNamespaces| -> Vec<Vec<String>> {
+        store.list_namespaces(l).unwrap().into_iter().map(Namespace::into_labels).collect()
+    };
     // No label here contains a character below '.', so Python's text order
-    // and agentstate's tuple order agree on this data (DESIGN decision 13).
-    assert_eq!(list_namespaces(&prefixes, &[], None, 100, 0), as_lists(&exp["list_namespaces"]));
+    // and agentstate's tuple order agree on this data.
+    assert_eq!(list(ListNamespaces::new()), as_lists(&exp["list_namespaces"]));
     assert_eq!(
-        list_namespaces(&prefixes, &[MatchCondition::prefix(["users"])], Some(2), 100, 0),
+        list(ListNamespaces::new().prefix(&["users"]).max_depth(2)),
         as_lists(&exp["list_namespaces_prefix_users_depth_2"])
     );
     assert_eq!(
-        list_namespaces(&prefixes, &[MatchCondition::suffix(["memories"])], None, 100, 0),
+        list(ListNamespaces::new().suffix(&["memories"])),
         as_lists(&exp["list_namespaces_suffix_memories"])
     );
 }

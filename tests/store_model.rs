@@ -5,9 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use agentstate::store::{
-    cosine, Embedder, HashEmbedder, IndexConfig, ListNamespacesOptions, PutOptions, SearchOptions, Ttl,
-};
+use std::time::Duration;
+
+use agentstate::store::{Embedder, HashEmbedder, IndexConfig, ListNamespaces, Put, Search};
 use agentstate::{Db, Filter, Store, StoreConfig};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -52,12 +52,20 @@ struct Model {
     expired: BTreeSet<Key>,
 }
 
+/// The model's cosine similarity (f64 sums); `None` for a zero vector.
+fn cosine(a: &[f32], b: &[f32]) -> Option<f32> {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+    let na: f64 = a.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    (na > 0.0 && nb > 0.0).then(|| (dot / (na * nb)) as f32)
+}
+
 fn labels(ns: &[&str]) -> Vec<String> {
     ns.iter().map(|s| s.to_string()).collect()
 }
 
 fn config() -> StoreConfig {
-    StoreConfig::default().with_index(IndexConfig::new(HashEmbedder::new(64).unwrap()).fields(["text"]))
+    StoreConfig::default().with_index(IndexConfig::new(HashEmbedder::new(64).unwrap()).with_fields(["text"]))
 }
 
 fn open(path: &Path) -> Store {
@@ -79,15 +87,9 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
         match s {
             Step::Put { ns, key, word, n, ttl } => {
                 let value = json!({"text": WORDS[word], "n": n});
-                let ttl = if ttl { Ttl::Minutes(60.0) } else { Ttl::Never };
-                store
-                    .put_with(
-                        NAMESPACES[ns],
-                        KEYS[key],
-                        value.clone(),
-                        PutOptions { ttl, ..Default::default() },
-                    )
-                    .unwrap();
+                let put = Put::new(NAMESPACES[ns], KEYS[key], value.clone());
+                let put = if ttl { put.ttl(Duration::from_secs(3600)) } else { put.no_ttl() };
+                store.put_with(put).unwrap();
                 let k = (labels(NAMESPACES[ns]), KEYS[key].to_string());
                 model.expired.remove(&k);
                 model.live.insert(k, value);
@@ -105,8 +107,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
             Step::Search { prefix, filter, query } => {
                 let prefix: Vec<String> = if prefix == 5 { vec![] } else { labels(NAMESPACES[prefix]) };
-                let p: Vec<&str> = prefix.iter().map(String::as_str).collect();
-                let mut opts = SearchOptions::default().limit(100);
+                let mut opts = Search::new(&prefix).limit(100);
                 let f = filter.map(|n| json!({"n": {"$gte": n}}));
                 if let Some(f) = &f {
                     opts = opts.filter(f.clone());
@@ -114,7 +115,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 if let Some(q) = query {
                     opts = opts.query(WORDS[q]);
                 }
-                let got = store.search(&p, opts).unwrap();
+                let got = store.search(opts).unwrap();
                 let parsed = f.as_ref().map(|f| Filter::parse(f).unwrap());
                 let mut want: Vec<(Key, Option<f64>)> = model
                     .live
@@ -139,15 +140,15 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     want.sort_by(|a, b| a.0.cmp(&b.0));
                     let mut got_sorted: Vec<_> = got.iter().collect();
                     got_sorted.sort_by(|a, b| {
-                        (&a.item.namespace, &a.item.key).cmp(&(&b.item.namespace, &b.item.key))
+                        (&a.item.namespace[..], &a.item.key).cmp(&(&b.item.namespace[..], &b.item.key))
                     });
                     for (g, (k, s)) in got_sorted.iter().zip(&want) {
-                        prop_assert_eq!(&(g.item.namespace.clone(), g.item.key.clone()), k);
+                        prop_assert_eq!(&(g.item.namespace.to_vec(), g.item.key.clone()), k);
                         prop_assert!((g.score.unwrap() - s.unwrap()).abs() < 1e-5);
                     }
                 } else {
                     let mut got_keys: Vec<Key> =
-                        got.iter().map(|i| (i.item.namespace.clone(), i.item.key.clone())).collect();
+                        got.iter().map(|i| (i.item.namespace.to_vec(), i.item.key.clone())).collect();
                     got_keys.sort();
                     let want_keys: Vec<Key> = want.into_iter().map(|(k, _)| k).collect();
                     prop_assert_eq!(got_keys, want_keys);
@@ -155,16 +156,18 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 }
             }
             Step::List { prefix } => {
-                let mut opts = ListNamespacesOptions::default();
-                if let Some(p) = prefix {
-                    opts.prefix = labels(NAMESPACES[p]);
-                }
-                let got = store.list_namespaces(opts.clone()).unwrap();
+                let want_prefix = prefix.map(|p| labels(NAMESPACES[p])).unwrap_or_default();
+                let got: Vec<Vec<String>> = store
+                    .list_namespaces(ListNamespaces::new().prefix(&want_prefix))
+                    .unwrap()
+                    .into_iter()
+                    .map(|n| n.into_labels())
+                    .collect();
                 let mut want: Vec<Vec<String>> = model
                     .live
                     .keys()
                     .map(|(ns, _)| ns.clone())
-                    .filter(|ns| under(ns, &opts.prefix))
+                    .filter(|ns| under(ns, &want_prefix))
                     .collect();
                 want.dedup();
                 want.sort();

@@ -1,12 +1,14 @@
-//! DESIGN.md decision 10: a file written by Python's SqliteStore opens here
+//! A file written by Python's SqliteStore opens here
 //! (read, search, update through the `Store` API), and a file this crate
 //! wrote (the same fixture after our updates) opens in Python.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use agentstate::store::{Embedder, IndexConfig, SearchOptions};
-use agentstate::{Db, Result, Store, StoreConfig};
+use agentstate::store::{Embedder, IndexConfig, ListNamespaces, Search};
+use agentstate::{Db, Store, StoreConfig};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 use serde_json::{json, Value};
 
 /// The fixture's embedding (tests/fixtures/store/README.md): counts of the
@@ -20,10 +22,10 @@ impl Embedder for LetterCounts {
     fn dims(&self) -> usize {
         8
     }
-    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
         Ok(texts.iter().map(|t| embed(t)).collect())
     }
-    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, BoxError> {
         Ok(embed(text))
     }
 }
@@ -49,8 +51,9 @@ fn open_copy() -> (tempfile::TempDir, PathBuf, Store) {
     let path = dir.path().join("python_store.sqlite");
     std::fs::copy(fixture_dir().join("python_store.sqlite"), &path).unwrap();
     let db = Db::open(&path).unwrap();
-    let store =
-        db.store(StoreConfig::default().with_index(IndexConfig::new(LetterCounts).fields(["text"]))).unwrap();
+    let store = db
+        .store(StoreConfig::default().with_index(IndexConfig::new(LetterCounts).with_fields(["text"])))
+        .unwrap();
     (dir, path, store)
 }
 
@@ -59,7 +62,7 @@ fn strs(v: &Value) -> Vec<String> {
 }
 
 #[test]
-fn decision_10_python_file_reads_and_searches_like_python() {
+fn python_file_reads_and_searches_like_python() {
     let (_d, _p, store) = open_copy();
     let exp = expected();
     for g in exp["get"].as_array().unwrap() {
@@ -84,8 +87,7 @@ fn decision_10_python_file_reads_and_searches_like_python() {
     let prefix: Vec<&str> = prefix.iter().map(String::as_str).collect();
     let hits = store
         .search(
-            &prefix,
-            SearchOptions::default()
+            Search::new(&prefix)
                 .query(sq["query"].as_str().unwrap())
                 .limit(sq["limit"].as_u64().unwrap() as usize),
         )
@@ -97,13 +99,13 @@ fn decision_10_python_file_reads_and_searches_like_python() {
         assert_eq!(h.item.key, w["key"].as_str().unwrap());
         assert!((h.score.unwrap() - w["score"].as_f64().unwrap()).abs() < 1e-5);
     }
-    let listed = store.list_namespaces(Default::default()).unwrap();
+    let listed = store.list_namespaces(ListNamespaces::new()).unwrap();
     let want: Vec<Vec<String>> = exp["list_namespaces"].as_array().unwrap().iter().map(strs).collect();
     assert_eq!(listed, want);
 }
 
 #[test]
-fn decision_10_python_file_updates_in_place() {
+fn python_file_updates_in_place() {
     let (_d, path, store) = open_copy();
     store
         .put(&["users", "alice", "memories"], "m9", json!({"text": "Alice bakes bagels", "importance": 4}))
@@ -116,8 +118,7 @@ fn decision_10_python_file_updates_in_place() {
         )
         .unwrap();
     store.delete(&["users", "bob", "memories"], "m3").unwrap();
-    let hits =
-        store.search(&["users", "alice"], SearchOptions::default().query("bagel bakery").limit(1)).unwrap();
+    let hits = store.search(Search::new(&["users", "alice"]).query("bagel bakery").limit(1)).unwrap();
     assert_eq!(hits[0].item.key, "m9");
     let conn = rusqlite::Connection::open(&path).unwrap();
     let orphans: i64 = conn

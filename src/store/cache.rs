@@ -13,7 +13,7 @@
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{params_from_iter, Connection};
 use serde_json::Value;
@@ -52,14 +52,12 @@ type Column = Arc<Vec<Option<Value>>>;
 
 impl Block {
     fn column(&self, path: &[String]) -> Column {
-        if let Some(c) = self.columns.lock().ok().and_then(|m| m.get(path).cloned()) {
+        if let Some(c) = lock(&self.columns).get(path).cloned() {
             return c;
         }
         let col: Column =
             Arc::new(self.items.iter().map(|it| Filter::value_at(&it.value, path).cloned()).collect());
-        if let Ok(mut m) = self.columns.lock() {
-            m.insert(path.to_vec(), col.clone());
-        }
+        lock(&self.columns).insert(path.to_vec(), col.clone());
         col
     }
 }
@@ -75,6 +73,22 @@ pub(crate) struct CachedItem {
 
 /// A search hit: (prefix, item, score).
 pub(crate) type Hit<'a> = (&'a str, &'a CachedItem, Option<f64>);
+
+/// Locks a cache map. The maps are caches of the file: if a thread panicked
+/// while holding one (poisoning it), the map is emptied and the lock cleared,
+/// so that nothing it held is used again; entries are rebuilt from the file
+/// on demand. No caller can observe a half-updated cache.
+fn lock<K, V>(m: &Mutex<HashMap<K, V>>) -> MutexGuard<'_, HashMap<K, V>> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => {
+            let mut g = poisoned.into_inner();
+            g.clear();
+            m.clear_poison();
+            g
+        }
+    }
+}
 
 #[derive(Default)]
 pub(crate) struct SearchCache {
@@ -104,14 +118,12 @@ impl SearchCache {
             .collect::<rusqlite::Result<_>>()?;
         let mut out = Vec::with_capacity(gens.len());
         for (p, gen) in gens {
-            let cached = self.blocks.lock().ok().and_then(|m| m.get(&p).cloned());
+            let cached = lock(&self.blocks).get(&p).cloned();
             let block = match cached {
                 Some(b) if b.gen == gen && (dims.is_none() || b.dims == dims.unwrap_or(0)) => b,
                 _ => {
                     let b = Arc::new(load(conn, &p, gen, dims)?);
-                    if let Ok(mut m) = self.blocks.lock() {
-                        m.insert(p.clone(), b.clone());
-                    }
+                    lock(&self.blocks).insert(p.clone(), b.clone());
                     b
                 }
             };
@@ -259,7 +271,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// `expired` that match `filter`. With a (unit) `query`, scored items come
 /// first (max over each item's vectors, descending, ties by prefix then
 /// key), then unscored ones; without, everything newest first. Then
-/// `offset`/`limit` over that one sequence (DESIGN.md decision 12).
+/// `offset`/`limit` over that one sequence (docs/design.md, "Store search").
 pub(crate) fn search<'a>(
     blocks: &'a [(String, Arc<Block>)],
     expired: &HashSet<(String, String)>,

@@ -1,16 +1,27 @@
 //! Embeddings: the [`Embedder`] trait the Store calls, the built-in
-//! [`HashEmbedder`], checked wrappers that enforce the trait's contract, and
-//! [`cosine`] similarity (DESIGN.md decisions 12 and 16).
+//! [`HashEmbedder`], and the checked wrappers that enforce the trait's
+//! contract.
 
 use crate::error::{Error, Result};
+
+/// What an embedder may fail with: any error.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn failed(embedder: &dyn Embedder, source: BoxError) -> Error {
+    Error::Embedding { message: format!("{} failed: {source}", embedder.name()), source: Some(source) }
+}
 
 /// Turns texts into vectors for the Store's semantic search.
 ///
 /// Documents (the item fields being indexed) and queries are embedded
 /// separately, because many models embed them differently.
 /// Implementations must return exactly one vector per input text, each with
-/// [`Embedder::dims`] finite entries; the Store checks this with
-/// [`embed_documents_checked`] and [`embed_query_checked`].
+/// [`Embedder::dims`] finite entries; the Store checks this and reports a
+/// violation as [`Error::Embedding`] or [`Error::DimensionMismatch`].
+///
+/// Errors are any error type (`Box<dyn Error + Send + Sync>`, so `?` works on
+/// a model client's errors and `"text".into()` on a message); the Store
+/// wraps them in [`Error::Embedding`] with the original as its `source`.
 pub trait Embedder: Send + Sync + 'static {
     /// Identity recorded in the file with `dims()`; change it when vectors change.
     ///
@@ -24,15 +35,16 @@ pub trait Embedder: Send + Sync + 'static {
     /// Embeds item texts, one vector per text, in order.
     ///
     /// # Errors
-    /// [`Error::Embedding`] (or any other error) when the model fails; the
-    /// Store aborts the write and stores nothing.
-    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>>;
+    /// Any error when the model fails; the Store aborts the write, stores
+    /// nothing and returns [`Error::Embedding`] with this error as source.
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError>;
 
     /// Embeds a search query.
     ///
     /// # Errors
-    /// [`Error::Embedding`] (or any other error) when the model fails.
-    fn embed_query(&self, text: &str) -> Result<Vec<f32>>;
+    /// Any error when the model fails; the search returns
+    /// [`Error::Embedding`] with this error as source.
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, BoxError>;
 }
 
 /// Calls [`Embedder::embed_documents`] and checks its answer: as many vectors
@@ -42,13 +54,13 @@ pub trait Embedder: Send + Sync + 'static {
 /// The embedder's own error; [`Error::Embedding`] if the number of vectors is
 /// wrong or a vector holds NaN or an infinity; [`Error::DimensionMismatch`]
 /// if a vector's length is not `dims()`.
-pub fn embed_documents_checked(embedder: &dyn Embedder, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+pub(crate) fn embed_documents_checked(embedder: &dyn Embedder, texts: &[String]) -> Result<Vec<Vec<f32>>> {
     if texts.is_empty() {
         return Ok(Vec::new());
     }
-    let vectors = embedder.embed_documents(texts)?;
+    let vectors = embedder.embed_documents(texts).map_err(|e| failed(embedder, e))?;
     if vectors.len() != texts.len() {
-        return Err(Error::Embedding(format!(
+        return Err(Error::embedding(format!(
             "{} returned {} vectors for {} texts",
             embedder.name(),
             vectors.len(),
@@ -67,8 +79,8 @@ pub fn embed_documents_checked(embedder: &dyn Embedder, texts: &[String]) -> Res
 /// # Errors
 /// The embedder's own error; [`Error::DimensionMismatch`] for a wrong
 /// length; [`Error::Embedding`] for NaN or an infinity.
-pub fn embed_query_checked(embedder: &dyn Embedder, text: &str) -> Result<Vec<f32>> {
-    let v = embedder.embed_query(text)?;
+pub(crate) fn embed_query_checked(embedder: &dyn Embedder, text: &str) -> Result<Vec<f32>> {
+    let v = embedder.embed_query(text).map_err(|e| failed(embedder, e))?;
     check_vector(embedder, &v)?;
     Ok(v)
 }
@@ -78,18 +90,19 @@ fn check_vector(embedder: &dyn Embedder, v: &[f32]) -> Result<()> {
         return Err(Error::DimensionMismatch { expected: embedder.dims(), got: v.len() });
     }
     if v.iter().any(|x| !x.is_finite()) {
-        return Err(Error::Embedding(format!("{} returned a vector with NaN or infinity", embedder.name())));
+        return Err(Error::embedding(format!("{} returned a vector with NaN or infinity", embedder.name())));
     }
     Ok(())
 }
 
+#[cfg(test)]
 /// Cosine similarity of two vectors, in `-1.0..=1.0`.
 ///
 /// Sums are accumulated in `f64` (sqlite-vec's `vec_distance_cosine`
 /// accumulates in `f32`, so scores computed there can differ in the 7th
 /// significant digit). Returns `None` if either vector has zero norm (where
 /// sqlite-vec returns NULL) or if the lengths differ.
-pub fn cosine(a: &[f32], b: &[f32]) -> Option<f32> {
+pub(crate) fn cosine(a: &[f32], b: &[f32]) -> Option<f32> {
     if a.len() != b.len() {
         return None;
     }
@@ -198,11 +211,11 @@ impl Embedder for HashEmbedder {
         self.dims
     }
 
-    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
         Ok(texts.iter().map(|t| self.embed(t)).collect())
     }
 
-    fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, BoxError> {
         Ok(self.embed(text))
     }
 }
@@ -297,14 +310,14 @@ mod tests {
         fn dims(&self) -> usize {
             4
         }
-        fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
             match self.0 {
                 0 => Ok(vec![vec![0.0; 4]; texts.len() + 1]),
                 1 => Ok(vec![vec![0.0; 3]; texts.len()]),
                 _ => Ok(vec![vec![f32::NAN; 4]; texts.len()]),
             }
         }
-        fn embed_query(&self, _: &str) -> Result<Vec<f32>> {
+        fn embed_query(&self, _: &str) -> Result<Vec<f32>, BoxError> {
             Ok(vec![0.0; 5])
         }
     }
@@ -313,10 +326,13 @@ mod tests {
     fn contract_violations_are_errors() {
         let texts = vec!["x".to_string()];
         let e = embed_documents_checked(&Broken(0), &texts).unwrap_err();
-        assert!(matches!(&e, Error::Embedding(m) if m == "broken returned 2 vectors for 1 texts"), "{e}");
+        assert!(
+            matches!(&e, Error::Embedding { message, .. } if message == "broken returned 2 vectors for 1 texts"),
+            "{e}"
+        );
         let e = embed_documents_checked(&Broken(1), &texts).unwrap_err();
         assert!(matches!(e, Error::DimensionMismatch { expected: 4, got: 3 }));
-        assert!(matches!(embed_documents_checked(&Broken(2), &texts), Err(Error::Embedding(_))));
+        assert!(matches!(embed_documents_checked(&Broken(2), &texts), Err(Error::Embedding { .. })));
         assert!(matches!(
             embed_query_checked(&Broken(0), "q"),
             Err(Error::DimensionMismatch { expected: 4, got: 5 })

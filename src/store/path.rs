@@ -1,5 +1,5 @@
 //! Field paths: which texts of an item get embedded, and under which
-//! `field_name` (reference sections 7.6-7.8). Everything here reproduces
+//! `field_name` (docs/design.md, "Store search"). Everything here reproduces
 //! LangGraph's Python behaviour exactly, including its spelling of values as
 //! text (`str()` of Python scalars, `json.dumps(..., sort_keys=True,
 //! ensure_ascii=False)` of lists and objects), so that a file written here and
@@ -10,21 +10,17 @@
 //! `a.{b,c.d}` (several fields of an object; anything after the braces is
 //! ignored), and `$` (the whole document).
 
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
+
+use super::python::{python_bool, python_json_dumps_sorted, python_number};
 
 /// Splits a path into tokens as LangGraph's `tokenize_path` does.
 ///
 /// `.` separates tokens and empty tokens are dropped; `[` and `{` start a
 /// token that runs to the matching `]` / `}` (nesting counted) and keeps its
-/// brackets; an unterminated bracket takes the rest of the string.
-///
-/// ```
-/// use agentstate::store::path::tokenize_path;
-/// assert_eq!(tokenize_path("a[*].b"), ["a", "[*]", "b"]);
-/// assert_eq!(tokenize_path("a.{b,c}"), ["a", "{b,c}"]);
-/// assert!(tokenize_path("").is_empty());
-/// ```
-pub fn tokenize_path(path: &str) -> Vec<String> {
+/// brackets; an unterminated bracket takes the rest of the string:
+/// `a[*].b` -> `["a", "[*]", "b"]`, `a.{b,c}` -> `["a", "{b,c}"]`.
+pub(crate) fn tokenize_path(path: &str) -> Vec<String> {
     let mut tokens = Vec::new();
     let mut current = String::new();
     let mut chars = path.chars();
@@ -80,7 +76,8 @@ pub fn tokenize_path(path: &str) -> Vec<String> {
 /// assert_eq!(get_text_at_path(&doc, "arr[0].{t,u}"), ["one", "1"]);
 /// assert_eq!(get_text_at_path(&doc, "f"), ["1.0"]);
 /// ```
-pub fn get_text_at_path(doc: &Value, path: &str) -> Vec<String> {
+#[cfg(test)]
+pub(crate) fn get_text_at_path(doc: &Value, path: &str) -> Vec<String> {
     if path.is_empty() || path == "$" {
         return vec![python_json_dumps_sorted(doc)];
     }
@@ -90,7 +87,7 @@ pub fn get_text_at_path(doc: &Value, path: &str) -> Vec<String> {
 /// [`get_text_at_path`] with a pre-tokenized path. An empty token list gives
 /// the whole document; a token `"$"` is an ordinary key here (LangGraph's
 /// behaviour for a pre-tokenized path).
-pub fn get_text_at_tokens<S: AsRef<str>>(doc: &Value, tokens: &[S]) -> Vec<String> {
+pub(crate) fn get_text_at_tokens<S: AsRef<str>>(doc: &Value, tokens: &[S]) -> Vec<String> {
     if tokens.is_empty() {
         return vec![python_json_dumps_sorted(doc)];
     }
@@ -201,149 +198,6 @@ fn python_strip(s: &str) -> &str {
 }
 
 // ---------------------------------------------------------------------------
-// Python spellings
-
-fn python_bool(b: bool) -> &'static str {
-    if b {
-        "True"
-    } else {
-        "False"
-    }
-}
-
-/// Python's `str()` of a JSON number: integers as digits, floats as
-/// [`python_float_repr`].
-pub(crate) fn python_number(n: &Number) -> String {
-    match n.as_f64() {
-        Some(f) if n.is_f64() => python_float_repr(f),
-        _ => n.to_string(),
-    }
-}
-
-/// Python's `repr()` of a float: the shortest digits that round-trip;
-/// positional notation when the decimal exponent is in `-4..16`, with `.0`
-/// added to integral values (`1.0`, `1000000000000000.0`, `0.0001`);
-/// scientific notation otherwise, with a signed exponent of at least two
-/// digits (`1e+16`, `1.5e-07`). Also `inf`, `-inf`, `nan`, `-0.0`.
-pub fn python_float_repr(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() { "-0.0" } else { "0.0" }.into();
-    }
-    let sci = shortest_sci(x.abs());
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let digits = match digits.trim_end_matches('0') {
-        "" => "0",
-        d => d,
-    };
-    let sign = if x < 0.0 { "-" } else { "" };
-    if !(-4..16).contains(&exp) {
-        let (first, rest) = digits.split_at(1);
-        let dot = if rest.is_empty() { String::new() } else { format!(".{rest}") };
-        let exp_sign = if exp < 0 { '-' } else { '+' };
-        return format!("{sign}{first}{dot}e{exp_sign}{:02}", exp.unsigned_abs());
-    }
-    if exp < 0 {
-        let zeros = "0".repeat((-exp - 1) as usize);
-        return format!("{sign}0.{zeros}{digits}");
-    }
-    let int_len = exp as usize + 1;
-    if digits.len() <= int_len {
-        format!("{sign}{digits}{}.0", "0".repeat(int_len - digits.len()))
-    } else {
-        let (int, frac) = digits.split_at(int_len);
-        format!("{sign}{int}.{frac}")
-    }
-}
-
-/// The shortest round-trip digits of a positive finite `x` in Rust's `{:e}`
-/// form (`1.5e-7`), tie-broken as Python (David Gay's `dtoa` mode 0) does:
-/// among the shortest strings that round-trip, the one closest to `x`, and
-/// on an exact tie the even last digit. Rust's `{:e}` finds the shortest
-/// length but may pick the other candidate on a tie, so the correctly rounded
-/// string of that length (`{:.N$e}` rounds half to even) is preferred when it
-/// round-trips.
-fn shortest_sci(x: f64) -> String {
-    let shortest = format!("{x:e}");
-    let mantissa = shortest.split_once('e').map_or(shortest.as_str(), |(m, _)| m);
-    let n = mantissa.chars().filter(char::is_ascii_digit).count();
-    let rounded = format!("{:.*e}", n.saturating_sub(1), x);
-    if rounded != shortest && rounded.parse::<f64>() == Ok(x) {
-        rounded
-    } else {
-        shortest
-    }
-}
-
-/// Python's `json.dumps(value, sort_keys=True, ensure_ascii=False)`: keys
-/// sorted by code point, `", "` and `": "` separators, Python float repr
-/// inside (`1.0`, `1e+16`), non-ASCII text as is, and only `"`, `\`, and
-/// control characters below U+0020 escaped (`\n`, `\u001b`, ...).
-pub fn python_json_dumps_sorted(value: &Value) -> String {
-    let mut out = String::new();
-    write_json(value, &mut out);
-    out
-}
-
-fn write_json(value: &Value, out: &mut String) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&python_number(n)),
-        Value::String(s) => write_json_str(s, out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_json(v, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_json_str(k, out);
-                out.push_str(": ");
-                write_json(v, out);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn write_json_str(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if c < ' ' => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-// ---------------------------------------------------------------------------
 // Vector fields
 
 /// One entry of the effective field list of a put: the path as written
@@ -354,7 +208,7 @@ fn write_json_str(s: &str, out: &mut String) {
 /// tokenized and looks up a key literally named `$` (so it usually embeds
 /// nothing).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IndexField {
+pub(crate) struct IndexField {
     path: String,
     /// `None`: the whole document.
     tokens: Option<Vec<String>>,
@@ -377,11 +231,13 @@ impl IndexField {
     }
 
     /// The path as written; it names the vectors.
+    #[cfg(test)]
     pub fn path(&self) -> &str {
         &self.path
     }
 
     /// True if this field embeds the whole document.
+    #[cfg(test)]
     pub fn is_whole_document(&self) -> bool {
         match &self.tokens {
             None => true,
@@ -400,7 +256,7 @@ impl IndexField {
 
 /// The configured field list: `paths`, or `["$"]` (the whole document) when
 /// it is empty, as LangGraph defaults it.
-pub fn configured_fields<S: AsRef<str>>(paths: &[S]) -> Vec<IndexField> {
+pub(crate) fn configured_fields<S: AsRef<str>>(paths: &[S]) -> Vec<IndexField> {
     if paths.is_empty() {
         return vec![IndexField::configured("$")];
     }
@@ -408,7 +264,7 @@ pub fn configured_fields<S: AsRef<str>>(paths: &[S]) -> Vec<IndexField> {
 }
 
 /// The field list of a put's own `index` list (each path tokenized).
-pub fn per_put_fields<S: AsRef<str>>(paths: &[S]) -> Vec<IndexField> {
+pub(crate) fn per_put_fields<S: AsRef<str>>(paths: &[S]) -> Vec<IndexField> {
     paths.iter().map(|p| IndexField::per_put(p.as_ref())).collect()
 }
 
@@ -421,7 +277,7 @@ pub fn per_put_fields<S: AsRef<str>>(paths: &[S]) -> Vec<IndexField> {
 /// that yields none adds nothing. If two fields produce the same name, the
 /// later text wins (Python's `INSERT OR REPLACE` keeps the last row), at the
 /// position of the first.
-pub fn field_texts(doc: &Value, fields: &[IndexField]) -> Vec<(String, String)> {
+pub(crate) fn field_texts(doc: &Value, fields: &[IndexField]) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for field in fields {
         let texts = field.texts(doc);
@@ -442,14 +298,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::store::python::python_float_repr;
 
     fn toks(p: &str) -> Vec<String> {
         tokenize_path(p)
     }
 
-    // Reference case 44 and the rules of 7.6.
     #[test]
-    fn case_44_tokenize() {
+    fn paths_tokenize_as_langgraph_does() {
         assert_eq!(toks("a[*].b"), ["a", "[*]", "b"]);
         assert_eq!(toks("a.{b,c}"), ["a", "{b,c}"]);
         assert_eq!(toks("a..b"), ["a", "b"]);
@@ -467,9 +323,8 @@ mod tests {
         assert_eq!(toks("a[{]}"), ["a", "[{]", "}"]);
     }
 
-    // Reference case 45.
     #[test]
-    fn case_45_scalars() {
+    fn scalars_are_spelled_as_python_str() {
         let doc = json!({"b": true, "f": 1.0, "n": null});
         assert_eq!(get_text_at_path(&doc, "b"), ["True"]);
         assert_eq!(get_text_at_path(&doc, "f"), ["1.0"]);
@@ -477,9 +332,8 @@ mod tests {
         assert!(get_text_at_path(&doc, "missing").is_empty());
     }
 
-    // Reference case 46.
     #[test]
-    fn case_46_json_of_containers() {
+    fn containers_are_spelled_as_sorted_python_json() {
         let doc = json!({"x": {"b": 2, "a": [1, "é"]}});
         assert_eq!(get_text_at_path(&doc, "x"), [r#"{"a": [1, "é"], "b": 2}"#]);
         assert_eq!(get_text_at_path(&doc, "$"), [r#"{"x": {"a": [1, "é"], "b": 2}}"#]);
@@ -487,9 +341,8 @@ mod tests {
         assert_eq!(get_text_at_tokens::<&str>(&doc, &[]), get_text_at_path(&doc, "$"));
     }
 
-    // Reference case 47.
     #[test]
-    fn case_47_arrays_and_braces() {
+    fn list_indexes_wildcards_and_braces_select_texts() {
         let doc = json!({"arr": [{"t": "one", "u": 1}, {"t": "two"}, {"u": 2}]});
         assert_eq!(get_text_at_path(&doc, "arr[*].{t,u}"), ["one", "1", "two", "2"]);
         assert_eq!(get_text_at_path(&doc, "arr[1].t"), ["two"]);
@@ -498,9 +351,8 @@ mod tests {
         assert_eq!(get_text_at_path(&doc, "{arr}.t"), [r#"[{"t": "one", "u": 1}, {"t": "two"}, {"u": 2}]"#]);
     }
 
-    // The worked examples of reference 7.7.
     #[test]
-    fn worked_examples_7_7() {
+    fn documented_path_examples_give_langgraphs_texts() {
         let doc = json!({
             "l": [1, "x", null, [2], {"k": "v"}],
             "arr": [{"t": "one", "u": 1}, {"t": "two"}, {"u": 2}],
@@ -633,9 +485,8 @@ mod tests {
         );
     }
 
-    // Reference case 48 and the naming rules of 7.8.
     #[test]
-    fn case_48_field_names() {
+    fn vector_names_follow_langgraphs_rules() {
         let doc = json!({"text": "abcd", "arr": ["a", "bb"]});
         let got = field_texts(&doc, &per_put_fields(&["text", "arr[*]"]));
         assert_eq!(

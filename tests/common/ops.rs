@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use agentstate::checkpoint::{ChannelVersion, ChannelVersions};
-use agentstate::store::{HashEmbedder, Index, Op, PutOp, SearchOptions};
+use agentstate::store::{HashEmbedder, Op, Put, Search};
 use agentstate::{
     Checkpoint, CheckpointConfig, Checkpointer, Db, ListQuery, Metadata, PruneStrategy, Store, StoreConfig,
 };
@@ -55,15 +55,7 @@ pub fn execute(saver: &Checkpointer, store: &Store, op: &Value) -> agentstate::R
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|i| {
-                    Op::Put(PutOp {
-                        namespace: strings(&i[0]),
-                        key: s(&i[1]),
-                        value: Some(i[2].clone()),
-                        index: Index::Default,
-                        ttl: None,
-                    })
-                })
+                .map(|i| Op::Put(Put::new(&strings(&i[0]), s(&i[1]), i[2].clone()).no_ttl()))
                 .collect();
             store.batch(ops)?;
         }
@@ -206,10 +198,8 @@ pub fn observe(db: &Db, threads: &[&str], store_config: StoreConfig) -> Result<S
             state.cps.insert(key, cp);
         }
     }
-    for hit in
-        store.search(&[], SearchOptions::default().limit(1_000_000)).map_err(|e| format!("search: {e}"))?
-    {
-        state.items.insert((hit.item.namespace, hit.item.key), hit.item.value);
+    for hit in store.search(Search::all().limit(1_000_000)).map_err(|e| format!("search: {e}"))? {
+        state.items.insert((hit.item.namespace.into_labels(), hit.item.key), hit.item.value);
     }
     Ok(state)
 }

@@ -2,9 +2,10 @@
 
 use std::io::{IsTerminal, Read};
 
-use agentstate::store::namespace::validate_json_labels;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 use agentstate::store::{
-    HashEmbedder, Index, IndexConfig, ListNamespacesOptions, PutOptions, SearchOptions, Store, Ttl, TtlConfig,
+    HashEmbedder, IndexConfig, ListNamespaces, Namespace, Put, Search, Store, TtlConfig,
 };
 use agentstate::StoreConfig;
 use rusqlite::{Connection, OptionalExtension};
@@ -24,7 +25,10 @@ pub fn parse_ns(text: &str) -> CliResult<Vec<String>> {
     if trimmed.starts_with('[') {
         let v: Value = serde_json::from_str(trimmed)
             .map_err(|e| Failure::usage(format!("invalid JSON namespace '{text}': {e}")))?;
-        return Ok(validate_json_labels(&v)?);
+        if v.as_array().is_some_and(Vec::is_empty) {
+            return Ok(vec![]);
+        }
+        return Ok(Namespace::try_from(&v)?.into_labels());
     }
     if text.is_empty() {
         return Ok(vec![]);
@@ -32,8 +36,20 @@ pub fn parse_ns(text: &str) -> CliResult<Vec<String>> {
     Ok(text.split('.').map(str::to_string).collect())
 }
 
-fn refs(labels: &[String]) -> Vec<&str> {
-    labels.iter().map(String::as_str).collect()
+/// A timestamp as the file writes it: `YYYY-MM-DD HH:MM:SS` (UTC).
+fn timestamp(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let z = secs.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let rem = secs.rem_euclid(86_400);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, (rem / 60) % 60, rem % 60)
 }
 
 fn dotted(labels: &[String]) -> String {
@@ -97,13 +113,13 @@ fn infer_fields(conn: &Connection) -> CliResult<Vec<String>> {
 /// expiries). With `index`, and only if the file records the built-in
 /// embedder, it embeds with that embedder and `fields`.
 fn open_store(ctx: &Ctx, conn: &Connection, index: Option<Vec<String>>) -> CliResult<(Store, bool)> {
-    let ttl = TtlConfig { refresh_on_read: false, default_ttl: None, sweep_interval_minutes: None };
+    let ttl = TtlConfig::new().with_refresh_on_read(false);
     let mut config = StoreConfig::default().with_ttl(ttl);
     let mut indexed = false;
     if let Some(fields) = index {
         if let Recorded::Hashed(dims) = recorded(conn)? {
             let fields = if fields.is_empty() { infer_fields(conn)? } else { fields };
-            config = config.with_index(IndexConfig::hashed(dims)?.fields(fields));
+            config = config.with_index(IndexConfig::hashed(dims)?.with_fields(fields));
             indexed = true;
         }
     }
@@ -155,7 +171,7 @@ fn get(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
     let conn = ctx.ro()?;
     let (store, _) = open_store(ctx, &conn, None)?;
     let prefix = dotted(&ns);
-    let Some(item) = store.get(&refs(&ns), key)? else {
+    let Some(item) = store.get(&ns, key)? else {
         let (_, expires, _) = item_extras(&conn, &prefix, key)?;
         let exists: bool = conn.query_row(
             "SELECT EXISTS(SELECT 1 FROM store WHERE prefix = ?1 AND key = ?2)",
@@ -173,8 +189,8 @@ fn get(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
             "namespace": item.namespace,
             "key": item.key,
             "value": item.value,
-            "created_at": item.created_at,
-            "updated_at": item.updated_at,
+            "created_at": timestamp(item.created_at),
+            "updated_at": timestamp(item.updated_at),
             "expires_at": expires,
             "ttl_minutes": ttl,
             "vectors": vectors,
@@ -184,8 +200,8 @@ fn get(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
     let mut t = Table::default();
     t.row(["namespace", &prefix]);
     t.row(["key", key]);
-    t.row(["created_at", &item.created_at]);
-    t.row(["updated_at", &item.updated_at]);
+    t.row(["created_at", &timestamp(item.created_at)]);
+    t.row(["updated_at", &timestamp(item.updated_at)]);
     let expiry = match (&expires, ttl) {
         (Some(at), Some(m)) => format!("{at} (ttl {m} minutes)"),
         (Some(at), None) => at.clone(),
@@ -237,14 +253,19 @@ fn put(
     }
     let conn = ctx.ro()?;
     let (store, indexed) = open_store(ctx, &conn, Some(index.unwrap_or_default()))?;
-    let options = PutOptions {
-        index: if no_index { Index::Off } else { Index::Default },
-        ttl: match ttl {
-            Some(m) => Ttl::Minutes(m),
-            None => Ttl::Never,
-        },
+    let mut put = Put::new(&ns, key, value);
+    if no_index {
+        put = put.no_index();
+    }
+    put = match ttl {
+        Some(m) => put.ttl(Duration::try_from_secs_f64(m * 60.0).map_err(|_| {
+            agentstate::Error::InvalidArgument(format!(
+                "a TTL must be a finite number of minutes >= 0, got {m}"
+            ))
+        })?),
+        None => put.no_ttl(),
     };
-    store.put_with(&refs(&ns), key, value, options)?;
+    store.put_with(put)?;
     let prefix = dotted(&ns);
     let (vectors, expires, _) = item_extras(&conn, &prefix, key)?;
     if !indexed && !no_index {
@@ -286,10 +307,10 @@ fn delete(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
     let (store, _) = open_store(ctx, &conn, None)?;
     // Validates the namespace even when the item is missing.
     if !exists {
-        store.get(&refs(&ns), key)?;
+        store.get(&ns, key)?;
         return Err(Failure::not_found(format!("no item '{key}' in namespace '{prefix}'")));
     }
-    store.delete(&refs(&ns), key)?;
+    store.delete(&ns, key)?;
     if ctx.json {
         output::json(&json!({"namespace": ns, "key": key, "deleted": true}));
     } else {
@@ -336,8 +357,14 @@ fn search(
     }
     // A query only needs the embedder; the fields matter to puts alone.
     let (store, _) = open_store(ctx, &conn, query.as_ref().map(|_| vec!["$".to_string()]))?;
-    let options = SearchOptions { query, filter, limit, offset, refresh_ttl: Some(false) };
-    let hits = store.search(&refs(&prefix), options)?;
+    let mut search = Search::new(&prefix).limit(limit).offset(offset).refresh_ttl(false);
+    if let Some(q) = query {
+        search = search.query(q);
+    }
+    if let Some(f) = filter {
+        search = search.filter(f);
+    }
+    let hits = store.search(search)?;
     if ctx.json {
         let out: Vec<Value> = hits
             .iter()
@@ -346,8 +373,8 @@ fn search(
                     "namespace": h.item.namespace,
                     "key": h.item.key,
                     "value": h.item.value,
-                    "created_at": h.item.created_at,
-                    "updated_at": h.item.updated_at,
+                    "created_at": timestamp(h.item.created_at),
+                    "updated_at": timestamp(h.item.updated_at),
                     "score": h.score,
                 })
             })
@@ -363,9 +390,9 @@ fn search(
     for h in &hits {
         t.row([
             h.score.map_or_else(|| "-".to_string(), |s| format!("{s:.3}")),
-            dotted(&h.item.namespace),
+            dotted(h.item.namespace.labels()),
             h.item.key.clone(),
-            h.item.updated_at.clone(),
+            timestamp(h.item.updated_at),
             compact(&h.item.value, WIDTH),
         ]);
     }
@@ -385,7 +412,11 @@ fn namespaces(
     let suffix = suffix.map(parse_ns).transpose()?.unwrap_or_default();
     let conn = ctx.ro()?;
     let (store, _) = open_store(ctx, &conn, None)?;
-    let found = store.list_namespaces(ListNamespacesOptions { prefix, suffix, max_depth, limit, offset })?;
+    let mut list = ListNamespaces::new().prefix(&prefix).suffix(&suffix).limit(limit).offset(offset);
+    if let Some(d) = max_depth {
+        list = list.max_depth(d);
+    }
+    let found = store.list_namespaces(list)?;
     if ctx.json {
         output::json(&json!(found));
         return Ok(());
@@ -394,7 +425,7 @@ fn namespaces(
         println!("no namespaces");
     }
     for ns in &found {
-        println!("{}", dotted(ns));
+        println!("{}", dotted(ns.labels()));
     }
     Ok(())
 }
@@ -434,12 +465,9 @@ fn reindex(ctx: &Ctx, dims: Option<usize>, fields: Option<Vec<String>>) -> CliRe
         Some(f) if !f.is_empty() => f,
         _ => infer_fields(&conn)?,
     };
-    let index = IndexConfig::hashed(dims)?.fields(fields.clone());
-    let config = StoreConfig::default().with_index(index).with_ttl(TtlConfig {
-        refresh_on_read: false,
-        default_ttl: None,
-        sweep_interval_minutes: None,
-    });
+    let index = IndexConfig::hashed(dims)?.with_fields(fields.clone());
+    let config =
+        StoreConfig::default().with_index(index).with_ttl(TtlConfig::new().with_refresh_on_read(false));
     let items: i64 = conn.query_row("SELECT COUNT(*) FROM store", [], |r| r.get(0))?;
     let pb = output::spinner(&format!("re-embedding {items} items"));
     let res = ctx.db.reindex_store(config);

@@ -1,0 +1,505 @@
+//! How a batch runs: validation and embedding before any lock, then reads
+//! against the state before the batch, TTL refreshes, and writes, in one
+//! transaction.
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use serde_json::Value;
+
+use super::cache::{self, normalise};
+use super::config::ttl_minutes;
+use super::embed::{embed_documents_checked, embed_query_checked};
+use super::item::{parse_time, time_column, Item, SearchItem};
+use super::namespace::{self, prefix_glob, validate_labels, validate_namespace, Namespace, PrefixGlob};
+use super::ops::{Get, IndexChoice, ListNamespaces, Op, OpResult, Search, TtlChoice};
+use super::path::{field_texts, per_put_fields};
+use super::Store;
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::filter::{too_deep, Filter, MAX_STORED_DEPTH};
+use crate::vector::encode_f32;
+
+/// SQL: now, as comparable UTC text with milliseconds.
+/// (A scalar subquery, so SQLite computes it once per statement, not per row.)
+pub(crate) const NOW: &str = "(SELECT strftime('%Y-%m-%d %H:%M:%f', 'now'))";
+
+/// SQL: the row of `store` (aliased `alias`) has not expired.
+pub(crate) fn alive(alias: &str) -> String {
+    format!("({alias}.expires_at IS NULL OR {alias}.expires_at >= {NOW})")
+}
+
+/// SQL: the expiry of a row whose TTL (minutes) is the expression `ttl`.
+fn expiry(ttl: &str) -> String {
+    format!("strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || printf('%.3f', ({ttl}) * 60.0) || ' seconds')")
+}
+
+/// A put after validation and embedding, ready to write.
+struct PreparedPut {
+    prefix: String,
+    key: String,
+    value: Option<String>,
+    /// Minutes.
+    ttl: Option<f64>,
+    /// `(field_name, text)` to embed.
+    texts: Vec<(String, String)>,
+    vectors: Vec<(String, Vec<u8>)>,
+}
+
+/// Items whose TTL a read refreshes: (prefix, key).
+type Refresh = Vec<(String, String)>;
+
+impl Store {
+    pub(super) fn reindex_all(&self) -> Result<usize> {
+        let rows: Vec<(String, String, String)> = self.inner.db.read(|c| {
+            Ok(c.prepare("SELECT prefix, key, CAST(value AS TEXT) FROM store")?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<_>>()?)
+        })?;
+        let mut all = Vec::with_capacity(rows.len());
+        for (prefix, key, value) in rows {
+            let parsed: Value = serde_json::from_str(&value)
+                .map_err(|e| Error::corrupt(format!("item {prefix}/{key}: {e}")))?;
+            let texts = self.texts_for(&parsed, &IndexChoice::Default);
+            all.push(PreparedPut { prefix, key, value: None, ttl: None, texts, vectors: vec![] });
+        }
+        self.embed_puts(&mut all)?;
+        self.inner.db.write(|tx| {
+            tx.execute("DELETE FROM store_vectors", [])?;
+            for p in &all {
+                insert_vectors(tx, p)?;
+            }
+            // Vector writes alone fire no generation trigger.
+            tx.execute("UPDATE agentstate_store_gen SET gen = gen + 1", [])?;
+            Ok(())
+        })?;
+        Ok(all.len())
+    }
+
+    pub(super) fn run_batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
+        // 1. Validate everything and do the slow work (embedding) before
+        //    taking any lock.
+        let mut filters: HashMap<usize, Option<Filter>> = HashMap::new();
+        let mut queries: HashMap<usize, Vec<f32>> = HashMap::new();
+        let mut puts: Vec<PreparedPut> = vec![];
+        let mut put_slot: HashMap<(String, String), usize> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                Op::Get(g) => validate_namespace(&g.namespace)?,
+                Op::Search(s) => {
+                    validate_labels(&s.prefix)?;
+                    filters.insert(i, s.filter.as_ref().map(Filter::parse).transpose()?);
+                    if let Some(q) = &s.query {
+                        let Some(index) = self.inner.config.index() else {
+                            return Err(Error::InvalidConfig(
+                                "a search with a query needs a store with an index (StoreConfig::with_index)"
+                                    .into(),
+                            ));
+                        };
+                        // Checked like documents: the right length, finite.
+                        queries.insert(i, embed_query_checked(index.embedder().as_ref(), q)?);
+                    }
+                }
+                Op::ListNamespaces(l) => {
+                    for c in &l.conditions {
+                        c.validate()?;
+                    }
+                }
+                Op::Put(p) => {
+                    validate_namespace(&p.namespace)?;
+                    let prefix = namespace::encode_prefix(&p.namespace);
+                    let prepared = match &p.value {
+                        None => PreparedPut {
+                            prefix,
+                            key: p.key.clone(),
+                            value: None,
+                            ttl: None,
+                            texts: vec![],
+                            vectors: vec![],
+                        },
+                        Some(v) => {
+                            if !v.is_object() {
+                                return Err(Error::InvalidArgument(format!(
+                                    "a store value must be a JSON object, got {}",
+                                    kind(v)
+                                )));
+                            }
+                            if too_deep(v, MAX_STORED_DEPTH) {
+                                return Err(Error::InvalidArgument(format!(
+                                    "a store value may nest at most {MAX_STORED_DEPTH} levels of objects \
+                                     and arrays (deeper JSON could not be read back)"
+                                )));
+                            }
+                            let ttl = match p.ttl {
+                                TtlChoice::Default => self.inner.config.ttl().and_then(|t| t.default_ttl()),
+                                TtlChoice::Never => None,
+                                TtlChoice::After(d) => Some(d),
+                            };
+                            PreparedPut {
+                                prefix,
+                                key: p.key.clone(),
+                                value: Some(serde_json::to_string(v)?),
+                                ttl: ttl.map(ttl_minutes).transpose()?,
+                                texts: self.texts_for(v, &p.index),
+                                vectors: vec![],
+                            }
+                        }
+                    };
+                    let slot = (prepared.prefix.clone(), prepared.key.clone());
+                    match put_slot.get(&slot) {
+                        Some(&at) => puts[at] = prepared,
+                        None => {
+                            put_slot.insert(slot, puts.len());
+                            puts.push(prepared);
+                        }
+                    }
+                }
+            }
+        }
+        // Embed the surviving puts in one call.
+        self.embed_puts(&mut puts)?;
+
+        // 2. Reads against the state before the batch, collecting the items
+        //    whose TTL a read refreshes; then refreshes and puts. A batch
+        //    without puts reads in a snapshot and takes the write lock only
+        //    if something needs refreshing.
+        let run = |conn: &Connection, refresh: &mut Refresh| -> Result<Vec<OpResult>> {
+            let mut out = Vec::with_capacity(ops.len());
+            for (i, op) in ops.iter().enumerate() {
+                out.push(match op {
+                    Op::Get(g) => OpResult::Item(self.do_get(conn, g, refresh)?),
+                    Op::Search(s) => OpResult::Items(self.do_search(
+                        conn,
+                        s,
+                        filters.get(&i).and_then(Option::as_ref),
+                        queries.get(&i).map(Vec::as_slice),
+                        refresh,
+                    )?),
+                    Op::ListNamespaces(l) => OpResult::Namespaces(do_list(conn, l)?),
+                    Op::Put(_) => OpResult::Done,
+                });
+            }
+            Ok(out)
+        };
+        let (mut out, refreshed) = if !puts.is_empty() {
+            self.inner.db.write(|tx| {
+                let mut refresh = vec![];
+                let out = run(tx, &mut refresh)?;
+                let refreshed = refresh_ttls(tx, &refresh)?;
+                for p in &puts {
+                    write_put(tx, p)?;
+                }
+                Ok((out, refreshed))
+            })?
+        } else {
+            let mut refresh = vec![];
+            // A lone get or list_namespaces is one SELECT, atomic by itself;
+            // only multi-statement reads need an explicit snapshot.
+            let single_statement = matches!(ops.as_slice(), [Op::Get(_)] | [Op::ListNamespaces(_)]);
+            let out = if single_statement {
+                self.inner.db.read(|conn| run(conn, &mut refresh))?
+            } else {
+                self.inner.db.snapshot(|tx| run(tx, &mut refresh))?
+            };
+            let refreshed = if refresh.is_empty() {
+                HashMap::new()
+            } else {
+                self.inner.db.write(|tx| refresh_ttls(tx, &refresh))?
+            };
+            (out, refreshed)
+        };
+        if !refreshed.is_empty() {
+            for r in &mut out {
+                let items: Vec<&mut Item> = match r {
+                    OpResult::Item(Some(it)) => vec![it],
+                    OpResult::Items(hits) => hits.iter_mut().map(|h| &mut h.item).collect(),
+                    _ => vec![],
+                };
+                for it in items {
+                    let id = (namespace::encode_prefix(it.namespace.labels()), it.key.clone());
+                    if let Some(at) = refreshed.get(&id) {
+                        it.expires_at = Some(*at);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn refresh(&self, flag: Option<bool>) -> bool {
+        flag.unwrap_or_else(|| self.inner.config.ttl().map(|t| t.refresh_on_read()).unwrap_or(true))
+    }
+
+    fn texts_for(&self, value: &Value, index: &IndexChoice) -> Vec<(String, String)> {
+        if self.inner.config.index().is_none() {
+            return vec![];
+        }
+        match index {
+            IndexChoice::Off => vec![],
+            IndexChoice::Default => field_texts(value, &self.inner.fields),
+            IndexChoice::Fields(paths) => field_texts(value, &per_put_fields(paths)),
+        }
+    }
+
+    fn embed_puts(&self, puts: &mut [PreparedPut]) -> Result<()> {
+        let Some(cfg) = self.inner.config.index() else { return Ok(()) };
+        let mut texts: Vec<String> = vec![];
+        let mut owners: Vec<(usize, String)> = vec![];
+        for (i, p) in puts.iter_mut().enumerate() {
+            for (name, text) in std::mem::take(&mut p.texts) {
+                owners.push((i, name));
+                texts.push(text);
+            }
+        }
+        if texts.is_empty() {
+            return Ok(());
+        }
+        let vecs = embed_documents_checked(cfg.embedder().as_ref(), &texts)?;
+        for ((i, name), v) in owners.into_iter().zip(vecs) {
+            puts[i].vectors.push((name, encode_f32(&v)));
+        }
+        Ok(())
+    }
+
+    fn do_get(&self, conn: &Connection, g: &Get, refresh: &mut Refresh) -> Result<Option<Item>> {
+        let prefix = namespace::encode_prefix(&g.namespace);
+        let row = conn
+            .prepare_cached(&format!(
+                "SELECT CAST(value AS TEXT), created_at, updated_at, expires_at, ttl_minutes IS NOT NULL \
+                 FROM store s WHERE prefix = ?1 AND key = ?2 AND {}",
+                alive("s")
+            ))?
+            .query_row([&prefix, &g.key], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, bool>(4)?,
+                ))
+            })
+            .optional()?;
+        let Some((v, c, u, e, has_ttl)) = row else { return Ok(None) };
+        if has_ttl && self.refresh(g.refresh_ttl) {
+            refresh.push((prefix.clone(), g.key.clone()));
+        }
+        let value: Value = serde_json::from_str(&v)
+            .map_err(|e| Error::corrupt(format!("value of item {prefix}/{} is not JSON: {e}", g.key)))?;
+        let time =
+            |t: Option<String>, col: &str| time_column(t.as_deref().unwrap_or(""), col, &prefix, &g.key);
+        Ok(Some(Item {
+            namespace: Namespace::from_labels(g.namespace.clone()),
+            key: g.key.clone(),
+            value,
+            created_at: time(c, "created_at")?,
+            updated_at: time(u, "updated_at")?,
+            expires_at: e.map(|e| time(Some(e), "expires_at")).transpose()?,
+        }))
+    }
+
+    /// Search through the in-memory cache (see `cache`): the prefixes under
+    /// the namespace prefix, live expiry, the Rust filter evaluator, exact
+    /// max-pooled cosine.
+    fn do_search(
+        &self,
+        conn: &Connection,
+        s: &Search,
+        filter: Option<&Filter>,
+        query: Option<&[f32]>,
+        refresh: &mut Refresh,
+    ) -> Result<Vec<SearchItem>> {
+        if s.limit == 0 {
+            return Ok(vec![]);
+        }
+        let dims = self.inner.config.index().map(|i| i.dims());
+        let blocks = self.inner.cache.blocks(conn, &s.prefix, dims)?;
+        let expired = expired_items(conn)?;
+        // A zero query has no direction: nothing gets a score.
+        let unit = query
+            .map(<[f32]>::to_vec)
+            .filter(|q| q.iter().any(|x| *x != 0.0))
+            .and_then(|mut q| normalise(&mut q).then_some(q));
+        let hits = cache::search(&blocks, &expired, filter, unit.as_deref(), s.limit, s.offset);
+        let wants_refresh = self.refresh(s.refresh_ttl);
+        let mut out = Vec::with_capacity(hits.len());
+        for (prefix, it, score) in hits {
+            if wants_refresh && it.has_ttl {
+                refresh.push((prefix.to_string(), it.key.clone()));
+            }
+            let expires_at = if it.has_ttl { expires_at(conn, prefix, &it.key)? } else { None };
+            let time = |t: &str, col: &str| time_column(t, col, prefix, &it.key);
+            out.push(SearchItem {
+                item: Item {
+                    namespace: Namespace::from_labels(namespace::decode_prefix(prefix)),
+                    key: it.key.clone(),
+                    value: it.value.clone(),
+                    created_at: time(&it.created_at, "created_at")?,
+                    updated_at: time(&it.updated_at, "updated_at")?,
+                    expires_at,
+                },
+                score,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The live expiry of one item (TTL refreshes do not move the cache's
+/// generation, so it is never cached).
+fn expires_at(conn: &Connection, prefix: &str, key: &str) -> Result<Option<std::time::SystemTime>> {
+    let text: Option<Option<String>> = conn
+        .prepare_cached("SELECT expires_at FROM store WHERE prefix = ?1 AND key = ?2")?
+        .query_row([prefix, key], |r| r.get(0))
+        .optional()?;
+    text.flatten().map(|t| time_column(&t, "expires_at", prefix, key)).transpose()
+}
+
+/// The (prefix, key) of every expired, unswept item: found through the
+/// partial index on `expires_at`, so it costs what has expired, not what the
+/// namespace holds. (Filtering by prefix here would steer SQLite to the
+/// prefix index and a scan of the namespace.)
+fn expired_items(conn: &Connection) -> Result<HashSet<(String, String)>> {
+    let rows = conn
+        .prepare_cached(&format!(
+            "SELECT prefix, key FROM store WHERE expires_at IS NOT NULL AND expires_at < {NOW}"
+        ))?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Pushes the expiry of these (unexpired, TTL'd) items forward by their TTL
+/// and returns their new expiries.
+fn refresh_ttls(
+    conn: &Connection,
+    items: &[(String, String)],
+) -> Result<HashMap<(String, String), std::time::SystemTime>> {
+    let mut up = conn.prepare_cached(&format!(
+        "UPDATE store SET expires_at = {} WHERE prefix = ?1 AND key = ?2 AND ttl_minutes IS NOT NULL AND {} \
+         RETURNING expires_at",
+        expiry("ttl_minutes"),
+        alive("store")
+    ))?;
+    let mut out = HashMap::new();
+    for (p, k) in items {
+        let new: Option<Option<String>> = up.query_row([p, k], |r| r.get(0)).optional()?;
+        if let Some(at) = new.flatten().as_deref().and_then(parse_time) {
+            out.insert((p.clone(), k.clone()), at);
+        }
+    }
+    Ok(out)
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a bool",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn write_put(conn: &Connection, p: &PreparedPut) -> Result<()> {
+    match &p.value {
+        None => {
+            conn.prepare_cached("DELETE FROM store WHERE prefix = ?1 AND key = ?2")?
+                .execute([&p.prefix, &p.key])?;
+            // Files written by Python without foreign keys may hold orphans.
+            conn.prepare_cached("DELETE FROM store_vectors WHERE prefix = ?1 AND key = ?2")?
+                .execute([&p.prefix, &p.key])?;
+        }
+        Some(value) => {
+            conn.prepare_cached(&format!(
+                "INSERT INTO store (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes) \
+                 VALUES (?1, ?2, ?3, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, \
+                         CASE WHEN ?4 IS NULL THEN NULL ELSE {} END, ?4) \
+                 ON CONFLICT (prefix, key) DO UPDATE SET \
+                   value = excluded.value, updated_at = excluded.updated_at, \
+                   created_at = CASE WHEN {} THEN store.created_at ELSE excluded.created_at END, \
+                   expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes",
+                expiry("?4"),
+                alive("store")
+            ))?
+            .execute(params![p.prefix, p.key, value, p.ttl])?;
+            conn.prepare_cached("DELETE FROM store_vectors WHERE prefix = ?1 AND key = ?2")?
+                .execute([&p.prefix, &p.key])?;
+            insert_vectors(conn, p)?;
+        }
+    }
+    Ok(())
+}
+
+fn insert_vectors(conn: &Connection, p: &PreparedPut) -> Result<()> {
+    let mut ins = conn.prepare_cached(
+        "INSERT OR REPLACE INTO store_vectors (prefix, key, field_name, embedding) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for (field, blob) in &p.vectors {
+        ins.execute(params![p.prefix, p.key, field, blob])?;
+    }
+    Ok(())
+}
+
+fn do_list(conn: &Connection, l: &ListNamespaces) -> Result<Vec<Namespace>> {
+    if l.limit == 0 {
+        return Ok(vec![]);
+    }
+    // Push one literal prefix down to the index; match the rest on the
+    // encoded text, sort in tuple order, and decode only the page.
+    let mut sql = format!(
+        "SELECT DISTINCT prefix FROM store s INDEXED BY agentstate_store_prefix_expires WHERE {}",
+        alive("s")
+    );
+    let mut args: Vec<String> = vec![];
+    if let Some(lit) = l.conditions.iter().find_map(|c| c.literal_prefix()) {
+        if let Some(PrefixGlob { exact, glob }) = prefix_glob(&lit) {
+            sql.push_str(" AND ");
+            sql.push_str(&PrefixGlob::sql("s.prefix"));
+            args.push(exact);
+            args.push(glob);
+        }
+    }
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params_from_iter(args.iter()))?;
+    let mut found: Vec<String> = vec![];
+    while let Some(r) = rows.next()? {
+        let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+        if l.conditions.iter().all(|c| c.matches_encoded(p)) {
+            let cut = match l.max_depth {
+                Some(d) => p.match_indices('.').nth(d.wrapping_sub(1)).map_or(p, |(i, _)| &p[..i]),
+                None => p,
+            };
+            let cut = if l.max_depth == Some(0) { "" } else { cut };
+            if found.last().map(String::as_str) != Some(cut) {
+                found.push(cut.to_string());
+            }
+        }
+    }
+    // SQLite returned byte order, which is tuple order unless a label holds a
+    // byte that sorts below the '.' separator.
+    if found.iter().any(|p| p.bytes().any(|b| b < b'.')) {
+        found.sort_by(|a, b| namespace::cmp_encoded(a, b));
+    }
+    found.dedup();
+    Ok(found
+        .iter()
+        .skip(l.offset)
+        .take(l.limit)
+        .map(|p| Namespace::from_labels(if p.is_empty() { vec![] } else { namespace::decode_prefix(p) }))
+        .collect())
+}
+
+pub(crate) fn sweep(db: &Db) -> Result<usize> {
+    db.write(|tx| {
+        let n = tx
+            .execute(&format!("DELETE FROM store WHERE expires_at IS NOT NULL AND expires_at < {NOW}"), [])?;
+        // Vectors go by cascade; orphans left by Python writers go too.
+        tx.execute(
+            "DELETE FROM store_vectors WHERE NOT EXISTS \
+             (SELECT 1 FROM store s WHERE s.prefix = store_vectors.prefix AND s.key = store_vectors.key)",
+            [],
+        )?;
+        Ok(n)
+    })
+}
