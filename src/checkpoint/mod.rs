@@ -37,7 +37,8 @@ pub use types::{
 use crate::codec::{JsonPlusSerializer, Serializer};
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::filter::{too_deep, Filter, MAX_STORED_DEPTH};
+use crate::filter::Filter;
+use crate::json::{too_deep, MAX_STORED_DEPTH};
 
 /// The special channels and their fixed write indexes (LangGraph's
 /// `WRITES_IDX_MAP`, reference 1.5).

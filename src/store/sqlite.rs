@@ -17,7 +17,8 @@ use super::path::{configured_fields, field_texts, per_put_fields, IndexField};
 use super::types::*;
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::filter::{too_deep, Filter, MAX_STORED_DEPTH};
+use crate::filter::Filter;
+use crate::json::{too_deep, MAX_STORED_DEPTH};
 use crate::vector::{decode_f32, encode_f32};
 
 /// SQL: now, as comparable UTC text with milliseconds.
