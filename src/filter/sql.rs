@@ -48,11 +48,13 @@ pub(super) fn compile(root: &Node, column: &str) -> (String, Vec<SqlValue>) {
 /// SQL for "the value is a number" given `json_type` (may be NULL).
 const IS_NUMBER: &str = "IN ('integer', 'real')";
 
-/// The kind of scalars an `IN` list of [`SqlGen::in_scalars`] holds.
+/// The kind of values a list of [`SqlGen::in_many`] holds.
 #[derive(Clone, Copy)]
-enum ScalarKind {
+enum Kind {
     Number,
     Text,
+    /// Arrays and objects.
+    Container,
 }
 
 struct SqlGen {
@@ -217,8 +219,20 @@ impl SqlGen {
     }
 
     /// `(json_extract(p) IN (?, ...) AND <p is of kind>)` for several numbers
-    /// or several strings.
-    fn in_scalars(&mut self, p: &str, many: &[&Value], kind: ScalarKind) {
+    /// or several strings; for several arrays and objects, one call of
+    /// `agentstate_json_in` with the list as a JSON array.
+    fn in_many(&mut self, p: &str, many: &[&Value], kind: Kind) {
+        if let Kind::Container = kind {
+            self.push("(coalesce(");
+            self.json_type(p);
+            self.push(", '') IN ('array', 'object') AND agentstate_json_in(");
+            self.json_sub(p);
+            self.push(", ");
+            let arr = Value::Array(many.iter().map(|v| (*v).clone()).collect());
+            self.param(SqlValue::Text(arr.to_string()));
+            self.push("))");
+            return;
+        }
         self.push("(");
         self.json_extract(p);
         self.push(" IN (");
@@ -233,12 +247,12 @@ impl SqlGen {
             }
         }
         match kind {
-            ScalarKind::Number => {
+            Kind::Number => {
                 self.push(") AND coalesce(");
                 self.json_type(p);
                 let _ = write!(self.sql, ", '') {IS_NUMBER})");
             }
-            ScalarKind::Text => {
+            Kind::Text | Kind::Container => {
                 self.push(") AND ");
                 self.json_type(p);
                 self.push(" IS 'text')");
@@ -284,7 +298,8 @@ impl SqlGen {
             sep(self);
             self.eq(p, &Value::Bool(has_true));
         }
-        for (group, kind) in [(&nums, ScalarKind::Number), (&strs, ScalarKind::Text)] {
+        let groups = [(&nums, Kind::Number), (&strs, Kind::Text), (&containers, Kind::Container)];
+        for (group, kind) in groups {
             match group.as_slice() {
                 [] => {}
                 [one] => {
@@ -293,26 +308,8 @@ impl SqlGen {
                 }
                 many => {
                     sep(self);
-                    self.in_scalars(p, many, kind);
+                    self.in_many(p, many, kind);
                 }
-            }
-        }
-        match containers.as_slice() {
-            [] => {}
-            [one] => {
-                sep(self);
-                self.eq(p, one);
-            }
-            many => {
-                sep(self);
-                self.push("(coalesce(");
-                self.json_type(p);
-                self.push(", '') IN ('array', 'object') AND agentstate_json_in(");
-                self.json_sub(p);
-                self.push(", ");
-                let arr = Value::Array(many.iter().map(|v| (*v).clone()).collect());
-                self.param(SqlValue::Text(arr.to_string()));
-                self.push("))");
             }
         }
         if pieces > 1 {

@@ -28,6 +28,13 @@ fn table(docs: &[Value]) -> Connection {
     conn
 }
 
+/// The first column of every row `sql` returns.
+fn column<T: rusqlite::types::FromSql>(conn: &Connection, sql: &str, params: &[SqlValue]) -> Vec<T> {
+    let mut st = conn.prepare(sql).unwrap();
+    let rows = st.query_map(rusqlite::params_from_iter(params), |r| r.get(0)).unwrap();
+    rows.collect::<rusqlite::Result<_>>().unwrap()
+}
+
 /// Asserts that SQL selects exactly the documents the evaluator matches,
 /// through both columns, in WHERE and as a 0/1 value.
 fn agree(
@@ -40,21 +47,11 @@ fn agree(
     for col in ["t", "b"] {
         let (sql, params) = f.to_sql(col);
         prop_assert_eq!(sql.matches('?').count(), params.len());
-        let mut st = conn.prepare(&format!("SELECT id FROM docs WHERE {sql} ORDER BY id")).unwrap();
-        let got: Vec<i64> = st
-            .query_map(rusqlite::params_from_iter(&params), |r| r.get(0))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let got: Vec<i64> = column(conn, &format!("SELECT id FROM docs WHERE {sql} ORDER BY id"), &params);
         prop_assert_eq!(&got, &want, "filter {} ({}): {}\ndocs {:?}", src, col, sql, docs);
     }
     let (sql, params) = f.to_sql("t");
-    let mut st = conn.prepare(&format!("SELECT {sql} FROM docs ORDER BY id")).unwrap();
-    let values: Vec<SqlValue> = st
-        .query_map(rusqlite::params_from_iter(&params), |r| r.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
+    let values: Vec<SqlValue> = column(conn, &format!("SELECT {sql} FROM docs ORDER BY id"), &params);
     for (i, v) in values.iter().enumerate() {
         let expected = SqlValue::Integer(want.contains(&(i as i64)).into());
         prop_assert_eq!(v, &expected, "value of {} on {}", src, &docs[i]);
