@@ -6,6 +6,7 @@ pub mod codec;
 mod db;
 mod error;
 pub mod filter;
+mod json;
 mod pool;
 pub mod store;
 mod vector;

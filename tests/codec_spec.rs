@@ -1,7 +1,7 @@
-//! The serializer contract: reference section 6 and test cases 34-41, the JSON
-//! shapes, errors, depth limits, and a wrapping (encrypting-style) serializer.
+//! The serializer contract through `JsonPlusSerializer`: LangGraph's type
+//! tags, the MessagePack encoding, the JSON shapes for Python types, errors,
+//! the nesting limit, and a wrapping (encrypting-style) serializer.
 
-use agentstate::codec::{bytes_to_value, from_msgpack, to_msgpack, value_as_bytes, MAX_DEPTH};
 use agentstate::{Error, JsonPlusSerializer, Result, Serializer};
 use serde_json::{json, Value};
 
@@ -31,14 +31,29 @@ fn roundtrip(v: &Value) -> Value {
     JsonPlusSerializer.loads_typed(&tag, &bytes).unwrap()
 }
 
+/// The documented nesting limit of the codec.
+const MAX_DEPTH: usize = 512;
+
+/// The MessagePack written for `v` (an array, map, or other non-null value
+/// that is not the bytes shape, so the tag is `msgpack`).
+fn to_msgpack(v: &Value) -> Result<Vec<u8>> {
+    let (tag, bytes) = JsonPlusSerializer.dumps_typed(v)?;
+    assert_eq!(tag, "msgpack", "{v}");
+    Ok(bytes)
+}
+
+fn from_msgpack(bytes: &[u8]) -> Result<Value> {
+    JsonPlusSerializer.loads_typed("msgpack", bytes)
+}
+
 fn is_ser_err(r: Result<Value>) -> bool {
     matches!(r, Err(Error::Serialization { .. }))
 }
 
-// --- reference test cases 34-41 ----------------------------------------------
+// --- type tags and the values LangGraph writes -------------------------------
 
 #[test]
-fn codec_case34_null_and_bytes_tags() {
+fn codec_null_and_bytes_have_their_own_tags() {
     assert_eq!(dumps(&Value::Null), ("null".into(), String::new()));
     assert_eq!(dumps(&json!({"__bytes__": "0001"})), ("bytes".into(), "0001".into()));
     assert_eq!(loads("null", "").unwrap(), Value::Null);
@@ -48,7 +63,7 @@ fn codec_case34_null_and_bytes_tags() {
 }
 
 #[test]
-fn codec_case35_36_plain_values() {
+fn codec_plain_values_are_msgpack_as_python_writes_them() {
     for (v, h) in [
         (json!(1), "01"),
         (json!(128), "cc80"),
@@ -68,7 +83,7 @@ fn codec_case35_36_plain_values() {
 }
 
 #[test]
-fn codec_case37_ext_values() {
+fn codec_python_objects_decode_to_ext_shapes_and_back() {
     let set = mp("c7110093a86275696c74696e73a3736574920102");
     assert_eq!(set, json!({"__ext__": {"code": 0, "module": "builtins", "name": "set", "args": [1, 2]}}));
     let dt = "c73b0394a86461746574696d65a86461746574696d65b9323032342d30312d30325430333a30343a30352b30303a3030ad66726f6d69736f666f726d6174";
@@ -87,7 +102,7 @@ fn codec_case37_ext_values() {
 }
 
 #[test]
-fn codec_case38_unknown_tags() {
+fn codec_unknown_tags_are_a_typed_error() {
     for tag in ["weird", "pickle", "", "msgpack+aes", "MSGPACK"] {
         let err = JsonPlusSerializer.loads_typed(tag, b"").unwrap_err();
         assert!(matches!(&err, Error::UnknownSerialization(t) if t == tag), "{tag}: {err:?}");
@@ -96,12 +111,12 @@ fn codec_case38_unknown_tags() {
 }
 
 #[test]
-fn codec_case39_exception_is_a_plain_string() {
+fn codec_exception_text_is_a_plain_string() {
     assert_eq!(mp("b256616c75654572726f722827626f6f6d2729"), json!("ValueError('boom')"));
 }
 
 #[test]
-fn codec_case40_unimportable_modules_still_decode() {
+fn codec_unimportable_modules_still_decode() {
     // Rust never imports anything: any module/name gives the ext shape.
     let v = json!({"__ext__": {"code": 0, "module": "no.such.module", "name": "Thing", "args": {"x": 1}}});
     let (tag, bytes) = JsonPlusSerializer.dumps_typed(&v).unwrap();
@@ -109,7 +124,7 @@ fn codec_case40_unimportable_modules_still_decode() {
     assert_eq!(JsonPlusSerializer.loads_typed(&tag, &bytes).unwrap(), v);
 }
 
-// --- a wrapping serializer (reference 6.6, test case 41) -----------------------
+// --- a wrapping serializer ------------------------------------------------------
 
 /// Test-only "cipher": XOR with a key byte; the tag becomes `<inner>+xor`.
 struct XorSerializer<S> {
@@ -137,7 +152,7 @@ impl<S: Serializer> Serializer for XorSerializer<S> {
 }
 
 #[test]
-fn codec_case41_wrapper_serializer() {
+fn codec_wrapping_serializer_changes_tag_and_bytes() {
     let s: Box<dyn Serializer> = Box::new(XorSerializer { inner: JsonPlusSerializer, key: 0x5a });
     let v = json!({"messages": [{"role": "user", "content": "hi"}], "n": 1.5});
     let (tag, bytes) = s.dumps_typed(&v).unwrap();
@@ -281,8 +296,10 @@ fn codec_bytes_shape() {
     assert_eq!(mp("92c4026162c400"), json!([{"__bytes__": "6162"}, {"__bytes__": ""}]));
     assert_eq!(dumps(&json!([{"__bytes__": "6162"}])).1, "91c4026162");
     let big = vec![7u8; 70000];
-    let v = bytes_to_value(&big);
-    assert_eq!(value_as_bytes(&v).unwrap(), big);
+    let v = json!({"__bytes__": "07".repeat(70000)});
+    // At the top level, the shape is written with tag `bytes` and raw bytes.
+    assert_eq!(JsonPlusSerializer.dumps_typed(&v).unwrap(), ("bytes".to_string(), big.clone()));
+    assert_eq!(JsonPlusSerializer.loads_typed("bytes", &big).unwrap(), v);
     let inner = json!([v]);
     let bytes = to_msgpack(&inner).unwrap();
     assert_eq!(hex(&bytes[..6]), "91c600011170");
@@ -301,7 +318,6 @@ fn codec_bytes_shape() {
         assert_eq!(tag, "msgpack", "{v}");
         assert!(bytes[0] & 0xf0 == 0x80, "{v} written as a map");
         assert_eq!(roundtrip(&v), v);
-        assert_eq!(value_as_bytes(&v), None);
     }
 }
 

@@ -1,22 +1,24 @@
 //! Several processes on one file. The test binary re-runs itself as the child
-//! processes (selected by an environment variable).
+//! processes: `child_writer` is an ignored test that only the parent runs.
 
-use std::process::{Command, Stdio};
+mod common;
 
 use agentstate::checkpoint::{uuid6, ChannelVersions};
 use agentstate::{Checkpoint, CheckpointConfig, Db, ListQuery, Metadata};
+use common::harness::{child_command, child_env};
 use serde_json::json;
+
+const PARENT: &str = "two_processes_write_different_threads_at_once";
 
 const STEPS: usize = 150;
 
 /// The child's body: `STEPS` checkpoints with pending writes on its own
-/// thread. A no-op when not run as a child.
+/// thread.
 #[test]
+#[ignore = "child-process entry point: run by two_processes_write_different_threads_at_once"]
 fn child_writer() {
-    let (Ok(path), Ok(thread)) = (std::env::var("AGENTSTATE_MP_PATH"), std::env::var("AGENTSTATE_MP_THREAD"))
-    else {
-        return;
-    };
+    let path = child_env("AGENTSTATE_MP_PATH", PARENT);
+    let thread = child_env("AGENTSTATE_MP_THREAD", PARENT);
     let saver = Db::open(&path).unwrap().checkpointer();
     let mut config = CheckpointConfig::thread(&thread);
     let mut version = None;
@@ -42,12 +44,9 @@ fn two_processes_write_different_threads_at_once() {
     let children: Vec<_> = ["alpha", "beta"]
         .iter()
         .map(|t| {
-            Command::new(&exe)
-                .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
+            child_command(&exe, "child_writer")
                 .env("AGENTSTATE_MP_PATH", &path)
                 .env("AGENTSTATE_MP_THREAD", t)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
                 .spawn()
                 .unwrap()
         })
@@ -61,6 +60,8 @@ fn two_processes_write_different_threads_at_once() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("test child_writer ... ok"), "the child did not run:\n{stdout}");
     }
     let saver = Db::open(&path).unwrap().checkpointer();
     for t in ["alpha", "beta"] {

@@ -20,29 +20,26 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersion, ChannelVersions};
-use agentstate::store::{IndexConfig, ListNamespaces, Search};
-use agentstate::{
-    Checkpoint, CheckpointConfig, Db, Durability, ListQuery, Metadata, PruneStrategy, StoreConfig,
-};
+use agentstate::store::{ListNamespaces, Search};
+use agentstate::{Checkpoint, CheckpointConfig, Db, Durability, ListQuery, Metadata, PruneStrategy};
+use common::harness::{child_command, child_env, soaking, store_config};
 use common::{check_file, report, seed_from_env, Blobs, Rng};
 use serde_json::{json, Value};
 
 const SHARED_THREAD: &str = "shared";
 const WORDS: [&str; 8] = ["tea", "rain", "cats", "invoice", "refund", "lyon", "piano", "garden"];
 
-fn store_config() -> StoreConfig {
-    StoreConfig::default().with_index(IndexConfig::hashed(32).unwrap().with_fields(["text"]))
-}
+const DIMS: usize = 32;
+const PARENT: &str = "threads_and_processes_share_one_file";
 
 fn secs() -> f64 {
     match std::env::var("AGENTSTATE_CONTENTION_SECS").ok().and_then(|v| v.parse().ok()) {
         Some(s) => s,
-        None if std::env::var("AGENTSTATE_SOAK").is_ok_and(|v| v != "0") => 60.0,
+        None if soaking() => 60.0,
         None => 3.0,
     }
 }
@@ -114,7 +111,7 @@ fn work(db: &Db, id: &str, seed: u64, until: Instant, shared_cp: &CheckpointConf
     };
     let mut rng = Rng::new(seed);
     let saver = db.checkpointer();
-    let store = db.store(store_config()).map_err(e("open the store"))?;
+    let store = db.store(store_config(DIMS)).map_err(e("open the store"))?;
     let mut m = Model { id: id.to_string(), ..Model::default() };
     let thread = format!("w{id}");
     let mut head: Option<(CheckpointConfig, ChannelVersions, Value, i64)> = None;
@@ -250,17 +247,18 @@ fn work(db: &Db, id: &str, seed: u64, until: Instant, shared_cp: &CheckpointConf
     Ok(m)
 }
 
-/// The children's body: a no-op unless run as a child.
+/// The children's body: three workers until the deadline, then their models
+/// on stdout.
 #[test]
+#[ignore = "child-process entry point: run by threads_and_processes_share_one_file"]
 fn contention_child() {
-    let Ok(path) = std::env::var("AGENTSTATE_CONTENTION_CHILD") else { return };
-    let proc_id: u64 = std::env::var("AGENTSTATE_CONTENTION_ID").unwrap().parse().unwrap();
-    let until_ms: u64 = std::env::var("AGENTSTATE_CONTENTION_MS").unwrap().parse().unwrap();
-    let seed: u64 = std::env::var("AGENTSTATE_CONTENTION_SEED").unwrap().parse().unwrap();
+    let path = child_env("AGENTSTATE_CONTENTION_CHILD", PARENT);
+    let proc_id: u64 = child_env("AGENTSTATE_CONTENTION_ID", PARENT).parse().unwrap();
+    let until_ms: u64 = child_env("AGENTSTATE_CONTENTION_MS", PARENT).parse().unwrap();
+    let seed: u64 = child_env("AGENTSTATE_CONTENTION_SEED", PARENT).parse().unwrap();
     let durability = if proc_id == 1 { Durability::Full } else { Durability::Normal };
     let db = Db::builder().durability(durability).open(&path).unwrap();
-    let shared =
-        CheckpointConfig::thread(SHARED_THREAD).at(std::env::var("AGENTSTATE_CONTENTION_CP").unwrap());
+    let shared = CheckpointConfig::thread(SHARED_THREAD).at(child_env("AGENTSTATE_CONTENTION_CP", PARENT));
     let until = Instant::now() + Duration::from_millis(until_ms);
     let handles: Vec<_> = (0..3)
         .map(|t| {
@@ -284,7 +282,7 @@ fn contention_child() {
 fn verify(path: &Path, models: &[Model]) -> Result<(), String> {
     let db = Db::open(path).map_err(|e| e.to_string())?;
     let saver = db.checkpointer();
-    let store = db.store(store_config()).map_err(|e| e.to_string())?;
+    let store = db.store(store_config(DIMS)).map_err(|e| e.to_string())?;
     for m in models {
         let thread = format!("w{}", m.id);
         let got = saver.list(&ListQuery::thread(&thread)).map_err(|e| e.to_string())?;
@@ -349,15 +347,12 @@ fn threads_and_processes_share_one_file() {
     let exe = std::env::current_exe().unwrap();
     let children: Vec<_> = (0..2u64)
         .map(|p| {
-            Command::new(&exe)
-                .args(["--exact", "contention_child", "--nocapture", "--test-threads=1"])
+            child_command(&exe, "contention_child")
                 .env("AGENTSTATE_CONTENTION_CHILD", &path)
                 .env("AGENTSTATE_CONTENTION_ID", p.to_string())
                 .env("AGENTSTATE_CONTENTION_MS", ms.to_string())
                 .env("AGENTSTATE_CONTENTION_SEED", seed.wrapping_add(p).to_string())
                 .env("AGENTSTATE_CONTENTION_CP", &shared_id)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
                 .spawn()
                 .unwrap()
         })

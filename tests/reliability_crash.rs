@@ -26,13 +26,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersions};
-use agentstate::store::IndexConfig;
-use agentstate::{CheckpointConfig, Db, Durability, StoreConfig};
+use agentstate::{CheckpointConfig, Db, Durability};
+use common::harness::{child_command, child_env, soaking, store_config};
 use common::ops::{check_vectors, diff, execute, observe_file, s, State};
 use common::{check_file, report, seed_from_env, Blobs, Rng};
 use serde_json::{json, Map, Value};
@@ -44,10 +43,6 @@ const DIMS: usize = 64;
 const WORDS: [&str; 12] = [
     "tea", "rain", "cats", "invoice", "refund", "lyon", "piano", "garden", "train", "moon", "bread", "chess",
 ];
-
-fn store_config() -> StoreConfig {
-    StoreConfig::default().with_index(IndexConfig::hashed(DIMS).unwrap().with_fields(["text"]))
-}
 
 // ---------------------------------------------------------------------------
 // The child
@@ -70,11 +65,14 @@ fn say(out: &mut impl Write, line: &str) {
     out.flush().unwrap();
 }
 
-/// The child's body: a no-op unless run as the child.
+const PARENT: &str = "sigkill_at_random_moments_loses_nothing";
+
+/// The child's body: writes until its parent kills it.
 #[test]
+#[ignore = "child-process entry point: run by sigkill_at_random_moments_loses_nothing"]
 fn crash_child() {
-    let Ok(path) = std::env::var("AGENTSTATE_CRASH_CHILD") else { return };
-    let seed: u64 = std::env::var("AGENTSTATE_CRASH_CHILD_SEED").unwrap().parse().unwrap();
+    let path = child_env("AGENTSTATE_CRASH_CHILD", PARENT);
+    let seed: u64 = child_env("AGENTSTATE_CRASH_CHILD_SEED", PARENT).parse().unwrap();
     let durability = match std::env::var("AGENTSTATE_CRASH_CHILD_DURABILITY").as_deref() {
         Ok("full") => Durability::Full,
         _ => Durability::Normal,
@@ -83,7 +81,7 @@ fn crash_child() {
     let mut out = std::io::stdout().lock();
     let db = Db::builder().durability(durability).open(&path).unwrap();
     let saver = db.checkpointer();
-    let store = db.store(store_config()).unwrap();
+    let store = db.store(store_config(DIMS)).unwrap();
     let mut heads: BTreeMap<(String, String), Head> = BTreeMap::new();
     for t in THREADS {
         for ns in NSS {
@@ -226,13 +224,10 @@ struct Figures {
 /// One round: start the child, let it run, kill it; return its report
 /// lines (complete lines only) and whether it got to `@ready`.
 fn run_child(exe: &Path, path: &Path, seed: u64, full: bool, rng: &mut Rng) -> (Vec<String>, bool) {
-    let mut child = Command::new(exe)
-        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+    let mut child = child_command(exe, "crash_child")
         .env("AGENTSTATE_CRASH_CHILD", path)
         .env("AGENTSTATE_CRASH_CHILD_SEED", seed.to_string())
         .env("AGENTSTATE_CRASH_CHILD_DURABILITY", if full { "full" } else { "normal" })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -308,7 +303,7 @@ fn run_child(exe: &Path, path: &Path, seed: u64, full: bool, rng: &mut Rng) -> (
 fn sigkill_at_random_moments_loses_nothing() {
     let kills: u64 = match std::env::var("AGENTSTATE_CRASH_KILLS").ok().and_then(|v| v.parse().ok()) {
         Some(n) => n,
-        None if std::env::var("AGENTSTATE_SOAK").is_ok_and(|v| v != "0") => 3000,
+        None if soaking() => 3000,
         None => 400,
     };
     let seed = seed_from_env("AGENTSTATE_SEED");
@@ -341,7 +336,7 @@ fn sigkill_at_random_moments_loses_nothing() {
                 model.apply(&op);
             }
         }
-        let got = observe_file(&path, &THREADS, store_config())
+        let got = observe_file(&path, &THREADS, store_config(DIMS))
             .unwrap_or_else(|e| panic!("round {round} (seed {seed}): {e}"));
         checked_ops = fig.acked.values().sum();
         match pending {

@@ -26,8 +26,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use agentstate::checkpoint::next_version;
-use agentstate::store::IndexConfig;
-use agentstate::{Db, Durability, Error, StoreConfig};
+use agentstate::{Db, Durability, Error};
+use common::harness::{soak, store_config};
 use common::ops::{check_vectors, diff, execute, observe, observe_file, s, State};
 use common::{check_file, report, seed_from_env, Blobs, Rng};
 use faultvfs::Fault;
@@ -35,18 +35,6 @@ use serde_json::{json, Map, Value};
 
 const THREADS: [&str; 3] = ["d0", "d1", "d2"];
 const DIMS: usize = 16;
-
-fn store_config() -> StoreConfig {
-    StoreConfig::default().with_index(IndexConfig::hashed(DIMS).unwrap().with_fields(["text"]))
-}
-
-fn soak() -> u64 {
-    if std::env::var("AGENTSTATE_SOAK").is_ok_and(|v| v != "0") {
-        10
-    } else {
-        1
-    }
-}
 
 /// The newest checkpoint of a thread: (id, step, values, versions).
 type Head = (String, i64, Map<String, Value>, Map<String, Value>);
@@ -152,7 +140,7 @@ impl Workload {
 /// Runs `op` against `db`, as the one `Checkpointer` and `Store` of a
 /// caller would.
 fn run(db: &Db, op: &Value) -> agentstate::Result<()> {
-    execute(&db.checkpointer(), &db.store(store_config())?, op)
+    execute(&db.checkpointer(), &db.store(store_config(DIMS))?, op)
 }
 
 fn check(path: &Path) {
@@ -195,7 +183,7 @@ fn disk_full_is_typed_rolled_back_and_recoverable() {
             Err(Error::DiskFull) => refused += 1,
             other => panic!("a {} of hundreds of KB on a full disk: {other:?}", op["op"]),
         }
-        let live = observe(&db, &THREADS, store_config()).unwrap();
+        let live = observe(&db, &THREADS, store_config(DIMS)).unwrap();
         assert!(live == model, "a refused operation left traces:\n{}", diff(&live, &model));
         check(&path);
         big_ops.push(op);
@@ -213,7 +201,7 @@ fn disk_full_is_typed_rolled_back_and_recoverable() {
             Err(Error::DiskFull) => refused += 1,
             Err(e) => panic!("{} on a full disk: {e:?}", op["op"]),
         }
-        let live = observe(&db, &THREADS, store_config()).unwrap();
+        let live = observe(&db, &THREADS, store_config(DIMS)).unwrap();
         assert!(live == model, "after {}:\n{}", op["op"], diff(&live, &model));
     }
     check(&path);
@@ -228,9 +216,9 @@ fn disk_full_is_typed_rolled_back_and_recoverable() {
         model.apply(&op);
         work.applied(&op);
     }
-    assert_eq!(observe(&db, &THREADS, store_config()).unwrap(), model);
+    assert_eq!(observe(&db, &THREADS, store_config(DIMS)).unwrap(), model);
     drop(db);
-    assert_eq!(observe_file(&path, &THREADS, store_config()).unwrap(), model);
+    assert_eq!(observe_file(&path, &THREADS, store_config(DIMS)).unwrap(), model);
     check(&path);
     report("disk_full", &[("refused", refused), ("small_ops_fitting_while_full", accepted_while_full)]);
 }
@@ -264,7 +252,7 @@ fn faults_at_every_write_are_all_or_nothing() {
                 model.apply(&op);
                 work.applied(&op);
             }
-            for n in 0..40 * soak() {
+            for n in 0..40 * soak(10) {
                 let op = work.next(n % 7 == 3);
                 let mut with = model.clone();
                 with.apply(&op);
@@ -274,7 +262,7 @@ fn faults_at_every_write_are_all_or_nothing() {
                 disk.arm(fault(kind, if kind == "sync" { n % 3 } else { n % 40 }));
                 let result = run(&db, &op);
                 let injected = disk.disarm();
-                let live = observe(&db, &THREADS, store_config())
+                let live = observe(&db, &THREADS, store_config(DIMS))
                     .unwrap_or_else(|e| panic!("{kind}/{durability:?} n={n}: reading after the fault: {e}"));
                 let where_ = format!("{kind}/{durability:?} n={n} {}", op["op"]);
                 if result.is_err() {
@@ -292,7 +280,7 @@ fn faults_at_every_write_are_all_or_nothing() {
                         }
                     }
                     let _ = std::fs::remove_file(format!("{}-shm", copy.display()));
-                    let after_kill = observe_file(&copy, &THREADS, store_config()).unwrap();
+                    let after_kill = observe_file(&copy, &THREADS, store_config(DIMS)).unwrap();
                     assert!(
                         after_kill == model || after_kill == with,
                         "{where_}: killed after the failure, the file is half-applied:\n{}",
@@ -346,7 +334,10 @@ fn faults_at_every_write_are_all_or_nothing() {
                 if n % 3 == 1 {
                     drop(db);
                     db = open();
-                    assert!(observe(&db, &THREADS, store_config()).unwrap() == model, "{where_}: reopened");
+                    assert!(
+                        observe(&db, &THREADS, store_config(DIMS)).unwrap() == model,
+                        "{where_}: reopened"
+                    );
                 }
                 // Work resumes at once.
                 let next = work.next(false);
@@ -356,19 +347,19 @@ fn faults_at_every_write_are_all_or_nothing() {
                 // Every few rounds: a fresh Db sees the same (the others
                 // keep their connections open, then they are reopened too).
                 if n % 5 == 4 {
-                    assert_eq!(observe_file(&path, &THREADS, store_config()).unwrap(), model, "{where_}");
+                    assert_eq!(observe_file(&path, &THREADS, store_config(DIMS)).unwrap(), model, "{where_}");
                     check(&path);
                     drop(db);
                     db = open();
                     assert_eq!(
-                        observe(&db, &THREADS, store_config()).unwrap(),
+                        observe(&db, &THREADS, store_config(DIMS)).unwrap(),
                         model,
                         "{where_} after reopen"
                     );
                 }
             }
             drop(db);
-            assert_eq!(observe_file(&path, &THREADS, store_config()).unwrap(), model);
+            assert_eq!(observe_file(&path, &THREADS, store_config(DIMS)).unwrap(), model);
             check(&path);
         }
     }

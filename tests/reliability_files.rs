@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersions};
-use agentstate::store::{IndexConfig, ListNamespaces, Search};
+use agentstate::store::{ListNamespaces, Search};
 use agentstate::{Checkpoint, CheckpointConfig, Db, Error, ListQuery, Metadata, StoreConfig};
+use common::harness::{soak, store_config};
 use common::{check_file, report, seed_from_env, Blobs, Rng};
 use rusqlite::Connection;
 use serde_json::json;
@@ -23,17 +24,7 @@ use serde_json::json;
 const THREADS: [&str; 3] = ["t0", "t1", "t2"];
 const NAMESPACES: [&[&str]; 3] = [&["mem", "alice"], &["mem", "bob"], &["docs"]];
 
-fn soak() -> u64 {
-    if std::env::var("AGENTSTATE_SOAK").is_ok_and(|v| v != "0") {
-        20
-    } else {
-        1
-    }
-}
-
-fn store_config() -> StoreConfig {
-    StoreConfig::default().with_index(IndexConfig::hashed(16).unwrap().with_fields(["text"]))
-}
+const DIMS: usize = 16;
 
 /// A real agentstate file with checkpoints (blobs, writes, a subgraph
 /// namespace) and store items with vectors, closed so that the WAL is merged
@@ -64,7 +55,7 @@ fn template(dir: &Path) -> PathBuf {
                 }
             }
         }
-        let store = db.store(store_config()).unwrap();
+        let store = db.store(store_config(DIMS)).unwrap();
         for (i, ns) in NAMESPACES.iter().enumerate() {
             for k in 0..40 {
                 let text = format!("memory {k} of namespace {i} about {}", ["tea", "cats", "rain"][k % 3]);
@@ -135,7 +126,7 @@ fn exercise(path: &Path) -> Outcome {
     note(saver.prune(&["t1"], agentstate::PruneStrategy::KeepLatest));
     note(saver.copy_thread("t0", "t0-copy"));
     note(saver.delete_thread("t2"));
-    match db.store(store_config()) {
+    match db.store(store_config(DIMS)) {
         Err(e) => out.use_errors.push(variant(&e)),
         Ok(store) => {
             note(store.search(Search::all().limit(1000)).map(drop));
@@ -198,7 +189,7 @@ fn truncated_files_give_typed_errors() {
     let mut cuts: Vec<usize> = vec![1, 16, 50, 99, 100, 101, 512, 4095, 4096, 4097, 8191, len / 2, len - 1];
     cuts.extend((2..len / 4096).map(|p| p * 4096));
     let mut rng = Rng::new(seed_from_env("AGENTSTATE_SEED"));
-    cuts.extend((0..20 * soak()).map(|_| rng.range(1, len as u64) as usize));
+    cuts.extend((0..20 * soak(20)).map(|_| rng.range(1, len as u64) as usize));
     let mut tally = Tally::default();
     for cut in cuts {
         let o = case(dir.path(), "cut.db", &bytes[..cut]);
@@ -245,7 +236,7 @@ fn random_bytes_are_not_a_database() {
     let mut rng = Rng::new(seed_from_env("AGENTSTATE_SEED"));
     let mut files = 0;
     for size in [2usize, 15, 100, 4096, 65536] {
-        for _ in 0..4 * soak() {
+        for _ in 0..4 * soak(20) {
             let bytes: Vec<u8> = (0..size).map(|_| rng.next_u64() as u8).collect();
             let o = case(dir.path(), "random.db", &bytes);
             assert_eq!(o.open_error.as_deref(), Some("NotAgentstate"), "{size} random bytes: {o:?}");
@@ -275,7 +266,7 @@ fn damaged_files_never_panic() {
     let seed = seed_from_env("AGENTSTATE_SEED");
     let mut rng = Rng::new(seed);
     let mut tally = Tally::default();
-    for i in 0..150 * soak() {
+    for i in 0..150 * soak(20) {
         let mut b = bytes.clone();
         let how = rng.below(3);
         match how {
@@ -369,7 +360,7 @@ fn torn_or_garbage_wal_is_recovered() {
     drop(saver);
     drop(db);
     let mut cuts = vec![0, 31, 32, 33, wal.len() - 1, wal.len()];
-    cuts.extend((0..10 * soak()).map(|_| rng.below(wal.len() as u64) as usize));
+    cuts.extend((0..10 * soak(20)).map(|_| rng.below(wal.len() as u64) as usize));
     let mut seen = std::collections::BTreeSet::new();
     for cut in cuts {
         let path = dir.path().join("torn.db");
@@ -390,7 +381,7 @@ fn torn_or_garbage_wal_is_recovered() {
         check_file(&path, Blobs::AllPresent).unwrap();
     }
     assert!(seen.contains(&30) && seen.contains(&0), "{seen:?}");
-    report("torn_wal", &[("wal_cuts", 16 + 10 * (soak() - 1)), ("distinct_prefixes", seen.len() as u64)]);
+    report("torn_wal", &[("wal_cuts", 16 + 10 * (soak(20) - 1)), ("distinct_prefixes", seen.len() as u64)]);
 }
 
 /// An application's own SQLite database: agentstate adds its tables next to

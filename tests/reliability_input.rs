@@ -17,21 +17,18 @@ use std::time::Duration;
 
 use agentstate::store::{Embedder, HashEmbedder, IndexConfig, ListNamespaces, Put, Search};
 use agentstate::{Checkpoint, CheckpointConfig, Db, Error, Filter, ListQuery, Metadata, StoreConfig};
+use common::harness::soak;
 use common::{check_file, report, Blobs};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunConfig, TestRunner};
 use serde_json::{json, Map, Value};
 
-fn soak() -> u32 {
-    if std::env::var("AGENTSTATE_SOAK").is_ok_and(|v| v != "0") {
-        20
-    } else {
-        1
-    }
-}
-
 fn runner(cases: u32) -> TestRunner {
-    TestRunner::new(RunConfig { cases: cases * soak(), failure_persistence: None, ..RunConfig::default() })
+    TestRunner::new(RunConfig {
+        cases: cases * soak(20) as u32,
+        failure_persistence: None,
+        ..RunConfig::default()
+    })
 }
 
 /// The most nested levels of arrays and objects a stored JSON document may

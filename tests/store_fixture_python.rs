@@ -225,13 +225,16 @@ fn venv_python() -> Option<PathBuf> {
 }
 
 #[test]
+#[cfg_attr(
+    not(python_venv),
+    ignore = "needs the Python venv: set AGENTSTATE_STORE_PYTHON (see tests/fixtures/store/README.md)"
+)]
 fn store_fixture_read_rust_store_script_runs() {
     let Some(python) = venv_python() else {
-        println!(
-            "SKIPPED: no Python venv with langgraph-checkpoint-sqlite at $AGENTSTATE_STORE_PYTHON or \
+        panic!(
+            "no Python venv with langgraph-checkpoint-sqlite at $AGENTSTATE_STORE_PYTHON or \
              /tmp/storevenv/bin/python (see tests/fixtures/store/README.md)"
         );
-        return;
     };
     let exp = expected();
     let q = &exp["search_query"];
@@ -243,10 +246,7 @@ fn store_fixture_read_rust_store_script_runs() {
         .args(["--limit", &q["limit"].to_string()])
         .output()
         .unwrap();
-    if out.status.code() == Some(3) {
-        println!("SKIPPED: {} cannot load SQLite extensions", python.display());
-        return;
-    }
+    assert_ne!(out.status.code(), Some(3), "{} cannot load SQLite extensions", python.display());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(got["list_namespaces"], exp["list_namespaces"]);

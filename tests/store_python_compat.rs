@@ -105,6 +105,10 @@ fn python_file_reads_and_searches_like_python() {
 }
 
 #[test]
+#[cfg_attr(
+    not(python_venv),
+    ignore = "needs the Python venv: set AGENTSTATE_STORE_PYTHON (see tests/fixtures/store/README.md)"
+)]
 fn python_file_updates_in_place() {
     let (_d, path, store) = open_copy();
     store
@@ -144,23 +148,14 @@ fn python_file_updates_in_place() {
     let python = std::env::var_os("AGENTSTATE_STORE_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/tmp/storevenv/bin/python"));
-    if !python.exists() {
-        println!(
-            "SKIPPED the Python read-back: no venv at {} (see tests/fixtures/store/README.md)",
-            python.display()
-        );
-        return;
-    }
+    assert!(python.exists(), "no Python venv at {} (see tests/fixtures/store/README.md)", python.display());
     let out = Command::new(&python)
         .arg(fixture_dir().join("read_rust_store.py"))
         .arg(&path)
         .args(["--query", "bagel bakery", "--prefix", "users.alice", "--limit", "1"])
         .output()
         .unwrap();
-    if out.status.code() == Some(3) {
-        println!("SKIPPED the Python read-back: {} cannot load SQLite extensions", python.display());
-        return;
-    }
+    assert_ne!(out.status.code(), Some(3), "{} cannot load SQLite extensions", python.display());
     assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
     let read: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(read["search"][0]["key"], "m9", "{read}");

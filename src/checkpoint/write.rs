@@ -17,7 +17,7 @@ use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, Metadata};
 use super::value::ChannelValue;
 use super::{merge_metadata, require_thread, special_idx, Checkpointer};
 use crate::error::{Error, Result};
-use crate::filter::{too_deep, MAX_STORED_DEPTH};
+use crate::json::{too_deep, MAX_STORED_DEPTH};
 
 /// The checkpoint JSON as stored: the checkpoint with only primitive channel
 /// values.

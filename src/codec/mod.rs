@@ -28,7 +28,7 @@
 //! A `serde_json::Value` cannot hold integers outside `i64`/`u64`, nor NaN or
 //! infinities (see the [float shape](#non-finite-floats) for those), so
 //! encoding plain JSON never fails; it only fails for nesting deeper than
-//! [`MAX_DEPTH`].
+//! 512 levels (see [Nesting](#nesting)).
 //!
 //! # JSON shapes for what JSON cannot hold
 //!
@@ -104,7 +104,7 @@
 //!
 //! ## Nesting
 //! Reading and writing are iterative (no recursion, whatever the input), and
-//! nesting is limited to [`MAX_DEPTH`] levels: each array and map is a level,
+//! nesting is limited to 512 levels: each array and map is a level,
 //! an ext is one more, and the array inside a code 0-6 ext payload another.
 //! Deeper input is [`Error::Serialization`] (inside an ext payload it only
 //! makes that ext raw). A decoded value can be up to about twice as deep in
@@ -118,7 +118,7 @@ mod decode;
 mod encode;
 
 /// Deepest nesting of arrays, maps and ext types that is encoded or decoded.
-pub const MAX_DEPTH: usize = 512;
+const MAX_DEPTH: usize = 512;
 
 /// Key of the [bytes shape](self#bytes): `{"__bytes__": "<lowercase hex>"}`.
 pub const BYTES_KEY: &str = "__bytes__";
@@ -225,7 +225,7 @@ impl Serializer for JsonPlusSerializer {
 ///
 /// # Errors
 /// [`Error::Serialization`] if the value nests deeper than [`MAX_DEPTH`].
-pub fn to_msgpack(value: &Value) -> Result<Vec<u8>> {
+fn to_msgpack(value: &Value) -> Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(128);
     encode::encode(&mut buf, value)?;
     Ok(buf)
@@ -238,12 +238,12 @@ pub fn to_msgpack(value: &Value) -> Result<Vec<u8>> {
 /// [`Error::Serialization`] if the bytes are not one well-formed MessagePack
 /// value (truncated, trailing bytes, invalid UTF-8, marker `c1`) or nest
 /// deeper than [`MAX_DEPTH`].
-pub fn from_msgpack(bytes: &[u8]) -> Result<Value> {
+fn from_msgpack(bytes: &[u8]) -> Result<Value> {
     decode::decode(bytes)
 }
 
 /// The [bytes shape](self#bytes) of `bytes`: `{"__bytes__": "<lowercase hex>"}`.
-pub fn bytes_to_value(bytes: &[u8]) -> Value {
+fn bytes_to_value(bytes: &[u8]) -> Value {
     let mut m = Map::with_capacity(1);
     m.insert(BYTES_KEY.to_string(), Value::String(hex_encode(bytes)));
     Value::Object(m)
@@ -251,7 +251,7 @@ pub fn bytes_to_value(bytes: &[u8]) -> Value {
 
 /// The bytes a [bytes shape](self#bytes) stands for, or `None` if `value` is not
 /// exactly `{"__bytes__": "<lowercase hex>"}`.
-pub fn value_as_bytes(value: &Value) -> Option<Vec<u8>> {
+fn value_as_bytes(value: &Value) -> Option<Vec<u8>> {
     value_as_hex(value).map(hex_decode)
 }
 

@@ -17,7 +17,8 @@ use super::path::{field_texts, per_put_fields};
 use super::Store;
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::filter::{too_deep, Filter, MAX_STORED_DEPTH};
+use crate::filter::Filter;
+use crate::json::{too_deep, MAX_STORED_DEPTH};
 use crate::vector::encode_f32;
 
 /// SQL: now, as comparable UTC text with milliseconds.

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod harness;
 pub mod ops;
 
 use std::collections::{BTreeMap, BTreeSet};
