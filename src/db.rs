@@ -39,11 +39,17 @@ pub struct DbBuilder {
     durability: Durability,
     pool_size: u32,
     busy_timeout: Duration,
+    read_only: bool,
 }
 
 impl Default for DbBuilder {
     fn default() -> Self {
-        DbBuilder { durability: Durability::Normal, pool_size: 8, busy_timeout: Duration::from_secs(10) }
+        DbBuilder {
+            durability: Durability::Normal,
+            pool_size: 8,
+            busy_timeout: Duration::from_secs(10),
+            read_only: false,
+        }
     }
 }
 
@@ -68,8 +74,23 @@ impl DbBuilder {
         self
     }
 
+    /// Open for reading only (default `false`): the file must exist and is
+    /// left exactly as it was (no schema migration, no switch to WAL, no
+    /// `-wal`/`-shm` files left behind); every write fails with an
+    /// [`Error::Sqlite`] (`ReadOnly`). A file that holds none of the tables
+    /// agentstate or LangGraph's `SqliteStore` create is refused with
+    /// [`Error::NotAgentstate`]. A file whose schema is older than this build
+    /// is read as it is: what it lacks counts as empty. Ignored for an
+    /// in-memory database.
+    #[must_use]
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
     /// Opens (creating if needed) the database file at `path` and brings its
-    /// schema up to date.
+    /// schema up to date (see [`read_only`](Self::read_only) for a file that
+    /// must not change).
     ///
     /// # Errors
     /// - [`Error::NotAgentstate`] if the file is not an SQLite database, or is
@@ -102,11 +123,27 @@ impl DbBuilder {
         let durability = self.durability;
         let busy = self.busy_timeout;
         let in_memory = path.is_none();
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        let read_only = self.read_only && !in_memory;
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        if let Some(path) = &path {
+        if let (true, Some(path)) = (read_only, &path) {
+            // Read-write without CREATE, every connection `query_only`: the
+            // last connection to close then checkpoints and removes the
+            // `-wal`/`-shm` files a WAL file needs while it is read (a
+            // read-only connection would leave them behind). A file we may
+            // not write to is opened read-only.
+            let writable = std::fs::metadata(path).map(|m| !m.permissions().readonly()).unwrap_or(false);
+            flags = OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | if writable { OpenFlags::SQLITE_OPEN_READ_WRITE } else { OpenFlags::SQLITE_OPEN_READ_ONLY };
+            let mut conn = Connection::open_with_flags(path, flags)?;
+            init_connection(&mut conn, durability, busy, read_only)?;
+            check_foreign(&conn)?;
+            up_to_date(&conn)?;
+            check_ours(&conn)?;
+        } else if let Some(path) = &path {
             // The schema is checked and migrated on a connection opened
             // directly, not through the pool: the pool retries a connection
             // that fails to open or to initialise (a missing directory, a
@@ -129,7 +166,7 @@ impl DbBuilder {
         }
         let manager = manager
             .with_flags(flags)
-            .with_init(move |conn| init_connection(conn, durability, busy, in_memory));
+            .with_init(move |conn| init_connection(conn, durability, busy, read_only));
         let pool = Pool::builder()
             .max_size(size)
             .min_idle(Some(0))
@@ -295,7 +332,7 @@ fn init_connection(
     conn: &mut Connection,
     durability: Durability,
     busy: Duration,
-    in_memory: bool,
+    read_only: bool,
 ) -> rusqlite::Result<()> {
     conn.busy_timeout(busy)?;
     let sync = match durability {
@@ -306,7 +343,9 @@ fn init_connection(
         "PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync}; PRAGMA temp_store = MEMORY; \
          PRAGMA cache_size = -16000;"
     ))?;
-    let _ = in_memory;
+    if read_only {
+        conn.execute_batch("PRAGMA query_only = ON")?;
+    }
     crate::vector::register(conn)?;
     crate::filter::register_functions(conn)?;
     Ok(())
@@ -425,6 +464,23 @@ fn up_to_date(conn: &Connection) -> Result<bool> {
         }
     }
     Ok(true)
+}
+
+/// Refuses (when opening read-only, which creates nothing) a file with none
+/// of the migration tables agentstate or LangGraph's `SqliteStore` create.
+fn check_ours(conn: &Connection) -> Result<()> {
+    let tables: i64 =
+        conn.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))?;
+    for series in SERIES {
+        if max_version(conn, series)? >= 0 {
+            return Ok(());
+        }
+    }
+    Err(Error::NotAgentstate(if tables == 0 {
+        "an empty SQLite database".into()
+    } else {
+        "an SQLite database without agentstate's tables".into()
+    }))
 }
 
 /// Refuses files whose tables share our names but not our layout: a Python

@@ -6,6 +6,7 @@ pub mod codec;
 mod db;
 mod error;
 pub mod filter;
+mod inspect;
 pub mod store;
 mod vector;
 
@@ -16,4 +17,9 @@ pub use codec::{JsonPlusSerializer, Serializer};
 pub use db::{Db, DbBuilder, Durability};
 pub use error::{Error, Result};
 pub use filter::Filter;
+pub use inspect::{
+    CheckArea, CheckReport, CheckpointCounts, FileInfo, Finding, HistoryEntry, HistoryQuery, IdMatch,
+    ItemInfo, RecordedEmbedder, SchemaVersion, Severity, Stats, StoreCounts, TableInfo, ThreadCounts,
+    ThreadSummary, VectorDims,
+};
 pub use store::{Item, SearchItem, Store, StoreConfig};
