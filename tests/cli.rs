@@ -468,7 +468,7 @@ fn stats_and_check() {
     let c = ok_json(p, &["check"]);
     assert_eq!(c["ok"], true);
     assert_eq!(c["problems"], json!([]));
-    assert_eq!(c["checks"].as_array().unwrap().len(), 5);
+    assert_eq!(c["checks"].as_array().unwrap().len(), 6);
 
     // Break the file: a missing blob, a write without its checkpoint, a
     // vector without its item.

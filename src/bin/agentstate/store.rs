@@ -6,8 +6,7 @@ use agentstate::store::namespace::validate_json_labels;
 use agentstate::store::{
     HashEmbedder, Index, IndexConfig, ListNamespacesOptions, PutOptions, SearchOptions, Store, Ttl, TtlConfig,
 };
-use agentstate::StoreConfig;
-use rusqlite::{Connection, OptionalExtension};
+use agentstate::{ItemInfo, StoreConfig};
 use serde_json::{json, Value};
 
 use crate::output::{self, compact, plural, Table};
@@ -47,36 +46,26 @@ enum Recorded {
     Other(String),
 }
 
-fn recorded(conn: &Connection) -> CliResult<Recorded> {
-    let v: Option<String> = conn
-        .query_row("SELECT value FROM agentstate_meta WHERE key = 'store.embedder'", [], |r| r.get(0))
-        .optional()?;
-    Ok(match v {
+fn recorded(ctx: &Ctx) -> CliResult<Recorded> {
+    Ok(match ctx.db.recorded_embedder()? {
         None => Recorded::None,
-        Some(s) => match s.strip_prefix(HashEmbedder::NAME).and_then(|r| r.strip_prefix('/')) {
-            Some(d) => match d.parse::<usize>() {
-                Ok(d) if d > 0 => Recorded::Hashed(d),
-                _ => Recorded::Other(s),
-            },
-            None => Recorded::Other(s),
+        Some(e) => match (e.name == HashEmbedder::NAME, e.dims) {
+            (true, Some(d)) => Recorded::Hashed(d),
+            _ => Recorded::Other(e.to_string()),
         },
     })
 }
 
-fn vector_count(conn: &Connection) -> CliResult<i64> {
-    Ok(conn.query_row("SELECT COUNT(*) FROM store_vectors", [], |r| r.get(0))?)
+fn vector_count(ctx: &Ctx) -> CliResult<u64> {
+    Ok(ctx.db.store_counts()?.vectors)
 }
 
 /// The configured fields the file's vectors were most likely made from: their
 /// names with a trailing `.N` (several texts from one path) removed; `["$"]`
 /// (the whole document) if there are none.
-fn infer_fields(conn: &Connection) -> CliResult<Vec<String>> {
-    let names: Vec<String> = conn
-        .prepare("SELECT DISTINCT field_name FROM store_vectors ORDER BY field_name")?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+fn infer_fields(ctx: &Ctx) -> CliResult<Vec<String>> {
     let mut out: Vec<String> = vec![];
-    for name in names {
+    for name in ctx.db.vector_field_names()? {
         let base = match name.rsplit_once('.') {
             Some((base, n)) if !base.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
                 base.to_string()
@@ -96,13 +85,13 @@ fn infer_fields(conn: &Connection) -> CliResult<Vec<String>> {
 /// The CLI's store: reads never refresh TTLs (an inspector does not change
 /// expiries). With `index`, and only if the file records the built-in
 /// embedder, it embeds with that embedder and `fields`.
-fn open_store(ctx: &Ctx, conn: &Connection, index: Option<Vec<String>>) -> CliResult<(Store, bool)> {
+fn open_store(ctx: &Ctx, index: Option<Vec<String>>) -> CliResult<(Store, bool)> {
     let ttl = TtlConfig { refresh_on_read: false, default_ttl: None, sweep_interval_minutes: None };
     let mut config = StoreConfig::default().with_ttl(ttl);
     let mut indexed = false;
     if let Some(fields) = index {
-        if let Recorded::Hashed(dims) = recorded(conn)? {
-            let fields = if fields.is_empty() { infer_fields(conn)? } else { fields };
+        if let Recorded::Hashed(dims) = recorded(ctx)? {
+            let fields = if fields.is_empty() { infer_fields(ctx)? } else { fields };
             config = config.with_index(IndexConfig::hashed(dims)?.fields(fields));
             indexed = true;
         }
@@ -110,25 +99,9 @@ fn open_store(ctx: &Ctx, conn: &Connection, index: Option<Vec<String>>) -> CliRe
     Ok((ctx.db.store(config)?, indexed))
 }
 
-/// The item's vector field names, expiry and TTL, read directly.
-fn item_extras(
-    conn: &Connection,
-    prefix: &str,
-    key: &str,
-) -> CliResult<(Vec<String>, Option<String>, Option<f64>)> {
-    let fields: Vec<String> = conn
-        .prepare("SELECT field_name FROM store_vectors WHERE prefix = ?1 AND key = ?2 ORDER BY field_name")?
-        .query_map([prefix, key], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let row: Option<(Option<String>, Option<f64>)> = conn
-        .query_row(
-            "SELECT expires_at, ttl_minutes FROM store WHERE prefix = ?1 AND key = ?2",
-            [prefix, key],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    let (expires, ttl) = row.unwrap_or((None, None));
-    Ok((fields, expires, ttl))
+/// The item's stored row (expired or not), vector names included.
+fn item_info(ctx: &Ctx, ns: &[String], key: &str) -> CliResult<Option<ItemInfo>> {
+    Ok(ctx.db.item_info(&refs(ns), key)?)
 }
 
 /// Runs one store command.
@@ -152,22 +125,19 @@ pub fn run(ctx: &Ctx, cmd: StoreCommand) -> CliResult {
 
 fn get(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
     let ns = parse_ns(namespace)?;
-    let conn = ctx.ro()?;
-    let (store, _) = open_store(ctx, &conn, None)?;
+    let (store, _) = open_store(ctx, None)?;
     let prefix = dotted(&ns);
     let Some(item) = store.get(&refs(&ns), key)? else {
-        let (_, expires, _) = item_extras(&conn, &prefix, key)?;
-        let exists: bool = conn.query_row(
-            "SELECT EXISTS(SELECT 1 FROM store WHERE prefix = ?1 AND key = ?2)",
-            [&prefix, key],
-            |r| r.get(0),
-        )?;
-        return Err(Failure::not_found(match (exists, expires) {
-            (true, Some(at)) => format!("item '{key}' in namespace '{prefix}' expired at {at}"),
-            _ => format!("no item '{key}' in namespace '{prefix}'"),
+        let info = item_info(ctx, &ns, key)?;
+        return Err(Failure::not_found(match info.and_then(|i| i.expires_at) {
+            Some(at) => format!("item '{key}' in namespace '{prefix}' expired at {at}"),
+            None => format!("no item '{key}' in namespace '{prefix}'"),
         }));
     };
-    let (vectors, expires, ttl) = item_extras(&conn, &prefix, key)?;
+    let info = item_info(ctx, &ns, key)?;
+    let vectors = info.as_ref().map(|i| i.vector_fields.clone()).unwrap_or_default();
+    let expires = info.as_ref().and_then(|i| i.expires_at.clone());
+    let ttl = info.as_ref().and_then(|i| i.ttl_minutes);
     if ctx.json {
         output::json(&json!({
             "namespace": item.namespace,
@@ -178,7 +148,7 @@ fn get(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
             "expires_at": expires,
             "ttl_minutes": ttl,
             "vectors": vectors,
-        }));
+        }))?;
         return Ok(());
     }
     let mut t = Table::default();
@@ -198,8 +168,8 @@ fn get(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
         format!("{} ({})", vectors.len(), vectors.join(", "))
     };
     t.row(["vectors", &vecs]);
-    t.print();
-    println!("{}", output::pretty_indented(&item.value, 0));
+    t.print()?;
+    output::line(&format!("{}", output::pretty_indented(&item.value, 0)))?;
     Ok(())
 }
 
@@ -235,8 +205,7 @@ fn put(
     if !value.is_object() {
         return Err(Failure::usage("a store value must be a JSON object"));
     }
-    let conn = ctx.ro()?;
-    let (store, indexed) = open_store(ctx, &conn, Some(index.unwrap_or_default()))?;
+    let (store, indexed) = open_store(ctx, Some(index.unwrap_or_default()))?;
     let options = PutOptions {
         index: if no_index { Index::Off } else { Index::Default },
         ttl: match ttl {
@@ -246,13 +215,15 @@ fn put(
     };
     store.put_with(&refs(&ns), key, value, options)?;
     let prefix = dotted(&ns);
-    let (vectors, expires, _) = item_extras(&conn, &prefix, key)?;
+    let info = item_info(ctx, &ns, key)?;
+    let vectors = info.as_ref().map(|i| i.vector_fields.clone()).unwrap_or_default();
+    let expires = info.and_then(|i| i.expires_at);
     if !indexed && !no_index {
-        let note = match recorded(&conn)? {
+        let note = match recorded(ctx)? {
             Recorded::Other(name) => {
                 Some(format!("the file's vectors come from '{name}', which this CLI does not have"))
             }
-            Recorded::None if vector_count(&conn)? > 0 => {
+            Recorded::None if vector_count(ctx)? > 0 => {
                 Some("the file's vectors come from an embedder it does not record".to_string())
             }
             _ => None,
@@ -262,38 +233,33 @@ fn put(
         }
     }
     if ctx.json {
-        output::json(&json!({"namespace": ns, "key": key, "vectors": vectors, "expires_at": expires}));
+        output::json(&json!({"namespace": ns, "key": key, "vectors": vectors, "expires_at": expires}))?;
     } else {
         let vecs = if vectors.is_empty() {
             "no vector".to_string()
         } else {
             format!("{} ({})", plural(vectors.len(), "vector"), vectors.join(", "))
         };
-        println!("put {prefix}/{key}: {vecs}, expires {}", expires.as_deref().unwrap_or("never"));
+        output::line(&format!(
+            "put {prefix}/{key}: {vecs}, expires {}",
+            expires.as_deref().unwrap_or("never")
+        ))?;
     }
     Ok(())
 }
 
 fn delete(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
     let ns = parse_ns(namespace)?;
-    let conn = ctx.ro()?;
     let prefix = dotted(&ns);
-    let exists: bool = conn.query_row(
-        "SELECT EXISTS(SELECT 1 FROM store WHERE prefix = ?1 AND key = ?2)",
-        [&prefix, key],
-        |r| r.get(0),
-    )?;
-    let (store, _) = open_store(ctx, &conn, None)?;
-    // Validates the namespace even when the item is missing.
-    if !exists {
-        store.get(&refs(&ns), key)?;
+    let (store, _) = open_store(ctx, None)?;
+    if item_info(ctx, &ns, key)?.is_none() {
         return Err(Failure::not_found(format!("no item '{key}' in namespace '{prefix}'")));
     }
     store.delete(&refs(&ns), key)?;
     if ctx.json {
-        output::json(&json!({"namespace": ns, "key": key, "deleted": true}));
+        output::json(&json!({"namespace": ns, "key": key, "deleted": true}))?;
     } else {
-        println!("deleted {prefix}/{key}");
+        output::line(&format!("deleted {prefix}/{key}"))?;
     }
     Ok(())
 }
@@ -310,9 +276,8 @@ fn search(
     let filter: Option<Value> = filter
         .map(|f| serde_json::from_str(f).map_err(|e| Failure::usage(format!("invalid JSON filter: {e}"))))
         .transpose()?;
-    let conn = ctx.ro()?;
     if query.is_some() {
-        match recorded(&conn)? {
+        match recorded(ctx)? {
             Recorded::Hashed(_) => {}
             Recorded::Other(name) => {
                 return Err(Failure::usage(format!(
@@ -322,7 +287,7 @@ fn search(
                 )))
             }
             Recorded::None => {
-                let n = vector_count(&conn)?;
+                let n = vector_count(ctx)?;
                 let why = if n > 0 {
                     format!("the file's {n} vectors come from an embedder it does not record")
                 } else {
@@ -335,7 +300,7 @@ fn search(
         }
     }
     // A query only needs the embedder; the fields matter to puts alone.
-    let (store, _) = open_store(ctx, &conn, query.as_ref().map(|_| vec!["$".to_string()]))?;
+    let (store, _) = open_store(ctx, query.as_ref().map(|_| vec!["$".to_string()]))?;
     let options = SearchOptions { query, filter, limit, offset, refresh_ttl: Some(false) };
     let hits = store.search(&refs(&prefix), options)?;
     if ctx.json {
@@ -352,14 +317,14 @@ fn search(
                 })
             })
             .collect();
-        output::json(&Value::Array(out));
+        output::json(&Value::Array(out))?;
         return Ok(());
     }
     if hits.is_empty() {
-        println!("no items");
+        output::line(&format!("no items"))?;
         return Ok(());
     }
-    let mut t = Table::new(["SCORE", "NAMESPACE", "KEY", "UPDATED", "VALUE"]);
+    let mut t = Table::new(["SCORE", "NAMESPACE", "KEY", "CHANGED", "VALUE"]);
     for h in &hits {
         t.row([
             h.score.map_or_else(|| "-".to_string(), |s| format!("{s:.3}")),
@@ -369,7 +334,7 @@ fn search(
             compact(&h.item.value, WIDTH),
         ]);
     }
-    t.print();
+    t.print()?;
     Ok(())
 }
 
@@ -383,37 +348,34 @@ fn namespaces(
 ) -> CliResult {
     let prefix = prefix.map(parse_ns).transpose()?.unwrap_or_default();
     let suffix = suffix.map(parse_ns).transpose()?.unwrap_or_default();
-    let conn = ctx.ro()?;
-    let (store, _) = open_store(ctx, &conn, None)?;
+    let (store, _) = open_store(ctx, None)?;
     let found = store.list_namespaces(ListNamespacesOptions { prefix, suffix, max_depth, limit, offset })?;
     if ctx.json {
-        output::json(&json!(found));
+        output::json(&json!(found))?;
         return Ok(());
     }
     if found.is_empty() {
-        println!("no namespaces");
+        output::line(&format!("no namespaces"))?;
     }
     for ns in &found {
-        println!("{}", dotted(ns));
+        output::line(&format!("{}", dotted(ns)))?;
     }
     Ok(())
 }
 
 fn sweep(ctx: &Ctx) -> CliResult {
-    let conn = ctx.ro()?;
-    let (store, _) = open_store(ctx, &conn, None)?;
+    let (store, _) = open_store(ctx, None)?;
     let n = store.sweep_expired()?;
     if ctx.json {
-        output::json(&json!({"swept": n}));
+        output::json(&json!({"swept": n}))?;
     } else {
-        println!("swept {}", plural(n, "expired item"));
+        output::line(&format!("swept {}", plural(n, "expired item")))?;
     }
     Ok(())
 }
 
 fn reindex(ctx: &Ctx, dims: Option<usize>, fields: Option<Vec<String>>) -> CliResult {
-    let conn = ctx.ro()?;
-    let dims = match (dims, recorded(&conn)?) {
+    let dims = match (dims, recorded(ctx)?) {
         (Some(d), _) => d,
         (None, Recorded::Hashed(d)) => d,
         (None, Recorded::Other(name)) => {
@@ -432,7 +394,7 @@ fn reindex(ctx: &Ctx, dims: Option<usize>, fields: Option<Vec<String>>) -> CliRe
     };
     let fields = match fields {
         Some(f) if !f.is_empty() => f,
-        _ => infer_fields(&conn)?,
+        _ => infer_fields(ctx)?,
     };
     let index = IndexConfig::hashed(dims)?.fields(fields.clone());
     let config = StoreConfig::default().with_index(index).with_ttl(TtlConfig {
@@ -440,22 +402,22 @@ fn reindex(ctx: &Ctx, dims: Option<usize>, fields: Option<Vec<String>>) -> CliRe
         default_ttl: None,
         sweep_interval_minutes: None,
     });
-    let items: i64 = conn.query_row("SELECT COUNT(*) FROM store", [], |r| r.get(0))?;
+    let items = ctx.db.store_counts()?.items;
     let pb = output::spinner(&format!("re-embedding {items} items"));
     let res = ctx.db.reindex_store(config);
     pb.finish_and_clear();
     res?;
-    let vectors = vector_count(&conn)?;
+    let vectors = vector_count(ctx)?;
     let embedder = format!("{}/{dims}", HashEmbedder::NAME);
     if ctx.json {
-        output::json(&json!({"items": items, "vectors": vectors, "embedder": embedder, "fields": fields}));
+        output::json(&json!({"items": items, "vectors": vectors, "embedder": embedder, "fields": fields}))?;
     } else {
-        println!(
+        output::line(&format!(
             "reindexed {} with {embedder} (fields: {}): {}",
             plural(items as usize, "item"),
             fields.join(", "),
             plural(vectors as usize, "vector")
-        );
+        ))?;
     }
     Ok(())
 }
