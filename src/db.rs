@@ -174,7 +174,18 @@ impl DbBuilder {
             .max_lifetime(None)
             .connection_timeout(busy.max(Duration::from_secs(30)))
             .build_unchecked(manager);
-        let db = Db { inner: Arc::new(Inner { pool, path, durability, busy_timeout: busy }) };
+        let wal_cleanup = WalCleanup(match (&path, read_only) {
+            (Some(p), true) => {
+                let mut shm = p.clone().into_os_string();
+                shm.push("-shm");
+                let shm = PathBuf::from(shm);
+                (!shm.exists()).then_some(shm)
+            }
+            _ => None,
+        });
+        let db = Db {
+            inner: Arc::new(Inner { pool, path, durability, busy_timeout: busy, _wal_cleanup: wal_cleanup }),
+        };
         if in_memory {
             let mut conn = db.conn()?;
             migrate(&mut conn, busy)?;
@@ -188,6 +199,27 @@ struct Inner {
     path: Option<PathBuf>,
     durability: Durability,
     busy_timeout: Duration,
+    /// Declared after `pool`, so dropped after it.
+    _wal_cleanup: WalCleanup,
+}
+
+/// For a read-only `Db` on a WAL file that nobody else had open: the `-shm`
+/// file its connections created. The last connection to close removes it
+/// (and the `-wal`), but the pool may close its connections on one of its own
+/// threads just after the `Db` is dropped; waiting here (at most 200 ms) lets
+/// that happen before a short-lived process exits, so a read leaves no files
+/// behind.
+struct WalCleanup(Option<PathBuf>);
+
+impl Drop for WalCleanup {
+    fn drop(&mut self) {
+        if let Some(shm) = &self.0 {
+            let deadline = Instant::now() + Duration::from_millis(200);
+            while shm.exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
 }
 
 /// One agentstate database: a file (or memory) and a pool of connections.

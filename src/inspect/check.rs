@@ -159,7 +159,9 @@ pub enum Finding {
         /// What is wrong.
         reason: String,
     },
-    /// Vectors whose item does not exist.
+    /// Vectors whose item does not exist. Python's `SqliteStore` leaves them
+    /// when it deletes an item (it runs without foreign keys); searches skip
+    /// them. [`Db::repair_orphan_vectors`] deletes them.
     OrphanVectors {
         /// The namespace, dot-joined.
         namespace: String,
@@ -191,6 +193,7 @@ impl Finding {
         match self {
             Finding::DanglingParent { .. }
             | Finding::UnreferencedBlobs { .. }
+            | Finding::OrphanVectors { .. }
             | Finding::MixedDims { .. } => Severity::Leftover,
             _ => Severity::Corruption,
         }
@@ -277,9 +280,12 @@ impl fmt::Display for Finding {
                 write!(f, "{} with metadata that is not JSON", plural(*checkpoints, "checkpoint"))
             }
             Finding::BadItem { namespace, key, reason } => write!(f, "item {namespace}/{key} {reason}"),
-            Finding::OrphanVectors { namespace, key, fields } => {
-                write!(f, "vectors ({}) of item {namespace}/{key}, which does not exist", fields.join(", "))
-            }
+            Finding::OrphanVectors { namespace, key, fields } => write!(
+                f,
+                "vectors ({}) of item {namespace}/{key}, which does not exist (left by a writer without \
+                 foreign keys; `check --repair` deletes them)",
+                fields.join(", ")
+            ),
             Finding::WrongDims { dims, vectors, recorded } => write!(
                 f,
                 "{} of {dims} dims, but the recorded embedder makes {recorded}",
@@ -348,6 +354,30 @@ impl Db {
     pub fn check(&self) -> Result<CheckReport> {
         let recorded = self.recorded_embedder()?.and_then(|e| e.dims);
         self.snapshot(|conn| check_conn(conn, recorded))
+    }
+}
+
+impl Db {
+    /// Deletes the vectors whose item does not exist (the
+    /// [`Finding::OrphanVectors`] of [`check`](Db::check)) and returns how
+    /// many. One transaction; items and their own vectors are untouched.
+    ///
+    /// # Errors
+    /// [`Error::Busy`](crate::Error::Busy) if another writer holds the file
+    /// past the busy timeout; [`Error::Sqlite`](crate::Error::Sqlite) on a
+    /// read-only `Db`; other database errors.
+    pub fn repair_orphan_vectors(&self) -> Result<u64> {
+        self.write(|tx| {
+            if !has_table(tx, "store_vectors")? {
+                return Ok(0);
+            }
+            let n = tx.execute(
+                "DELETE FROM store_vectors WHERE NOT EXISTS \
+                 (SELECT 1 FROM store s WHERE s.prefix = store_vectors.prefix AND s.key = store_vectors.key)",
+                [],
+            )?;
+            Ok(n as u64)
+        })
     }
 }
 

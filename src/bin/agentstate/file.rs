@@ -162,8 +162,10 @@ fn title(area: CheckArea) -> &'static str {
     }
 }
 
-/// `check`: SQLite's integrity check, then agentstate's invariants.
-pub fn check(ctx: &Ctx) -> CliResult {
+/// `check`: SQLite's integrity check, then agentstate's invariants; with
+/// `repair`, orphan vectors are deleted first.
+pub fn check(ctx: &Ctx, repair: bool) -> CliResult {
+    let repaired = if repair { Some(ctx.db.repair_orphan_vectors()?) } else { None };
     let pb = output::spinner("integrity check");
     let res = ctx.db.check();
     pb.finish_and_clear();
@@ -205,14 +207,21 @@ pub fn check(ctx: &Ctx) -> CliResult {
             .iter()
             .map(|f| json!({"severity": severity(f), "check": f.area().name(), "message": f.to_string()}))
             .collect();
-        output::json(&json!({
+        let mut doc = json!({
             "ok": errors == 0,
             "errors": errors,
             "warnings": warnings,
             "checks": checks,
             "problems": list,
-        }))?;
+        });
+        if let Some(n) = repaired {
+            doc["repaired"] = json!({"orphan_vectors_deleted": n});
+        }
+        output::json(&doc)?;
     } else {
+        if let Some(n) = repaired {
+            output::line(&format!("repair: deleted {}", plural(n as usize, "orphan vector")))?;
+        }
         const SHOWN: usize = 20;
         let mut t = Table::default();
         let mut lines: Vec<Vec<String>> = vec![];

@@ -186,8 +186,14 @@ pub enum Command {
     Stats,
     /// Integrity check: SQLite's `PRAGMA integrity_check`, then ours (writes
     /// whose checkpoint is missing, parents that do not resolve, channel
-    /// versions without their blob, vectors without their item).
-    Check,
+    /// versions without their blob, items that are not objects, vectors
+    /// without their item). Corruption exits 7; leftovers are warnings.
+    Check {
+        /// First delete the leftovers that are safe to delete: vectors whose
+        /// item is gone (Python's SqliteStore leaves them when it deletes).
+        #[arg(long)]
+        repair: bool,
+    },
 }
 
 /// `prune` strategies.
@@ -339,6 +345,12 @@ impl From<Error> for Failure {
         };
         let message = match &e {
             Error::InvalidNamespace(m) => format!("invalid namespace: {m}"),
+            // The filter module's messages mostly say "Invalid filter" already.
+            Error::InvalidFilter { reason, .. }
+                if reason.to_ascii_lowercase().starts_with("invalid filter") =>
+            {
+                reason.clone()
+            }
             Error::InvalidFilter { reason, .. } => format!("invalid filter: {reason}"),
             Error::Busy => {
                 "the database is locked by another process (busy timeout exceeded); retry later".to_string()
@@ -372,7 +384,7 @@ impl Command {
             | Command::Show { .. }
             | Command::Diff { .. }
             | Command::Stats
-            | Command::Check => true,
+            | Command::Check { repair: false } => true,
             // A search with --query opens the Store with the file's embedder,
             // and opening a Store with an index still takes the write lock to
             // confirm the recorded embedder (even when it matches).
@@ -433,7 +445,7 @@ fn run(cli: Cli) -> CliResult {
         }
         Command::Vacuum => file::vacuum(&ctx),
         Command::Stats => file::stats(&ctx),
-        Command::Check => file::check(&ctx),
+        Command::Check { repair } => file::check(&ctx, repair),
     }
 }
 

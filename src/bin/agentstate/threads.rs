@@ -452,8 +452,14 @@ pub fn fork(
         if ch.is_empty() {
             return Err(Failure::usage(format!("--set expects CHANNEL=JSON, got '{s}'")));
         }
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| Failure::usage(format!("invalid JSON in --set {ch}: {e}")))?;
+        let v: Value = serde_json::from_str(text).map_err(|e| {
+            let hint = if text.trim_start().starts_with(|c: char| c.is_alphabetic()) {
+                format!(" (a JSON string needs quotes: --set '{ch}=\"{text}\"')")
+            } else {
+                String::new()
+            };
+            Failure::usage(format!("invalid JSON in --set {ch}: {e}{hint}"))
+        })?;
         replace.insert(ch.to_string(), v);
     }
     let base = resolve(ctx, thread, ns, checkpoint)?;
@@ -623,13 +629,17 @@ pub fn retain(
     if keep_last.is_none() && max_age_minutes.is_none() {
         return Err(Failure::new(crate::exit::USAGE, "retain needs --keep-last and/or --max-age-minutes"));
     }
-    let mut policy =
-        agentstate::checkpoint::Retention { keep_last: keep_last.map(|n| n.max(1)), ..Default::default() };
+    if keep_last == Some(0) {
+        return Err(Failure::usage("--keep-last must be at least 1 (the newest checkpoint always stays)"));
+    }
+    let mut policy = agentstate::checkpoint::Retention { keep_last, ..Default::default() };
     if let Some(m) = max_age_minutes {
         if !m.is_finite() || m < 0.0 {
-            return Err(Failure::new(crate::exit::USAGE, "--max-age-minutes must be a number >= 0"));
+            return Err(Failure::usage("--max-age-minutes must be a number >= 0"));
         }
-        policy.max_age = Some(std::time::Duration::from_secs_f64(m * 60.0));
+        let age = std::time::Duration::try_from_secs_f64(m * 60.0)
+            .map_err(|_| Failure::usage(format!("--max-age-minutes {m} is too large")))?;
+        policy.max_age = Some(age);
     }
     policy.exempt = exempt.into_iter().collect();
     let removed = ctx.db.checkpointer().apply_retention(&policy)?;
