@@ -169,7 +169,7 @@ fn get(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
     };
     t.row(["vectors", &vecs]);
     t.print()?;
-    output::line(&format!("{}", output::pretty_indented(&item.value, 0)))?;
+    output::line(&output::pretty_indented(&item.value, 0))?;
     Ok(())
 }
 
@@ -321,7 +321,7 @@ fn search(
         return Ok(());
     }
     if hits.is_empty() {
-        output::line(&format!("no items"))?;
+        output::line("no items")?;
         return Ok(());
     }
     let mut t = Table::new(["SCORE", "NAMESPACE", "KEY", "CHANGED", "VALUE"]);
@@ -355,10 +355,10 @@ fn namespaces(
         return Ok(());
     }
     if found.is_empty() {
-        output::line(&format!("no namespaces"))?;
+        output::line("no namespaces")?;
     }
     for ns in &found {
-        output::line(&format!("{}", dotted(ns)))?;
+        output::line(&dotted(ns))?;
     }
     Ok(())
 }

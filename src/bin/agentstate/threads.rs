@@ -290,7 +290,7 @@ pub fn show(ctx: &Ctx, thread: &str, checkpoint: Option<&str>, ns: &str) -> CliR
     for (ch, value) in &t.checkpoint.channel_values {
         let version = t.checkpoint.channel_versions.get(ch).map(|v| v.to_string()).unwrap_or_default();
         output::line(&format!("  {ch}  (version {version})"))?;
-        output::line(&format!("{}", output::pretty_indented(value, 4)))?;
+        output::line(&output::pretty_indented(value, 4))?;
     }
     let empty: Vec<&String> = t
         .checkpoint
@@ -308,7 +308,7 @@ pub fn show(ctx: &Ctx, thread: &str, checkpoint: Option<&str>, ns: &str) -> CliR
     output::line(&format!("pending writes ({}):", t.pending_writes.len()))?;
     for w in &t.pending_writes {
         output::line(&format!("  task {}  channel {}", w.task_id, w.channel))?;
-        output::line(&format!("{}", output::pretty_indented(&w.value, 4)))?;
+        output::line(&output::pretty_indented(&w.value, 4))?;
     }
     Ok(())
 }
@@ -369,7 +369,7 @@ pub fn diff(ctx: &Ctx, thread: &str, from: &str, to: &str, ns: &str) -> CliResul
     }
     output::line(&format!("thread {thread}, namespace {}: {a_id} -> {b_id}", ns_label(ns)))?;
     if added.is_empty() && removed.is_empty() && changed.is_empty() {
-        output::line(&format!("no channel changed"))?;
+        output::line("no channel changed")?;
     }
     for (ch, v) in &added {
         output::line(&format!("+ {ch} = {}", compact(v, WIDTH)))?;
@@ -580,7 +580,7 @@ pub fn prune(ctx: &Ctx, ids: &[String], all: bool, strategy: Strategy) -> CliRes
         return Ok(());
     }
     if report.is_empty() {
-        output::line(&format!("no threads to prune"))?;
+        output::line("no threads to prune")?;
         return Ok(());
     }
     output::line(&format!("prune ({name}):"))?;
