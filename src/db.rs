@@ -38,11 +38,17 @@ pub struct DbBuilder {
     durability: Durability,
     pool_size: u32,
     busy_timeout: Duration,
+    read_only: bool,
 }
 
 impl Default for DbBuilder {
     fn default() -> Self {
-        DbBuilder { durability: Durability::Normal, pool_size: 8, busy_timeout: Duration::from_secs(10) }
+        DbBuilder {
+            durability: Durability::Normal,
+            pool_size: 8,
+            busy_timeout: Duration::from_secs(10),
+            read_only: false,
+        }
     }
 }
 
@@ -64,6 +70,20 @@ impl DbBuilder {
     /// [`Error::Busy`] (default 10 s).
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;
+        self
+    }
+
+    /// Open for reading only (default `false`): the file must exist and is
+    /// left exactly as it was (no schema migration, no switch to WAL, no
+    /// `-wal`/`-shm` files left behind); every write fails with an
+    /// [`Error::Sqlite`] (`ReadOnly`). A file that holds none of the tables
+    /// agentstate or LangGraph's `SqliteStore` create is refused with
+    /// [`Error::NotAgentstate`]. A file whose schema is older than this build
+    /// is read as it is: what it lacks counts as empty. Ignored for an
+    /// in-memory database.
+    #[must_use]
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
         self
     }
 
@@ -96,10 +116,22 @@ impl DbBuilder {
     fn build(self, path: Option<PathBuf>) -> Result<Db> {
         let durability = self.durability;
         let busy = self.busy_timeout;
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        let read_only = self.read_only && path.is_some();
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if let (true, Some(path)) = (read_only, &path) {
+            // Read-write without CREATE, every connection `query_only`: the
+            // last connection to close then checkpoints and removes the
+            // `-wal`/`-shm` files a WAL file needs while it is read (a
+            // read-only connection would leave them behind). A file we may
+            // not write to is opened read-only.
+            let writable = std::fs::metadata(path).map(|m| !m.permissions().readonly()).unwrap_or(false);
+            flags = OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | if writable { OpenFlags::SQLITE_OPEN_READ_WRITE } else { OpenFlags::SQLITE_OPEN_READ_ONLY };
+        }
         let open = {
             let path = path.clone();
             move || -> Result<Connection> {
@@ -107,14 +139,18 @@ impl DbBuilder {
                     Some(p) => Connection::open_with_flags(p, flags)?,
                     None => Connection::open_in_memory_with_flags(flags)?,
                 };
-                init_connection(&mut conn, durability, busy)?;
+                init_connection(&mut conn, durability, busy, read_only)?;
                 Ok(conn)
             }
         };
         // The schema is checked and migrated on the first connection, before
         // the pool hands any out.
         let mut first = open()?;
-        if path.is_some() {
+        if read_only {
+            check_foreign(&first)?;
+            up_to_date(&first)?;
+            check_ours(&first)?;
+        } else if path.is_some() {
             // Refuse a foreign or newer file before writing anything to it
             // (switching to WAL rewrites its header).
             check_foreign(&first)?;
@@ -127,7 +163,9 @@ impl DbBuilder {
             }
             set_wal(&first, busy)?;
         }
-        migrate(&mut first, busy)?;
+        if !read_only {
+            migrate(&mut first, busy)?;
+        }
         // An in-memory database lives in its one connection.
         let size = if path.is_some() { self.pool_size as usize } else { 1 };
         let pool = Pool::new(first, size, busy.max(Duration::from_secs(30)), Box::new(open));
@@ -280,7 +318,12 @@ impl Db {
     }
 }
 
-fn init_connection(conn: &mut Connection, durability: Durability, busy: Duration) -> Result<()> {
+fn init_connection(
+    conn: &mut Connection,
+    durability: Durability,
+    busy: Duration,
+    read_only: bool,
+) -> Result<()> {
     conn.busy_timeout(busy)?;
     let sync = match durability {
         Durability::Normal => "NORMAL",
@@ -290,6 +333,9 @@ fn init_connection(conn: &mut Connection, durability: Durability, busy: Duration
         "PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync}; PRAGMA temp_store = MEMORY; \
          PRAGMA cache_size = -16000;"
     ))?;
+    if read_only {
+        conn.execute_batch("PRAGMA query_only = ON")?;
+    }
     conn.set_prepared_statement_cache_capacity(64);
     crate::vector::register(conn)?;
     crate::filter::register_functions(conn)?;
@@ -406,6 +452,23 @@ fn up_to_date(conn: &Connection) -> Result<bool> {
         }
     }
     Ok(true)
+}
+
+/// Refuses (when opening read-only, which creates nothing) a file with none
+/// of the migration tables agentstate or LangGraph's `SqliteStore` create.
+fn check_ours(conn: &Connection) -> Result<()> {
+    let tables: i64 =
+        conn.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))?;
+    for series in SERIES {
+        if max_version(conn, series)? >= 0 {
+            return Ok(());
+        }
+    }
+    Err(Error::NotAgentstate(if tables == 0 {
+        "an empty SQLite database".into()
+    } else {
+        "an SQLite database without agentstate's tables".into()
+    }))
 }
 
 /// Refuses files whose tables share our names but not our layout: a Python

@@ -1,13 +1,13 @@
 //! Removing and copying history: delete, copy, prune, runs, retention,
 //! forks.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use rusqlite::{params, Connection};
 use serde_json::{Map, Value};
 
 use super::retention::Retention;
-use super::types::{ChannelVersions, CheckpointConfig, Metadata, PruneStrategy};
+use super::types::{CheckpointConfig, Metadata, PruneStrategy};
 use super::{describe, Checkpointer};
 use crate::error::{Error, Result};
 
@@ -242,59 +242,23 @@ fn delete_writes_of(tx: &Connection, gone: &[(String, String, String)]) -> Resul
     Ok(())
 }
 
-/// Deletes the blobs of `thread` that no checkpoint of the thread references.
+/// Deletes the blobs of `thread` that no checkpoint of the thread needs
+/// (neither references nor extends through a delta chain). The same scan
+/// serves the integrity check and the statistics.
 fn collect_blobs(tx: &Connection, thread: &str) -> Result<()> {
-    let mut referenced: HashSet<(String, String, String)> = HashSet::new();
-    {
-        let mut stmt = tx.prepare_cached(
-            "SELECT checkpoint_ns, json_extract(checkpoint, '$.channel_versions') FROM checkpoints WHERE thread_id = ?1",
-        )?;
-        let mut q = stmt.query([thread])?;
-        while let Some(r) = q.next()? {
-            let ns: String = r.get(0)?;
-            let versions: Option<String> = r.get(1)?;
-            let versions: ChannelVersions = match versions {
-                Some(v) => serde_json::from_str(&v)
-                    .map_err(|e| Error::corrupt(format!("channel_versions in thread '{thread}': {e}")))?,
-                None => ChannelVersions::new(),
-            };
-            for (ch, v) in versions {
-                referenced.insert((ns.clone(), ch, v.to_string()));
-            }
-        }
-    }
-    // Keep the chains too: a kept delta needs every blob back to its snapshot.
-    let mut base_of: HashMap<(String, String, String), String> = HashMap::new();
-    let all: Vec<(String, String, String)> = {
-        let mut stmt = tx.prepare_cached(
-            "SELECT checkpoint_ns, channel, version, base_version FROM checkpoint_blobs WHERE thread_id = ?1",
-        )?;
-        let mut q = stmt.query([thread])?;
-        let mut all = vec![];
-        while let Some(r) = q.next()? {
-            let key: (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
-            if let Some(base) = r.get::<_, Option<String>>(3)? {
-                base_of.insert(key.clone(), base);
-            }
-            all.push(key);
-        }
-        all
-    };
-    let mut pending: Vec<(String, String, String)> = referenced.iter().cloned().collect();
-    while let Some(key) = pending.pop() {
-        if let Some(base) = base_of.get(&key) {
-            let b = (key.0.clone(), key.1.clone(), base.clone());
-            if referenced.insert(b.clone()) {
-                pending.push(b);
-            }
-        }
+    let scan = crate::inspect::BlobScan::run(tx, Some(thread), || {})?;
+    if let Some(u) = scan.unparsable.first() {
+        return Err(Error::corrupt(format!(
+            "checkpoint {} of thread '{thread}': {}",
+            u.checkpoint_id, u.reason
+        )));
     }
     let mut del = tx.prepare_cached(
         "DELETE FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
     )?;
-    for key in all {
-        if !referenced.contains(&key) {
-            del.execute(params![thread, key.0, key.1, key.2])?;
+    for (_, keys) in scan.unneeded() {
+        for (ns, channel, version) in keys {
+            del.execute(params![thread, ns, channel, version])?;
         }
     }
     Ok(())

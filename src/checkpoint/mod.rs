@@ -28,8 +28,8 @@
 
 mod cache;
 mod delta;
-mod history;
 mod id;
+mod list;
 mod maintain;
 mod read;
 mod retention;
@@ -42,8 +42,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-pub use history::History;
 pub use id::{next_version, uuid6};
+pub use list::ListIter;
 pub use retention::Retention;
 pub use step::Step;
 pub use types::{

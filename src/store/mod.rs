@@ -34,7 +34,7 @@ mod config;
 mod embed;
 mod exec;
 mod item;
-mod namespace;
+pub(crate) mod namespace;
 mod ops;
 mod path;
 mod python;

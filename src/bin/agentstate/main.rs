@@ -12,12 +12,11 @@ mod store;
 mod threads;
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use agentstate::{Db, Error};
 use clap::{Parser, Subcommand, ValueEnum};
-use rusqlite::{Connection, OpenFlags};
 
 /// Exit codes, also listed in `--help`.
 pub mod exit {
@@ -59,8 +58,9 @@ Errors are printed as one line on stderr, also with --json.";
 #[derive(Parser, Debug)]
 #[command(name = "agentstate", version, after_help = EXIT_CODES)]
 pub struct Cli {
-    /// The agentstate database file (it must exist; opening it applies any
-    /// pending schema migrations).
+    /// The agentstate database file (it must exist). Commands that only read
+    /// leave it exactly as it is; commands that write first apply any pending
+    /// schema migrations.
     pub file: PathBuf,
 
     /// Print JSON (one document on stdout) instead of text.
@@ -186,8 +186,14 @@ pub enum Command {
     Stats,
     /// Integrity check: SQLite's `PRAGMA integrity_check`, then ours (writes
     /// whose checkpoint is missing, parents that do not resolve, channel
-    /// versions without their blob, vectors without their item).
-    Check,
+    /// versions without their blob, items that are not objects, vectors
+    /// without their item). Corruption exits 7; leftovers are warnings.
+    Check {
+        /// First delete the leftovers that are safe to delete: vectors whose
+        /// item is gone (Python's SqliteStore leaves them when it deletes).
+        #[arg(long)]
+        repair: bool,
+    },
 }
 
 /// `prune` strategies.
@@ -302,6 +308,11 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// Stdout was closed by its reader (`| head`): stop quietly, exit 0.
+    pub fn closed_pipe() -> Failure {
+        Failure { code: exit::OK, message: String::new() }
+    }
+
     /// A failure with `code`.
     pub fn new(code: u8, message: impl fmt::Display) -> Failure {
         Failure { code, message: message.to_string() }
@@ -334,6 +345,12 @@ impl From<Error> for Failure {
         };
         let message = match &e {
             Error::InvalidNamespace(m) => format!("invalid namespace: {m}"),
+            // The filter module's messages mostly say "Invalid filter" already.
+            Error::InvalidFilter { reason, .. }
+                if reason.to_ascii_lowercase().starts_with("invalid filter") =>
+            {
+                reason.clone()
+            }
             Error::InvalidFilter { reason, .. } => format!("invalid filter: {reason}"),
             Error::Busy => {
                 "the database is locked by another process (busy timeout exceeded); retry later".to_string()
@@ -344,12 +361,6 @@ impl From<Error> for Failure {
     }
 }
 
-impl From<rusqlite::Error> for Failure {
-    fn from(e: rusqlite::Error) -> Failure {
-        Failure::from(Error::from(e))
-    }
-}
-
 /// The result of a command.
 pub type CliResult<T = ()> = Result<T, Failure>;
 
@@ -357,75 +368,60 @@ pub type CliResult<T = ()> = Result<T, Failure>;
 pub struct Ctx {
     /// The file's path as given.
     pub path: PathBuf,
-    /// The database (opened and migrated).
+    /// The database: read-only for the commands that only read.
     pub db: Db,
     /// `--json`.
     pub json: bool,
 }
 
-impl Ctx {
-    /// A read-only connection for inspection queries.
-    pub fn ro(&self) -> CliResult<Connection> {
-        let conn = Connection::open_with_flags(
-            &self.path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
-        )?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        Ok(conn)
+impl Command {
+    /// Whether the command only reads (the file is opened read-only).
+    fn reads_only(&self) -> bool {
+        match self {
+            Command::Threads { .. }
+            | Command::History { .. }
+            | Command::Show { .. }
+            | Command::Diff { .. }
+            | Command::Stats
+            | Command::Check { repair: false } => true,
+            // A search with --query opens the Store with the file's embedder,
+            // and opening a Store with an index still takes the write lock to
+            // confirm the recorded embedder (even when it matches).
+            Command::Store(StoreCommand::Search { query: Some(_), .. }) => false,
+            Command::Store(s) => {
+                matches!(s, StoreCommand::Get { .. } | StoreCommand::Search { .. } | StoreCommand::Ns { .. })
+            }
+            _ => false,
+        }
     }
 }
 
-fn table_names(conn: &Connection) -> rusqlite::Result<Vec<String>> {
-    let mut stmt = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
-    let names = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
-    Ok(names)
-}
-
-/// Refuses what `Db::open` would create or alter: a missing file, something
-/// that is not SQLite, an SQLite file with none of agentstate's tables, and a
-/// Python `SqliteSaver` file. Read-only.
-fn precheck(path: &Path) -> CliResult<()> {
-    let shown = path.display();
-    match std::fs::metadata(path) {
+/// Opens the file: always read-only first, which refuses (without changing
+/// anything) a missing file, something that is not SQLite, an SQLite file
+/// with none of agentstate's tables, a Python `SqliteSaver` file and a newer
+/// schema; then read-write (migrated) for a command that writes.
+fn open(cli: &Cli) -> CliResult<Ctx> {
+    let shown = cli.file.display();
+    match std::fs::metadata(&cli.file) {
         Ok(m) if m.is_file() => {}
         Ok(_) => return Err(Failure::new(exit::BAD_FILE, format!("{shown}: not a file"))),
         Err(e) => return Err(Failure::new(exit::BAD_FILE, format!("{shown}: {e}"))),
     }
-    let bad =
-        |why: &str| Failure::new(exit::BAD_FILE, format!("{shown}: not an agentstate database ({why})"));
-    let conn =
-        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(|e| bad(&e.to_string()))?;
-    let tables: Vec<String> = table_names(&conn).map_err(|e| match Error::from(e) {
-        Error::Busy => Failure::from(Error::Busy),
-        other => bad(&match other {
-            Error::NotAgentstate(_) => "not an SQLite database".to_string(),
-            o => o.to_string(),
-        }),
-    })?;
-    let has = |t: &str| tables.iter().any(|n| n == t);
-    if ["checkpoint_migrations", "store_migrations", "vector_migrations", "agentstate_migrations"]
-        .iter()
-        .any(|t| has(t))
-    {
-        return Ok(());
-    }
-    if has("checkpoints") {
-        return Err(bad("a `checkpoints` table without `checkpoint_migrations`: a Python SqliteSaver file?"));
-    }
-    if tables.is_empty() {
-        return Err(bad("an empty SQLite database"));
-    }
-    Err(bad("an SQLite database without agentstate's tables"))
-}
-
-fn open(cli: &Cli) -> CliResult<Ctx> {
-    precheck(&cli.file)?;
-    let db = Db::open(&cli.file).map_err(|e| {
+    let in_file = |e: Error| {
         let mut f = Failure::from(e);
-        f.message = format!("{}: {}", cli.file.display(), f.message);
+        f.message = format!("{shown}: {}", f.message);
         f
-    })?;
+    };
+    let mut db = Db::builder().read_only(true).open(&cli.file).map_err(in_file)?;
+    // The Store's reads rely on the indexes and tables agentstate's
+    // migrations add: a Store command on a file that lacks them (one written
+    // by Python's SqliteStore) still opens it read-write, which migrates it.
+    let store_needs_migration = matches!(cli.command, Command::Store(_))
+        && db.schema_versions()?.iter().any(|v| v.version.unwrap_or(-1) < v.supported);
+    if !cli.command.reads_only() || store_needs_migration {
+        drop(db);
+        db = Db::open(&cli.file).map_err(in_file)?;
+    }
     Ok(Ctx { path: cli.file.clone(), db, json: cli.json })
 }
 
@@ -448,7 +444,7 @@ fn run(cli: Cli) -> CliResult {
         }
         Command::Vacuum => file::vacuum(&ctx),
         Command::Stats => file::stats(&ctx),
-        Command::Check => file::check(&ctx),
+        Command::Check { repair } => file::check(&ctx, repair),
     }
 }
 
@@ -483,6 +479,7 @@ fn main() -> ExitCode {
     };
     match run(cli) {
         Ok(()) => ExitCode::from(exit::OK),
+        Err(f) if f.code == exit::OK => ExitCode::from(exit::OK),
         Err(f) => {
             eprintln!("error: {}", one_line(&f.message));
             ExitCode::from(f.code)

@@ -1,15 +1,33 @@
 //! Output helpers: JSON documents, aligned text tables, compact values, and
 //! progress bars that only draw on a terminal.
+//!
+//! Everything on stdout goes through [`line`]: a reader that goes away (`|
+//! head`) ends the command quietly instead of a panic.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 
+use crate::{exit, CliResult, Failure};
+
+/// Writes `text` and a newline on stdout. A closed pipe gives a quiet
+/// [`Failure::closed_pipe`]; other write errors a failure (exit 1).
+pub fn line(text: &str) -> CliResult {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.write_all(b"\n")).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            Failure::closed_pipe()
+        } else {
+            Failure::new(exit::FAILURE, format!("cannot write the output: {e}"))
+        }
+    })
+}
+
 /// Prints `value` as one pretty JSON document on stdout.
-pub fn json(value: &Value) {
-    println!("{}", serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()));
+pub fn json(value: &Value) -> CliResult {
+    line(&serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()))
 }
 
 /// Compact JSON of `value`, cut to about `max` characters with `…`.
@@ -114,10 +132,11 @@ impl Table {
     }
 
     /// Prints the table on stdout.
-    pub fn print(&self) {
-        for line in self.render() {
-            println!("{line}");
+    pub fn print(&self) -> CliResult {
+        for text in self.render() {
+            line(&text)?;
         }
+        Ok(())
     }
 }
 

@@ -1,14 +1,12 @@
 //! Store commands: get, put, delete, search, ns, sweep, reindex.
 
 use std::io::{IsTerminal, Read};
-
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agentstate::store::{
     HashEmbedder, IndexConfig, ListNamespaces, Namespace, Put, Search, Store, TtlConfig,
 };
-use agentstate::StoreConfig;
-use rusqlite::{Connection, OptionalExtension};
+use agentstate::{ItemInfo, StoreConfig};
 use serde_json::{json, Value};
 
 use crate::output::{self, compact, plural, Table};
@@ -36,20 +34,8 @@ pub fn parse_ns(text: &str) -> CliResult<Vec<String>> {
     Ok(text.split('.').map(str::to_string).collect())
 }
 
-/// A timestamp as the file writes it: `YYYY-MM-DD HH:MM:SS` (UTC).
-fn timestamp(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-    let z = secs.div_euclid(86_400) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let rem = secs.rem_euclid(86_400);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, (rem / 60) % 60, rem % 60)
+fn refs(labels: &[String]) -> Vec<&str> {
+    labels.iter().map(String::as_str).collect()
 }
 
 fn dotted(labels: &[String]) -> String {
@@ -63,36 +49,26 @@ enum Recorded {
     Other(String),
 }
 
-fn recorded(conn: &Connection) -> CliResult<Recorded> {
-    let v: Option<String> = conn
-        .query_row("SELECT value FROM agentstate_meta WHERE key = 'store.embedder'", [], |r| r.get(0))
-        .optional()?;
-    Ok(match v {
+fn recorded(ctx: &Ctx) -> CliResult<Recorded> {
+    Ok(match ctx.db.recorded_embedder()? {
         None => Recorded::None,
-        Some(s) => match s.strip_prefix(HashEmbedder::NAME).and_then(|r| r.strip_prefix('/')) {
-            Some(d) => match d.parse::<usize>() {
-                Ok(d) if d > 0 => Recorded::Hashed(d),
-                _ => Recorded::Other(s),
-            },
-            None => Recorded::Other(s),
+        Some(e) => match (e.name == HashEmbedder::NAME, e.dims) {
+            (true, Some(d)) => Recorded::Hashed(d),
+            _ => Recorded::Other(e.to_string()),
         },
     })
 }
 
-fn vector_count(conn: &Connection) -> CliResult<i64> {
-    Ok(conn.query_row("SELECT COUNT(*) FROM store_vectors", [], |r| r.get(0))?)
+fn vector_count(ctx: &Ctx) -> CliResult<u64> {
+    Ok(ctx.db.store_counts()?.vectors)
 }
 
 /// The configured fields the file's vectors were most likely made from: their
 /// names with a trailing `.N` (several texts from one path) removed; `["$"]`
 /// (the whole document) if there are none.
-fn infer_fields(conn: &Connection) -> CliResult<Vec<String>> {
-    let names: Vec<String> = conn
-        .prepare("SELECT DISTINCT field_name FROM store_vectors ORDER BY field_name")?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+fn infer_fields(ctx: &Ctx) -> CliResult<Vec<String>> {
     let mut out: Vec<String> = vec![];
-    for name in names {
+    for name in ctx.db.vector_field_names()? {
         let base = match name.rsplit_once('.') {
             Some((base, n)) if !base.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
                 base.to_string()
@@ -109,16 +85,32 @@ fn infer_fields(conn: &Connection) -> CliResult<Vec<String>> {
     Ok(out)
 }
 
+/// A timestamp as the file writes it: `YYYY-MM-DD HH:MM:SS` (UTC).
+fn timestamp(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let z = secs.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let rem = secs.rem_euclid(86_400);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, (rem / 60) % 60, rem % 60)
+}
+
 /// The CLI's store: reads never refresh TTLs (an inspector does not change
 /// expiries). With `index`, and only if the file records the built-in
 /// embedder, it embeds with that embedder and `fields`.
-fn open_store(ctx: &Ctx, conn: &Connection, index: Option<Vec<String>>) -> CliResult<(Store, bool)> {
+fn open_store(ctx: &Ctx, index: Option<Vec<String>>) -> CliResult<(Store, bool)> {
     let ttl = TtlConfig::new().with_refresh_on_read(false);
     let mut config = StoreConfig::default().with_ttl(ttl);
     let mut indexed = false;
     if let Some(fields) = index {
-        if let Recorded::Hashed(dims) = recorded(conn)? {
-            let fields = if fields.is_empty() { infer_fields(conn)? } else { fields };
+        if let Recorded::Hashed(dims) = recorded(ctx)? {
+            let fields = if fields.is_empty() { infer_fields(ctx)? } else { fields };
             config = config.with_index(IndexConfig::hashed(dims)?.with_fields(fields));
             indexed = true;
         }
@@ -126,25 +118,9 @@ fn open_store(ctx: &Ctx, conn: &Connection, index: Option<Vec<String>>) -> CliRe
     Ok((ctx.db.store(config)?, indexed))
 }
 
-/// The item's vector field names, expiry and TTL, read directly.
-fn item_extras(
-    conn: &Connection,
-    prefix: &str,
-    key: &str,
-) -> CliResult<(Vec<String>, Option<String>, Option<f64>)> {
-    let fields: Vec<String> = conn
-        .prepare("SELECT field_name FROM store_vectors WHERE prefix = ?1 AND key = ?2 ORDER BY field_name")?
-        .query_map([prefix, key], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    let row: Option<(Option<String>, Option<f64>)> = conn
-        .query_row(
-            "SELECT expires_at, ttl_minutes FROM store WHERE prefix = ?1 AND key = ?2",
-            [prefix, key],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    let (expires, ttl) = row.unwrap_or((None, None));
-    Ok((fields, expires, ttl))
+/// The item's stored row (expired or not), vector names included.
+fn item_info(ctx: &Ctx, ns: &[String], key: &str) -> CliResult<Option<ItemInfo>> {
+    Ok(ctx.db.item_info(&refs(ns), key)?)
 }
 
 /// Runs one store command.
@@ -168,22 +144,19 @@ pub fn run(ctx: &Ctx, cmd: StoreCommand) -> CliResult {
 
 fn get(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
     let ns = parse_ns(namespace)?;
-    let conn = ctx.ro()?;
-    let (store, _) = open_store(ctx, &conn, None)?;
+    let (store, _) = open_store(ctx, None)?;
     let prefix = dotted(&ns);
-    let Some(item) = store.get(&ns, key)? else {
-        let (_, expires, _) = item_extras(&conn, &prefix, key)?;
-        let exists: bool = conn.query_row(
-            "SELECT EXISTS(SELECT 1 FROM store WHERE prefix = ?1 AND key = ?2)",
-            [&prefix, key],
-            |r| r.get(0),
-        )?;
-        return Err(Failure::not_found(match (exists, expires) {
-            (true, Some(at)) => format!("item '{key}' in namespace '{prefix}' expired at {at}"),
-            _ => format!("no item '{key}' in namespace '{prefix}'"),
+    let Some(item) = store.get(&refs(&ns), key)? else {
+        let info = item_info(ctx, &ns, key)?;
+        return Err(Failure::not_found(match info.and_then(|i| i.expires_at) {
+            Some(at) => format!("item '{key}' in namespace '{prefix}' expired at {at}"),
+            None => format!("no item '{key}' in namespace '{prefix}'"),
         }));
     };
-    let (vectors, expires, ttl) = item_extras(&conn, &prefix, key)?;
+    let info = item_info(ctx, &ns, key)?;
+    let vectors = info.as_ref().map(|i| i.vector_fields.clone()).unwrap_or_default();
+    let expires = info.as_ref().and_then(|i| i.expires_at.clone());
+    let ttl = info.as_ref().and_then(|i| i.ttl_minutes);
     if ctx.json {
         output::json(&json!({
             "namespace": item.namespace,
@@ -194,7 +167,7 @@ fn get(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
             "expires_at": expires,
             "ttl_minutes": ttl,
             "vectors": vectors,
-        }));
+        }))?;
         return Ok(());
     }
     let mut t = Table::default();
@@ -214,8 +187,8 @@ fn get(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
         format!("{} ({})", vectors.len(), vectors.join(", "))
     };
     t.row(["vectors", &vecs]);
-    t.print();
-    println!("{}", output::pretty_indented(&item.value, 0));
+    t.print()?;
+    output::line(&output::pretty_indented(&item.value, 0))?;
     Ok(())
 }
 
@@ -251,8 +224,7 @@ fn put(
     if !value.is_object() {
         return Err(Failure::usage("a store value must be a JSON object"));
     }
-    let conn = ctx.ro()?;
-    let (store, indexed) = open_store(ctx, &conn, Some(index.unwrap_or_default()))?;
+    let (store, indexed) = open_store(ctx, Some(index.unwrap_or_default()))?;
     let mut put = Put::new(&ns, key, value);
     if no_index {
         put = put.no_index();
@@ -267,13 +239,15 @@ fn put(
     };
     store.put_with(put)?;
     let prefix = dotted(&ns);
-    let (vectors, expires, _) = item_extras(&conn, &prefix, key)?;
+    let info = item_info(ctx, &ns, key)?;
+    let vectors = info.as_ref().map(|i| i.vector_fields.clone()).unwrap_or_default();
+    let expires = info.and_then(|i| i.expires_at);
     if !indexed && !no_index {
-        let note = match recorded(&conn)? {
+        let note = match recorded(ctx)? {
             Recorded::Other(name) => {
                 Some(format!("the file's vectors come from '{name}', which this CLI does not have"))
             }
-            Recorded::None if vector_count(&conn)? > 0 => {
+            Recorded::None if vector_count(ctx)? > 0 => {
                 Some("the file's vectors come from an embedder it does not record".to_string())
             }
             _ => None,
@@ -283,38 +257,33 @@ fn put(
         }
     }
     if ctx.json {
-        output::json(&json!({"namespace": ns, "key": key, "vectors": vectors, "expires_at": expires}));
+        output::json(&json!({"namespace": ns, "key": key, "vectors": vectors, "expires_at": expires}))?;
     } else {
         let vecs = if vectors.is_empty() {
             "no vector".to_string()
         } else {
             format!("{} ({})", plural(vectors.len(), "vector"), vectors.join(", "))
         };
-        println!("put {prefix}/{key}: {vecs}, expires {}", expires.as_deref().unwrap_or("never"));
+        output::line(&format!(
+            "put {prefix}/{key}: {vecs}, expires {}",
+            expires.as_deref().unwrap_or("never")
+        ))?;
     }
     Ok(())
 }
 
 fn delete(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
     let ns = parse_ns(namespace)?;
-    let conn = ctx.ro()?;
     let prefix = dotted(&ns);
-    let exists: bool = conn.query_row(
-        "SELECT EXISTS(SELECT 1 FROM store WHERE prefix = ?1 AND key = ?2)",
-        [&prefix, key],
-        |r| r.get(0),
-    )?;
-    let (store, _) = open_store(ctx, &conn, None)?;
-    // Validates the namespace even when the item is missing.
-    if !exists {
-        store.get(&ns, key)?;
+    let (store, _) = open_store(ctx, None)?;
+    if item_info(ctx, &ns, key)?.is_none() {
         return Err(Failure::not_found(format!("no item '{key}' in namespace '{prefix}'")));
     }
-    store.delete(&ns, key)?;
+    store.delete(&refs(&ns), key)?;
     if ctx.json {
-        output::json(&json!({"namespace": ns, "key": key, "deleted": true}));
+        output::json(&json!({"namespace": ns, "key": key, "deleted": true}))?;
     } else {
-        println!("deleted {prefix}/{key}");
+        output::line(&format!("deleted {prefix}/{key}"))?;
     }
     Ok(())
 }
@@ -331,9 +300,8 @@ fn search(
     let filter: Option<Value> = filter
         .map(|f| serde_json::from_str(f).map_err(|e| Failure::usage(format!("invalid JSON filter: {e}"))))
         .transpose()?;
-    let conn = ctx.ro()?;
     if query.is_some() {
-        match recorded(&conn)? {
+        match recorded(ctx)? {
             Recorded::Hashed(_) => {}
             Recorded::Other(name) => {
                 return Err(Failure::usage(format!(
@@ -343,7 +311,7 @@ fn search(
                 )))
             }
             Recorded::None => {
-                let n = vector_count(&conn)?;
+                let n = vector_count(ctx)?;
                 let why = if n > 0 {
                     format!("the file's {n} vectors come from an embedder it does not record")
                 } else {
@@ -356,7 +324,7 @@ fn search(
         }
     }
     // A query only needs the embedder; the fields matter to puts alone.
-    let (store, _) = open_store(ctx, &conn, query.as_ref().map(|_| vec!["$".to_string()]))?;
+    let (store, _) = open_store(ctx, query.as_ref().map(|_| vec!["$".to_string()]))?;
     let mut search = Search::new(&prefix).limit(limit).offset(offset).refresh_ttl(false);
     if let Some(q) = query {
         search = search.query(q);
@@ -379,24 +347,24 @@ fn search(
                 })
             })
             .collect();
-        output::json(&Value::Array(out));
+        output::json(&Value::Array(out))?;
         return Ok(());
     }
     if hits.is_empty() {
-        println!("no items");
+        output::line("no items")?;
         return Ok(());
     }
-    let mut t = Table::new(["SCORE", "NAMESPACE", "KEY", "UPDATED", "VALUE"]);
+    let mut t = Table::new(["SCORE", "NAMESPACE", "KEY", "CHANGED", "VALUE"]);
     for h in &hits {
         t.row([
             h.score.map_or_else(|| "-".to_string(), |s| format!("{s:.3}")),
-            dotted(h.item.namespace.labels()),
+            dotted(&h.item.namespace),
             h.item.key.clone(),
             timestamp(h.item.updated_at),
             compact(&h.item.value, WIDTH),
         ]);
     }
-    t.print();
+    t.print()?;
     Ok(())
 }
 
@@ -410,41 +378,38 @@ fn namespaces(
 ) -> CliResult {
     let prefix = prefix.map(parse_ns).transpose()?.unwrap_or_default();
     let suffix = suffix.map(parse_ns).transpose()?.unwrap_or_default();
-    let conn = ctx.ro()?;
-    let (store, _) = open_store(ctx, &conn, None)?;
+    let (store, _) = open_store(ctx, None)?;
     let mut list = ListNamespaces::new().prefix(&prefix).suffix(&suffix).limit(limit).offset(offset);
     if let Some(d) = max_depth {
         list = list.max_depth(d);
     }
     let found = store.list_namespaces(list)?;
     if ctx.json {
-        output::json(&json!(found));
+        output::json(&json!(found))?;
         return Ok(());
     }
     if found.is_empty() {
-        println!("no namespaces");
+        output::line("no namespaces")?;
     }
     for ns in &found {
-        println!("{}", dotted(ns.labels()));
+        output::line(&dotted(ns))?;
     }
     Ok(())
 }
 
 fn sweep(ctx: &Ctx) -> CliResult {
-    let conn = ctx.ro()?;
-    let (store, _) = open_store(ctx, &conn, None)?;
+    let (store, _) = open_store(ctx, None)?;
     let n = store.sweep_expired()?;
     if ctx.json {
-        output::json(&json!({"swept": n}));
+        output::json(&json!({"swept": n}))?;
     } else {
-        println!("swept {}", plural(n, "expired item"));
+        output::line(&format!("swept {}", plural(n, "expired item")))?;
     }
     Ok(())
 }
 
 fn reindex(ctx: &Ctx, dims: Option<usize>, fields: Option<Vec<String>>) -> CliResult {
-    let conn = ctx.ro()?;
-    let dims = match (dims, recorded(&conn)?) {
+    let dims = match (dims, recorded(ctx)?) {
         (Some(d), _) => d,
         (None, Recorded::Hashed(d)) => d,
         (None, Recorded::Other(name)) => {
@@ -463,27 +428,27 @@ fn reindex(ctx: &Ctx, dims: Option<usize>, fields: Option<Vec<String>>) -> CliRe
     };
     let fields = match fields {
         Some(f) if !f.is_empty() => f,
-        _ => infer_fields(&conn)?,
+        _ => infer_fields(ctx)?,
     };
     let index = IndexConfig::hashed(dims)?.with_fields(fields.clone());
     let config =
         StoreConfig::default().with_index(index).with_ttl(TtlConfig::new().with_refresh_on_read(false));
-    let items: i64 = conn.query_row("SELECT COUNT(*) FROM store", [], |r| r.get(0))?;
+    let items = ctx.db.store_counts()?.items;
     let pb = output::spinner(&format!("re-embedding {items} items"));
     let res = ctx.db.reindex_store(config);
     pb.finish_and_clear();
     res?;
-    let vectors = vector_count(&conn)?;
+    let vectors = vector_count(ctx)?;
     let embedder = format!("{}/{dims}", HashEmbedder::NAME);
     if ctx.json {
-        output::json(&json!({"items": items, "vectors": vectors, "embedder": embedder, "fields": fields}));
+        output::json(&json!({"items": items, "vectors": vectors, "embedder": embedder, "fields": fields}))?;
     } else {
-        println!(
+        output::line(&format!(
             "reindexed {} with {embedder} (fields: {}): {}",
             plural(items as usize, "item"),
             fields.join(", "),
             plural(vectors as usize, "vector")
-        );
+        ))?;
     }
     Ok(())
 }

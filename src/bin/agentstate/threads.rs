@@ -1,10 +1,9 @@
 //! Checkpoint commands: threads, history (fork tree), show, diff, fork, copy,
 //! prune, delete.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
-use agentstate::{CheckpointConfig, PruneStrategy};
-use rusqlite::{params, Connection, OptionalExtension};
+use agentstate::{CheckpointConfig, HistoryEntry, HistoryQuery, IdMatch, PruneStrategy, ThreadCounts};
 use serde_json::{json, Map, Value};
 
 use crate::output::{self, compact, ns_label, plural, Table};
@@ -13,125 +12,39 @@ use crate::{CliResult, Ctx, Failure, Strategy};
 /// Values wider than this are cut in text output (`--json` has them whole).
 const WIDTH: usize = 160;
 
-fn thread_exists(conn: &Connection, thread: &str) -> CliResult<bool> {
-    Ok(conn
-        .query_row("SELECT EXISTS(SELECT 1 FROM checkpoints WHERE thread_id = ?1)", [thread], |r| r.get(0))?)
-}
-
 fn unknown_thread(thread: &str) -> Failure {
     Failure::not_found(format!("unknown thread '{thread}'"))
 }
 
 /// The full checkpoint id `given` names in (thread, ns): the id itself, or a
-/// unique part of one (ids of one run share their first characters: the
-/// distinctive ones are in the middle and at the end); the latest checkpoint
-/// if `given` is `None`.
-fn resolve(conn: &Connection, thread: &str, ns: &str, given: Option<&str>) -> CliResult<String> {
+/// unique part of one; the latest checkpoint if `given` is `None`.
+fn resolve(ctx: &Ctx, thread: &str, ns: &str, given: Option<&str>) -> CliResult<String> {
+    let saver = ctx.db.checkpointer();
     let Some(given) = given else {
-        let latest: Option<String> = conn
-            .query_row(
-                "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2",
-                [thread, ns],
-                |r| r.get(0),
-            )
-            .optional()?
-            .flatten();
-        return match latest {
-            Some(id) => Ok(id),
-            None if thread_exists(conn, thread)? => Err(Failure::not_found(format!(
+        return match saver.history_entry(&CheckpointConfig::thread(thread).ns(ns))? {
+            Some(e) => Ok(e.checkpoint_id),
+            None if saver.has_thread(thread)? => Err(Failure::not_found(format!(
                 "thread '{thread}' has no checkpoint in namespace '{ns}' (see `history {thread}`)"
             ))),
             None => Err(unknown_thread(thread)),
         };
     };
-    if given.is_empty() {
-        return Err(Failure::usage("an empty checkpoint id"));
-    }
-    let exact: bool = conn.query_row(
-        "SELECT EXISTS(SELECT 1 FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3)",
-        [thread, ns, given],
-        |r| r.get(0),
-    )?;
-    if exact {
-        return Ok(given.to_string());
-    }
-    let matches: Vec<String> = conn
-        .prepare(
-            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
-             AND instr(checkpoint_id, ?3) > 0 \
-             ORDER BY checkpoint_id",
-        )?
-        .query_map([thread, ns, given], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    match matches.len() {
-        1 => Ok(matches.into_iter().next().unwrap_or_default()),
-        0 if !thread_exists(conn, thread)? => Err(unknown_thread(thread)),
-        0 => Err(Failure::not_found(format!(
-            "no checkpoint '{given}' in thread '{thread}', namespace '{ns}'"
+    match saver.resolve_id(thread, ns, given)? {
+        IdMatch::One(id) => Ok(id),
+        IdMatch::Ambiguous { matches } => Err(Failure::usage(format!(
+            "checkpoint '{given}' is ambiguous in thread '{thread}': it matches {matches} checkpoints; give more characters"
         ))),
-        n => Err(Failure::usage(format!(
-            "checkpoint '{given}' is ambiguous in thread '{thread}': it matches {n} checkpoints; give more characters"
-        ))),
+        _ if !saver.has_thread(thread)? => Err(unknown_thread(thread)),
+        _ => Err(Failure::not_found(format!("no checkpoint '{given}' in thread '{thread}', namespace '{ns}'"))),
     }
 }
 
 // ---------------------------------------------------------------------------
 // threads
 
-struct ThreadRow {
-    id: String,
-    checkpoints: usize,
-    namespaces: Vec<String>,
-    last_update: String,
-    latest: String,
-    writes: usize,
-}
-
 /// `threads`: one row per thread.
 pub fn list(ctx: &Ctx, limit: Option<usize>) -> CliResult {
-    let conn = ctx.ro()?;
-    let mut threads: BTreeMap<String, ThreadRow> = BTreeMap::new();
-    {
-        let mut stmt = conn.prepare(
-            "SELECT thread_id, checkpoint_ns, COUNT(*), MAX(created_at), MAX(checkpoint_id) \
-             FROM checkpoints GROUP BY thread_id, checkpoint_ns ORDER BY thread_id, checkpoint_ns",
-        )?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            let (id, ns, n, last, latest): (String, String, i64, String, String) =
-                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
-            let t = threads.entry(id.clone()).or_insert_with(|| ThreadRow {
-                id,
-                checkpoints: 0,
-                namespaces: vec![],
-                last_update: String::new(),
-                latest: String::new(),
-                writes: 0,
-            });
-            t.checkpoints += n as usize;
-            // The root namespace sorts first: its latest checkpoint wins.
-            if t.namespaces.is_empty() {
-                t.latest = latest;
-            }
-            t.namespaces.push(ns);
-            if last > t.last_update {
-                t.last_update = last;
-            }
-        }
-    }
-    {
-        let mut stmt =
-            conn.prepare("SELECT thread_id, COUNT(*) FROM checkpoint_writes GROUP BY thread_id")?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            let id: String = r.get(0)?;
-            if let Some(t) = threads.get_mut(&id) {
-                t.writes = r.get::<_, i64>(1)? as usize;
-            }
-        }
-    }
-    let mut rows: Vec<ThreadRow> = threads.into_values().collect();
-    rows.sort_by(|a, b| b.last_update.cmp(&a.last_update).then_with(|| a.id.cmp(&b.id)));
+    let mut rows = ctx.db.threads()?;
     if let Some(n) = limit {
         rows.truncate(n);
     }
@@ -140,111 +53,78 @@ pub fn list(ctx: &Ctx, limit: Option<usize>) -> CliResult {
             .iter()
             .map(|t| {
                 json!({
-                    "thread_id": t.id,
+                    "thread_id": t.thread_id,
                     "checkpoints": t.checkpoints,
                     "namespaces": t.namespaces,
-                    "pending_writes": t.writes,
+                    "pending_writes": t.pending_writes,
                     "last_update": t.last_update,
-                    "latest_checkpoint_id": t.latest,
+                    "latest_checkpoint_id": t.latest_checkpoint_id,
                 })
             })
             .collect();
-        output::json(&Value::Array(out));
-        return Ok(());
+        return output::json(&Value::Array(out));
     }
     if rows.is_empty() {
-        println!("no threads");
-        return Ok(());
+        return output::line("no threads");
     }
     let mut table =
-        Table::new(["THREAD", "CHECKPOINTS", "NAMESPACES", "WRITES", "LAST UPDATE", "LATEST CHECKPOINT"]);
+        Table::new(["THREAD", "CHECKPOINTS", "NAMESPACES", "WRITES", "LAST ACTIVITY", "LATEST CHECKPOINT"]);
     for t in &rows {
         table.row([
-            t.id.clone(),
+            t.thread_id.clone(),
             t.checkpoints.to_string(),
             t.namespaces.iter().map(|n| ns_label(n)).collect::<Vec<_>>().join(", "),
-            t.writes.to_string(),
+            t.pending_writes.to_string(),
             t.last_update.clone(),
-            t.latest.clone(),
+            t.latest_checkpoint_id.clone(),
         ]);
     }
-    table.print();
-    Ok(())
+    table.print()
 }
 
 // ---------------------------------------------------------------------------
 // history
 
 struct Node {
-    ns: String,
-    id: String,
-    parent: Option<String>,
+    entry: HistoryEntry,
     parent_missing: bool,
-    source: Option<String>,
-    step: Option<i64>,
-    created_at: String,
-    updated: Option<Vec<String>>,
-    writes: usize,
     children: Vec<usize>,
 }
 
 /// `history`: the thread's checkpoints as a fork tree, per namespace.
 pub fn history(ctx: &Ctx, thread: &str, ns: Option<&str>) -> CliResult {
-    let conn = ctx.ro()?;
-    let mut sql = String::from(
-        "SELECT c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, CAST(c.metadata AS TEXT), c.created_at, \
-                json_extract(c.checkpoint, '$.updated_channels'), \
-                (SELECT COUNT(*) FROM checkpoint_writes w WHERE w.thread_id = c.thread_id \
-                   AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id) \
-         FROM checkpoints c WHERE c.thread_id = ?1",
-    );
-    if ns.is_some() {
-        sql.push_str(" AND c.checkpoint_ns = ?2");
+    let saver = ctx.db.checkpointer();
+    let mut query = HistoryQuery::thread(thread).oldest_first();
+    if let Some(ns) = ns {
+        query = query.namespace(ns);
     }
-    sql.push_str(" ORDER BY c.checkpoint_ns, c.checkpoint_id");
-    let mut nodes: Vec<Node> = vec![];
-    {
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = match ns {
-            Some(ns) => stmt.query(params![thread, ns])?,
-            None => stmt.query(params![thread])?,
-        };
-        while let Some(r) = rows.next()? {
-            let metadata: Option<String> = r.get(3)?;
-            let metadata: Value = metadata.and_then(|m| serde_json::from_str(&m).ok()).unwrap_or(Value::Null);
-            let updated: Option<String> = r.get(5)?;
-            nodes.push(Node {
-                ns: r.get(0)?,
-                id: r.get(1)?,
-                parent: r.get::<_, Option<String>>(2)?.filter(|p| !p.is_empty()),
-                parent_missing: false,
-                source: metadata.get("source").and_then(Value::as_str).map(str::to_string),
-                step: metadata.get("step").and_then(Value::as_i64),
-                created_at: r.get(4)?,
-                updated: updated.and_then(|u| serde_json::from_str(&u).ok()),
-                writes: r.get::<_, i64>(6)? as usize,
-                children: vec![],
-            });
-        }
-    }
+    let mut nodes: Vec<Node> = saver
+        .history(&query)?
+        .into_iter()
+        .map(|entry| Node { entry, parent_missing: false, children: vec![] })
+        .collect();
     if nodes.is_empty() {
         return Err(match ns {
-            Some(ns) if thread_exists(&conn, thread)? => {
+            Some(ns) if saver.has_thread(thread)? => {
                 Failure::not_found(format!("thread '{thread}' has no checkpoint in namespace '{ns}'"))
             }
             _ => unknown_thread(thread),
         });
     }
     // Link children to parents within each namespace.
-    let index: HashMap<(String, String), usize> =
-        nodes.iter().enumerate().map(|(i, n)| ((n.ns.clone(), n.id.clone()), i)).collect();
+    let index: HashMap<(String, String), usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| ((n.entry.checkpoint_ns.clone(), n.entry.checkpoint_id.clone()), i))
+        .collect();
     let mut roots: Vec<usize> = vec![];
     for i in 0..nodes.len() {
-        let parent = nodes[i].parent.clone();
-        match parent.and_then(|p| index.get(&(nodes[i].ns.clone(), p)).copied()) {
+        let parent = nodes[i].entry.parent_checkpoint_id.clone();
+        let has_parent = parent.is_some();
+        match parent.and_then(|p| index.get(&(nodes[i].entry.checkpoint_ns.clone(), p)).copied()) {
             Some(p) => nodes[p].children.push(i),
             None => {
-                nodes[i].parent_missing = nodes[i].parent.is_some();
+                nodes[i].parent_missing = has_parent;
                 roots.push(i);
             }
         }
@@ -255,72 +135,77 @@ pub fn history(ctx: &Ctx, thread: &str, ns: Option<&str>) -> CliResult {
         let out: Vec<Value> = nodes
             .iter()
             .map(|n| {
+                let e = &n.entry;
                 json!({
-                    "checkpoint_ns": n.ns,
-                    "checkpoint_id": n.id,
-                    "parent_checkpoint_id": n.parent,
+                    "checkpoint_ns": e.checkpoint_ns,
+                    "checkpoint_id": e.checkpoint_id,
+                    "parent_checkpoint_id": e.parent_checkpoint_id,
                     "parent_missing": n.parent_missing,
-                    "children": n.children.iter().map(|&c| nodes[c].id.clone()).collect::<Vec<_>>(),
-                    "source": n.source,
-                    "step": n.step,
-                    "created_at": n.created_at,
-                    "updated_channels": n.updated,
-                    "pending_writes": n.writes,
+                    "children": n.children.iter().map(|&c| nodes[c].entry.checkpoint_id.clone()).collect::<Vec<_>>(),
+                    "source": e.metadata.source(),
+                    "step": e.metadata.step(),
+                    "created_at": e.created_at,
+                    "updated_channels": e.updated_channels,
+                    "pending_writes": e.pending_writes,
                     "head": n.children.is_empty(),
                 })
             })
             .collect();
-        output::json(&json!({"thread_id": thread, "checkpoints": out}));
-        return Ok(());
+        return output::json(&json!({"thread_id": thread, "checkpoints": out}));
     }
 
-    let mut namespaces: Vec<&str> = nodes.iter().map(|n| n.ns.as_str()).collect();
+    let mut namespaces: Vec<&str> = nodes.iter().map(|n| n.entry.checkpoint_ns.as_str()).collect();
     namespaces.dedup();
     for (k, this_ns) in namespaces.iter().enumerate() {
         if k > 0 {
-            println!();
+            output::line("")?;
         }
-        let members = nodes.iter().filter(|n| n.ns == *this_ns);
+        let members = nodes.iter().filter(|n| n.entry.checkpoint_ns == *this_ns);
         let count = members.clone().count();
         let heads = members.clone().filter(|n| n.children.is_empty()).count();
-        let latest = members.map(|n| n.id.as_str()).max().unwrap_or_default();
-        println!(
+        let latest = members.map(|n| n.entry.checkpoint_id.as_str()).max().unwrap_or_default();
+        output::line(&format!(
             "thread {thread}, namespace {}: {}, {}",
             ns_label(this_ns),
             plural(count, "checkpoint"),
             plural(heads, "head")
-        );
+        ))?;
         let mut table = Table::default();
-        let ns_roots: Vec<usize> = roots.iter().copied().filter(|&r| nodes[r].ns == *this_ns).collect();
+        let ns_roots: Vec<usize> =
+            roots.iter().copied().filter(|&r| nodes[r].entry.checkpoint_ns == *this_ns).collect();
         for line in tree_lines(&nodes, &ns_roots) {
             let (prefix, i) = line;
             let n = &nodes[i];
+            let e = &n.entry;
             let mut notes: Vec<String> = vec![];
-            if let Some(u) = &n.updated {
+            if let Some(u) = &e.updated_channels {
                 if !u.is_empty() {
                     notes.push(format!("updated {}", u.join(", ")));
                 }
             }
-            if n.writes > 0 {
-                notes.push(plural(n.writes, "pending write"));
+            if e.pending_writes > 0 {
+                notes.push(plural(e.pending_writes as usize, "pending write"));
             }
             if n.parent_missing {
-                notes.push(format!("parent {} not in the file", n.parent.as_deref().unwrap_or_default()));
+                notes.push(format!(
+                    "parent {} not in the file",
+                    e.parent_checkpoint_id.as_deref().unwrap_or_default()
+                ));
             }
-            if n.id == latest {
+            if e.checkpoint_id == latest {
                 notes.push("latest".into());
             } else if n.children.is_empty() {
                 notes.push("head".into());
             }
             table.row([
-                format!("{prefix}{}", n.id),
-                n.step.map_or_else(|| "step ?".to_string(), |s| format!("step {s}")),
-                n.source.clone().unwrap_or_else(|| "?".into()),
-                n.created_at.clone(),
+                format!("{prefix}{}", e.checkpoint_id),
+                e.metadata.step().map_or_else(|| "step ?".to_string(), |s| format!("step {s}")),
+                e.metadata.source().unwrap_or("?").to_string(),
+                e.created_at.clone(),
                 notes.join("; "),
             ]);
         }
-        table.print();
+        table.print()?;
     }
     Ok(())
 }
@@ -360,20 +245,13 @@ fn tree_lines(nodes: &[Node], roots: &[usize]) -> Vec<(String, usize)> {
 
 /// `show`: one checkpoint with its values and pending writes.
 pub fn show(ctx: &Ctx, thread: &str, checkpoint: Option<&str>, ns: &str) -> CliResult {
-    let conn = ctx.ro()?;
-    let id = resolve(&conn, thread, ns, checkpoint)?;
+    let id = resolve(ctx, thread, ns, checkpoint)?;
     let saver = ctx.db.checkpointer();
     let config = CheckpointConfig::thread(thread).ns(ns).at(id.clone());
     let t = saver
         .get_tuple(&config)?
         .ok_or_else(|| Failure::not_found(format!("no checkpoint '{id}' in thread '{thread}'")))?;
-    let created_at: Option<String> = conn
-        .query_row(
-            "SELECT created_at FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
-            [thread, ns, &id],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let created_at: Option<String> = saver.history_entry(&config)?.map(|e| e.created_at);
     let parent = t.parent_config.as_ref().and_then(|p| p.checkpoint_id.clone());
     if ctx.json {
         let writes: Vec<Value> = t
@@ -390,7 +268,7 @@ pub fn show(ctx: &Ctx, thread: &str, checkpoint: Option<&str>, ns: &str) -> CliR
             "metadata": Value::Object(t.metadata.as_map().clone()),
             "checkpoint": serde_json::to_value(&t.checkpoint).map_err(agentstate::Error::from)?,
             "pending_writes": writes,
-        }));
+        }))?;
         return Ok(());
     }
     let mut head = Table::default();
@@ -406,13 +284,13 @@ pub fn show(ctx: &Ctx, thread: &str, checkpoint: Option<&str>, ns: &str) -> CliR
     if let Some(u) = &t.checkpoint.updated_channels {
         head.row(["updated", &u.join(", ")]);
     }
-    head.print();
-    println!();
-    println!("channels ({}):", t.checkpoint.channel_values.len());
+    head.print()?;
+    output::line("")?;
+    output::line(&format!("channels ({}):", t.checkpoint.channel_values.len()))?;
     for (ch, value) in &t.checkpoint.channel_values {
         let version = t.checkpoint.channel_versions.get(ch).map(|v| v.to_string()).unwrap_or_default();
-        println!("  {ch}  (version {version})");
-        println!("{}", output::pretty_indented(&value.to_value(), 4));
+        output::line(&format!("  {ch}  (version {version})"))?;
+        output::line(&output::pretty_indented(&value.to_value(), 4))?;
     }
     let empty: Vec<&String> = t
         .checkpoint
@@ -421,13 +299,16 @@ pub fn show(ctx: &Ctx, thread: &str, checkpoint: Option<&str>, ns: &str) -> CliR
         .filter(|c| !t.checkpoint.channel_values.contains_key(*c))
         .collect();
     if !empty.is_empty() {
-        println!("  (no value: {})", empty.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "));
+        output::line(&format!(
+            "  (no value: {})",
+            empty.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        ))?;
     }
-    println!();
-    println!("pending writes ({}):", t.pending_writes.len());
+    output::line("")?;
+    output::line(&format!("pending writes ({}):", t.pending_writes.len()))?;
     for w in &t.pending_writes {
-        println!("  task {}  channel {}", w.task_id, w.channel);
-        println!("{}", output::pretty_indented(&w.value, 4));
+        output::line(&format!("  task {}  channel {}", w.task_id, w.channel))?;
+        output::line(&output::pretty_indented(&w.value, 4))?;
     }
     Ok(())
 }
@@ -437,9 +318,8 @@ pub fn show(ctx: &Ctx, thread: &str, checkpoint: Option<&str>, ns: &str) -> CliR
 
 /// `diff`: channel values of `to` against those of `from`.
 pub fn diff(ctx: &Ctx, thread: &str, from: &str, to: &str, ns: &str) -> CliResult {
-    let conn = ctx.ro()?;
-    let a_id = resolve(&conn, thread, ns, Some(from))?;
-    let b_id = resolve(&conn, thread, ns, Some(to))?;
+    let a_id = resolve(ctx, thread, ns, Some(from))?;
+    let b_id = resolve(ctx, thread, ns, Some(to))?;
     let saver = ctx.db.checkpointer();
     let load = |id: &str| -> CliResult<agentstate::CheckpointTuple> {
         saver
@@ -484,27 +364,27 @@ pub fn diff(ctx: &Ctx, thread: &str, from: &str, to: &str, ns: &str) -> CliResul
             "removed": removed,
             "changed": changed,
             "unchanged": unchanged,
-        }));
+        }))?;
         return Ok(());
     }
-    println!("thread {thread}, namespace {}: {a_id} -> {b_id}", ns_label(ns));
+    output::line(&format!("thread {thread}, namespace {}: {a_id} -> {b_id}", ns_label(ns)))?;
     if added.is_empty() && removed.is_empty() && changed.is_empty() {
-        println!("no channel changed");
+        output::line("no channel changed")?;
     }
     for (ch, v) in &added {
-        println!("+ {ch} = {}", compact(v, WIDTH));
+        output::line(&format!("+ {ch} = {}", compact(v, WIDTH)))?;
     }
     for (ch, v) in &removed {
-        println!("- {ch} = {}", compact(v, WIDTH));
+        output::line(&format!("- {ch} = {}", compact(v, WIDTH)))?;
     }
     for (ch, c) in &changed {
-        println!("~ {ch}");
+        output::line(&format!("~ {ch}"))?;
         for line in value_diff(&c["from"], &c["to"]) {
-            println!("    {line}");
+            output::line(&format!("    {line}"))?;
         }
     }
     if !unchanged.is_empty() {
-        println!("= unchanged: {}", unchanged.join(", "));
+        output::line(&format!("= unchanged: {}", unchanged.join(", ")))?;
     }
     Ok(())
 }
@@ -572,12 +452,17 @@ pub fn fork(
         if ch.is_empty() {
             return Err(Failure::usage(format!("--set expects CHANNEL=JSON, got '{s}'")));
         }
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| Failure::usage(format!("invalid JSON in --set {ch}: {e}")))?;
+        let v: Value = serde_json::from_str(text).map_err(|e| {
+            let hint = if text.trim_start().starts_with(|c: char| c.is_alphabetic()) {
+                format!(" (a JSON string needs quotes: --set '{ch}=\"{text}\"')")
+            } else {
+                String::new()
+            };
+            Failure::usage(format!("invalid JSON in --set {ch}: {e}{hint}"))
+        })?;
         replace.insert(ch.to_string(), v);
     }
-    let conn = ctx.ro()?;
-    let base = resolve(&conn, thread, ns, checkpoint)?;
+    let base = resolve(ctx, thread, ns, checkpoint)?;
     let saver = ctx.db.checkpointer();
     let config = CheckpointConfig::thread(thread).ns(ns).at(base.clone());
     let source = if replace.is_empty() { "fork" } else { "update" };
@@ -592,14 +477,14 @@ pub fn fork(
             "parent_checkpoint_id": base,
             "source": source,
             "replaced_channels": channels,
-        }));
+        }))?;
         return Ok(());
     }
-    println!("new checkpoint {new_id}");
-    println!("  parent  {base}");
-    println!("  source  {source}");
+    output::line(&format!("new checkpoint {new_id}"))?;
+    output::line(&format!("  parent  {base}"))?;
+    output::line(&format!("  source  {source}"))?;
     if !channels.is_empty() {
-        println!("  replaced {}", channels.join(", "));
+        output::line(&format!("  replaced {}", channels.join(", ")))?;
     }
     Ok(())
 }
@@ -607,17 +492,11 @@ pub fn fork(
 // ---------------------------------------------------------------------------
 // copy, prune, delete
 
-/// Rows of `thread` in (checkpoints, checkpoint_blobs, checkpoint_writes).
-fn counts(conn: &Connection, thread: &str) -> CliResult<[usize; 3]> {
-    let mut out = [0; 3];
-    for (i, table) in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"].iter().enumerate() {
-        let n: i64 =
-            conn.query_row(&format!("SELECT COUNT(*) FROM {table} WHERE thread_id = ?1"), [thread], |r| {
-                r.get(0)
-            })?;
-        out[i] = n as usize;
-    }
-    Ok(out)
+/// Rows of `thread` as `[checkpoints, blobs, pending writes]`.
+fn counts(ctx: &Ctx, thread: &str) -> CliResult<[usize; 3]> {
+    let ThreadCounts { checkpoints, blobs, pending_writes, .. } =
+        ctx.db.checkpointer().thread_counts(thread)?;
+    Ok([checkpoints as usize, blobs as usize, pending_writes as usize])
 }
 
 /// `copy`: the whole thread under a new id.
@@ -628,38 +507,36 @@ pub fn copy(ctx: &Ctx, from: &str, to: &str) -> CliResult {
     if to.is_empty() {
         return Err(Failure::usage("copy: the target thread id is empty"));
     }
-    let conn = ctx.ro()?;
-    if !thread_exists(&conn, from)? {
+    if !ctx.db.checkpointer().has_thread(from)? {
         return Err(unknown_thread(from));
     }
     let pb = output::spinner(&format!("copying thread {from} to {to}"));
     let res = ctx.db.checkpointer().copy_thread(from, to);
     pb.finish_and_clear();
     res?;
-    let [c, b, w] = counts(&conn, to)?;
+    let [c, b, w] = counts(ctx, to)?;
     if ctx.json {
-        output::json(&json!({"from": from, "to": to, "checkpoints": c, "blobs": b, "pending_writes": w}));
+        output::json(&json!({"from": from, "to": to, "checkpoints": c, "blobs": b, "pending_writes": w}))?;
     } else {
-        println!(
+        output::line(&format!(
             "copied thread {from} to {to}: {}, {}, {}",
             plural(c, "checkpoint"),
             plural(b, "blob"),
             plural(w, "pending write")
-        );
+        ))?;
     }
     Ok(())
 }
 
 /// `prune`: keep the latest checkpoint per namespace, or delete threads.
 pub fn prune(ctx: &Ctx, ids: &[String], all: bool, strategy: Strategy) -> CliResult {
-    let conn = ctx.ro()?;
     let mut threads: Vec<String> = if all {
-        conn.prepare("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id")?
-            .query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?
+        let mut all: Vec<String> = ctx.db.threads()?.into_iter().map(|t| t.thread_id).collect();
+        all.sort();
+        all
     } else {
         for t in ids {
-            if !thread_exists(&conn, t)? {
+            if !ctx.db.checkpointer().has_thread(t)? {
                 return Err(unknown_thread(t));
             }
         }
@@ -675,13 +552,13 @@ pub fn prune(ctx: &Ctx, ids: &[String], all: bool, strategy: Strategy) -> CliRes
     let pb = output::bar(threads.len() as u64, "pruning");
     let mut report = vec![];
     for t in &threads {
-        let before = counts(&conn, t)?;
+        let before = counts(ctx, t)?;
         let res = saver.prune(&[t], lib_strategy);
         if let Err(e) = res {
             pb.finish_and_clear();
             return Err(e.into());
         }
-        let after = counts(&conn, t)?;
+        let after = counts(ctx, t)?;
         report.push((t.clone(), before, after));
         pb.inc(1);
     }
@@ -699,14 +576,14 @@ pub fn prune(ctx: &Ctx, ids: &[String], all: bool, strategy: Strategy) -> CliRes
                 })
             })
             .collect();
-        output::json(&json!({"strategy": name, "threads": out}));
+        output::json(&json!({"strategy": name, "threads": out}))?;
         return Ok(());
     }
     if report.is_empty() {
-        println!("no threads to prune");
+        output::line("no threads to prune")?;
         return Ok(());
     }
-    println!("prune ({name}):");
+    output::line(&format!("prune ({name}):"))?;
     let mut table =
         Table::new(["THREAD", "CHECKPOINTS REMOVED", "BLOBS REMOVED", "WRITES REMOVED", "CHECKPOINTS KEPT"]);
     for (t, b, a) in &report {
@@ -718,27 +595,26 @@ pub fn prune(ctx: &Ctx, ids: &[String], all: bool, strategy: Strategy) -> CliRes
             a[0].to_string(),
         ]);
     }
-    table.print();
+    table.print()?;
     Ok(())
 }
 
 /// `delete`: the thread, in every namespace.
 pub fn delete(ctx: &Ctx, thread: &str) -> CliResult {
-    let conn = ctx.ro()?;
-    let [c, b, w] = counts(&conn, thread)?;
+    let [c, b, w] = counts(ctx, thread)?;
     if c + b + w == 0 {
         return Err(unknown_thread(thread));
     }
     ctx.db.checkpointer().delete_thread(thread)?;
     if ctx.json {
-        output::json(&json!({"thread_id": thread, "checkpoints": c, "blobs": b, "pending_writes": w}));
+        output::json(&json!({"thread_id": thread, "checkpoints": c, "blobs": b, "pending_writes": w}))?;
     } else {
-        println!(
+        output::line(&format!(
             "deleted thread {thread}: {}, {}, {}",
             plural(c, "checkpoint"),
             plural(b, "blob"),
             plural(w, "pending write")
-        );
+        ))?;
     }
     Ok(())
 }
@@ -753,20 +629,24 @@ pub fn retain(
     if keep_last.is_none() && max_age_minutes.is_none() {
         return Err(Failure::new(crate::exit::USAGE, "retain needs --keep-last and/or --max-age-minutes"));
     }
-    let mut policy =
-        agentstate::checkpoint::Retention { keep_last: keep_last.map(|n| n.max(1)), ..Default::default() };
+    if keep_last == Some(0) {
+        return Err(Failure::usage("--keep-last must be at least 1 (the newest checkpoint always stays)"));
+    }
+    let mut policy = agentstate::checkpoint::Retention { keep_last, ..Default::default() };
     if let Some(m) = max_age_minutes {
         if !m.is_finite() || m < 0.0 {
-            return Err(Failure::new(crate::exit::USAGE, "--max-age-minutes must be a number >= 0"));
+            return Err(Failure::usage("--max-age-minutes must be a number >= 0"));
         }
-        policy.max_age = Some(std::time::Duration::from_secs_f64(m * 60.0));
+        let age = std::time::Duration::try_from_secs_f64(m * 60.0)
+            .map_err(|_| Failure::usage(format!("--max-age-minutes {m} is too large")))?;
+        policy.max_age = Some(age);
     }
     policy.exempt = exempt.into_iter().collect();
     let removed = ctx.db.checkpointer().apply_retention(&policy)?;
     if ctx.json {
-        output::json(&json!({"removed_checkpoints": removed}));
+        output::json(&json!({"removed_checkpoints": removed}))?;
     } else {
-        println!("retention removed {}", plural(removed, "checkpoint"));
+        output::line(&format!("retention removed {}", plural(removed, "checkpoint")))?;
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! Listing checkpoints: [`Checkpointer::list`] and the streaming
-//! [`History`].
+//! [`ListIter`].
 
 use rusqlite::params_from_iter;
 
@@ -9,7 +9,7 @@ use super::Checkpointer;
 use crate::error::Result;
 use crate::filter::Filter;
 
-/// Checkpoints fetched per page by a [`History`].
+/// Checkpoints fetched per page by a [`ListIter`].
 const PAGE: usize = 64;
 
 impl Checkpointer {
@@ -17,7 +17,7 @@ impl Checkpointer {
     /// and namespaces), each with its values and pending writes. The metadata
     /// filter uses the [filter language](crate::filter).
     ///
-    /// This collects [`history`](Self::history); iterate that instead to keep
+    /// This collects [`list_iter`](Self::list_iter); iterate that instead to keep
     /// memory constant on long threads.
     ///
     /// # Errors
@@ -26,7 +26,7 @@ impl Checkpointer {
     /// - decoding and database errors as for
     ///   [`get_tuple`](Self::get_tuple).
     pub fn list(&self, query: &ListQuery) -> Result<Vec<CheckpointTuple>> {
-        self.history(query)?.collect()
+        self.list_iter(query)?.collect()
     }
 
     /// The checkpoints of [`list`](Self::list), one at a time: pages of a few
@@ -39,7 +39,7 @@ impl Checkpointer {
     /// [`Error::InvalidFilter`](crate::Error::InvalidFilter) at once if the
     /// filter does not parse; each item may then be a decoding or database
     /// error, after which the iterator ends.
-    pub fn history(&self, query: &ListQuery) -> Result<History> {
+    pub fn list_iter(&self, query: &ListQuery) -> Result<ListIter> {
         let filter = query.filter.as_ref().map(Filter::parse).transpose()?;
         let mut sql = format!("SELECT {ROW_COLUMNS} FROM checkpoints WHERE 1");
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
@@ -74,7 +74,7 @@ impl Checkpointer {
         } else {
             format!("{sql} AND (checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?){order}")
         };
-        Ok(History {
+        Ok(ListIter {
             saver: self.clone(),
             first_page,
             next_page,
@@ -90,8 +90,8 @@ impl Checkpointer {
 }
 
 /// The checkpoints of a [`ListQuery`], newest first, read a page at a time.
-/// Made by [`Checkpointer::history`].
-pub struct History {
+/// Made by [`Checkpointer::list_iter`].
+pub struct ListIter {
     saver: Checkpointer,
     first_page: String,
     next_page: String,
@@ -105,13 +105,13 @@ pub struct History {
     done: bool,
 }
 
-impl std::fmt::Debug for History {
+impl std::fmt::Debug for ListIter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("History").field("remaining", &self.remaining).finish_non_exhaustive()
+        f.debug_struct("ListIter").field("remaining", &self.remaining).finish_non_exhaustive()
     }
 }
 
-impl History {
+impl ListIter {
     fn fetch(&mut self) -> Result<Vec<CheckpointTuple>> {
         let want = self.remaining.map_or(PAGE, |r| r.min(PAGE));
         if want == 0 {
@@ -161,7 +161,7 @@ impl History {
     }
 }
 
-impl Iterator for History {
+impl Iterator for ListIter {
     type Item = Result<CheckpointTuple>;
 
     fn next(&mut self) -> Option<Result<CheckpointTuple>> {
