@@ -7,7 +7,7 @@
 //!
 //! `cargo run --release --example bench_checkpointer -- [--steps 1000] [--full]`
 //!
-//! One difference is forced by the storage layout (DESIGN.md decision 1):
+//! One difference is forced by the storage layout (docs/design.md, "Checkpoint storage"):
 //! the first step lists every channel in `new_versions` (as LangGraph's
 //! runtime does for its input step), so that the unchanged channels get their
 //! one blob; Python's bench never lists them, which SqliteSaver tolerates

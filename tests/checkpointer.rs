@@ -1,8 +1,6 @@
-//! The checkpointer's contract, through the public API.
-//!
-//! Test names cite the section of `shared/reference/langgraph-persistence.md`
-//! they follow (`ref14_n` = section 14, case n) or the DESIGN.md decision
-//! they pin (`decision_n`).
+//! The checkpointer's contract, through the public API: LangGraph's
+//! `BaseCheckpointSaver` behaviour, and where we differ on purpose (each such
+//! test says so and names the section of `docs/design.md`).
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersion, ChannelVersions, PendingWrite};
 use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, Error, ListQuery, Metadata, PruneStrategy};
@@ -57,7 +55,7 @@ fn put_chain(s: &Checkpointer, thread: &str, ns: &str, n: usize) -> Vec<String> 
 }
 
 #[test]
-fn ref14_1_put_returns_canonical_config() {
+fn put_returns_the_canonical_config() {
     let s = saver();
     let c = cp();
     let out = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &none()).unwrap();
@@ -68,7 +66,7 @@ fn ref14_1_put_returns_canonical_config() {
 }
 
 #[test]
-fn ref14_2_latest_and_parent_config() {
+fn get_tuple_without_id_is_the_latest_with_its_parent_config() {
     let s = saver();
     let ids = put_chain(&s, "t", "", 3);
     let t = s.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
@@ -80,7 +78,7 @@ fn ref14_2_latest_and_parent_config() {
 }
 
 #[test]
-fn ref14_3_unknown_thread_or_id_is_none() {
+fn an_unknown_thread_or_id_reads_as_none() {
     let s = saver();
     put_chain(&s, "t", "", 1);
     assert!(s.get_tuple(&CheckpointConfig::thread("unknown")).unwrap().is_none());
@@ -92,7 +90,7 @@ fn ref14_3_unknown_thread_or_id_is_none() {
 /// defaults a missing one to `""` like `get_tuple` does. A missing
 /// `thread_id` is a typed error.
 #[test]
-fn ref14_4_config_needs_a_thread_id() {
+fn a_config_needs_a_thread_id() {
     let err = CheckpointConfig::from_json(&json!({"configurable": {"checkpoint_ns": ""}})).unwrap_err();
     assert!(matches!(err, Error::InvalidConfig(_)));
     let cfg = CheckpointConfig::from_json(&json!({"configurable": {"thread_id": "t"}})).unwrap();
@@ -107,7 +105,7 @@ fn ref14_4_config_needs_a_thread_id() {
 }
 
 #[test]
-fn ref14_5_list_newest_first_and_all_namespaces_without_ns() {
+fn list_is_newest_first_and_spans_namespaces_when_none_is_given() {
     let s = saver();
     let root = put_chain(&s, "t", "", 4);
     let child = put_chain(&s, "t", "child:1", 2);
@@ -121,7 +119,7 @@ fn ref14_5_list_newest_first_and_all_namespaces_without_ns() {
 }
 
 #[test]
-fn ref14_6_list_all_threads_sorted_by_id_desc() {
+fn list_of_all_threads_is_sorted_by_id_descending() {
     let s = saver();
     let u = put_chain(&s, "u", "", 1);
     let t = put_chain(&s, "t", "", 3);
@@ -135,7 +133,7 @@ fn ref14_6_list_all_threads_sorted_by_id_desc() {
 /// does not carry over: `before` is a checkpoint id, so there is no
 /// "before without an id".
 #[test]
-fn ref14_7_before_and_limit() {
+fn list_before_and_limit() {
     let s = saver();
     let ids_ = put_chain(&s, "t", "", 4);
     let got = s.list(&ListQuery::thread("t").namespace("").before(&ids_[2])).unwrap();
@@ -145,14 +143,14 @@ fn ref14_7_before_and_limit() {
 }
 
 #[test]
-fn ref14_8_limit_zero_is_empty() {
+fn list_with_limit_zero_is_empty() {
     let s = saver();
     put_chain(&s, "t", "", 2);
     assert!(s.list(&ListQuery::thread("t").limit(0)).unwrap().is_empty());
 }
 
 #[test]
-fn ref14_9_metadata_filters() {
+fn list_filters_on_metadata() {
     let s = saver();
     put_chain(&s, "t", "", 4);
     let count = |f: Value| s.list(&ListQuery::thread("t").filter(f)).unwrap().len();
@@ -163,7 +161,7 @@ fn ref14_9_metadata_filters() {
 }
 
 #[test]
-fn ref14_10_custom_metadata_keys() {
+fn custom_metadata_keys_are_kept_and_filterable() {
     let s = saver();
     s.put(
         &CheckpointConfig::thread("t"),
@@ -178,7 +176,7 @@ fn ref14_10_custom_metadata_keys() {
 }
 
 #[test]
-fn ref14_11_dotted_keys_are_nested_paths() {
+fn dotted_filter_keys_are_nested_paths() {
     let s = saver();
     let m: Map<String, Value> = serde_json::from_value(
         json!({"user": {"access-level": "nested", "123abc": "ok2"}, "access-level": "public"}),
@@ -195,17 +193,17 @@ fn ref14_11_dotted_keys_are_nested_paths() {
 }
 
 #[test]
-fn ref14_12_bad_filter_key_is_a_typed_error() {
+fn a_bad_filter_key_is_a_typed_error() {
     let s = saver();
     let err = s.list(&ListQuery::thread("t").filter(json!({"bad key": 1}))).unwrap_err();
     assert!(matches!(err, Error::InvalidFilter { .. }));
     assert!(err.to_string().starts_with("Invalid filter key: 'bad key'."), "{err}");
 }
 
-/// Decision 8: `{"k": null}` matches null or missing (the SqliteSaver side of
+/// `{"k": null}` matches null or missing (the SqliteSaver side of
 /// case 13).
 #[test]
-fn ref14_13_null_filter_matches_missing() {
+fn a_null_filter_matches_a_missing_key() {
     let s = saver();
     put_chain(&s, "t", "", 3);
     assert_eq!(s.list(&ListQuery::thread("t").filter(json!({"absent": null}))).unwrap().len(), 3);
@@ -213,7 +211,7 @@ fn ref14_13_null_filter_matches_missing() {
 
 /// Decision: like SqliteSaver, the key `writes` is kept (Postgres strips it).
 #[test]
-fn ref14_14_writes_key_is_kept_and_filterable() {
+fn metadata_key_writes_is_kept_and_filterable() {
     let s = saver();
     s.put(
         &CheckpointConfig::thread("t"),
@@ -226,7 +224,7 @@ fn ref14_14_writes_key_is_kept_and_filterable() {
 }
 
 #[test]
-fn ref14_15_metadata_merge_from_config() {
+fn put_merges_config_entries_into_metadata() {
     let s = saver();
     let cfg = CheckpointConfig::from_json(&json!({
         "configurable": {"thread_id": "t", "checkpoint_ns": "", "__x": "s", "foo": "bar", "n": 5,
@@ -249,7 +247,7 @@ fn pw(task: &str, ch: &str, v: Value) -> PendingWrite {
 }
 
 #[test]
-fn ref14_16_writes_idx_map_and_order() {
+fn special_writes_get_fixed_indexes_and_writes_come_back_in_task_order() {
     let s = saver();
     let c = cp();
     let cfg = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &none()).unwrap();
@@ -278,7 +276,7 @@ fn ref14_16_writes_idx_map_and_order() {
 }
 
 #[test]
-fn ref14_17_put_writes_is_idempotent() {
+fn put_writes_is_idempotent() {
     let s = saver();
     let cfg = s.put(&CheckpointConfig::thread("t"), &cp(), &meta("input", -1), &none()).unwrap();
     s.put_writes(&cfg, &[("ch", json!("val"))], "T", "").unwrap();
@@ -286,10 +284,10 @@ fn ref14_17_put_writes_is_idempotent() {
     assert_eq!(s.get_tuple(&cfg).unwrap().unwrap().pending_writes.len(), 1);
 }
 
-/// Decision 2: a call whose writes are all special upserts; any other call is
+/// a call whose writes are all special upserts; any other call is
 /// insert-or-ignore, special rows included.
 #[test]
-fn ref14_18_decision_2_special_upsert_only_when_all_special() {
+fn special_writes_upsert_only_when_every_write_of_the_call_is_special() {
     let s = saver();
     let cfg = s.put(&CheckpointConfig::thread("t"), &cp(), &meta("input", -1), &none()).unwrap();
     s.put_writes(&cfg, &[("__error__", json!("e1")), ("ch", json!("a"))], "T", "").unwrap();
@@ -302,7 +300,7 @@ fn ref14_18_decision_2_special_upsert_only_when_all_special() {
 }
 
 #[test]
-fn ref14_19_writes_belong_to_their_checkpoint() {
+fn writes_belong_to_their_checkpoint() {
     let s = saver();
     let a = s.put(&CheckpointConfig::thread("t"), &cp(), &meta("input", -1), &none()).unwrap();
     s.put_writes(&a, &[("ch", json!(1))], "T", "").unwrap();
@@ -312,7 +310,7 @@ fn ref14_19_writes_belong_to_their_checkpoint() {
 }
 
 #[test]
-fn ref14_20_writes_isolated_by_namespace() {
+fn writes_are_isolated_by_namespace() {
     let s = saver();
     let c = cp();
     let root = s.put(&CheckpointConfig::thread("t"), &c, &meta("input", -1), &none()).unwrap();
@@ -324,7 +322,7 @@ fn ref14_20_writes_isolated_by_namespace() {
 }
 
 #[test]
-fn ref14_21_delete_thread() {
+fn delete_thread_removes_every_namespace() {
     let s = saver();
     put_chain(&s, "t", "", 2);
     put_chain(&s, "t", "child:1", 2);
@@ -335,10 +333,10 @@ fn ref14_21_delete_thread() {
     s.delete_thread("nope").unwrap();
 }
 
-/// Decision 3: re-putting an id replaces checkpoint and metadata and keeps the
+/// re-putting an id replaces checkpoint and metadata and keeps the
 /// stored parent (Postgres behaviour); writes survive.
 #[test]
-fn ref14_22_decision_3_reput_keeps_parent() {
+fn re_putting_an_id_replaces_it_and_keeps_its_parent() {
     let s = saver();
     let ids_ = put_chain(&s, "t", "", 2);
     let target = CheckpointConfig::thread("t").at(&ids_[1]);
@@ -355,7 +353,7 @@ fn ref14_22_decision_3_reput_keeps_parent() {
 }
 
 #[test]
-fn ref14_24_channel_values_round_trip() {
+fn channel_values_round_trip() {
     let s = saver();
     let vals =
         json!({"str_val": "hello", "int_val": 42, "list_val": [1, 2, 3], "dict_val": {"nested": true}});
@@ -419,7 +417,7 @@ fn put_refuses_a_changed_channel_left_out_of_new_versions() {
 }
 
 #[test]
-fn ref14_27_ids_and_versions() {
+fn ids_sort_by_creation_and_versions_count_up() {
     let ids: Vec<String> = (0..10_000).map(|_| uuid6(None).to_string()).collect();
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
     assert!(ids.iter().all(|i| &i[14..15] == "6"));
@@ -437,7 +435,7 @@ fn with_writes(s: &Checkpointer, thread: &str) -> Vec<String> {
 }
 
 #[test]
-fn ref14_31_copy_thread() {
+fn copy_thread_copies_everything_and_refuses_a_non_empty_target() {
     let s = saver();
     let (c, nv) = cp_with(json!({"msgs": ["a", "b"]}));
     let cfg = s.put(&CheckpointConfig::thread("src"), &c, &meta("input", -1), &nv).unwrap();
@@ -466,7 +464,7 @@ fn ref14_31_copy_thread() {
 }
 
 #[test]
-fn ref14_32_prune() {
+fn prune_keeps_the_latest_or_deletes() {
     let s = saver();
     let root = with_writes(&s, "t");
     let child = put_chain(&s, "t", "child:1", 2);
@@ -489,7 +487,7 @@ fn ref14_32_prune() {
 }
 
 #[test]
-fn ref14_33_delete_for_runs() {
+fn delete_for_runs_removes_the_runs_checkpoints() {
     let s = saver();
     let a =
         s.put(&CheckpointConfig::thread("t"), &cp(), &Metadata::new().with("run_id", "r1"), &none()).unwrap();
@@ -514,10 +512,10 @@ fn ref14_33_delete_for_runs() {
     assert!(s.get_tuple(&b).unwrap().is_some());
 }
 
-/// Decision 4: the metadata filter is the Store's filter language, so
+/// the metadata filter is the Store's filter language, so
 /// operators work on history too.
 #[test]
-fn decision_4_list_metadata_filter_uses_the_filter_language() {
+fn list_metadata_filter_uses_the_filter_language() {
     let s = saver();
     let all = put_chain(&s, "t", "", 8);
     let got = s.list(&ListQuery::thread("t").filter(json!({"step": {"$gte": 5}}))).unwrap();
@@ -528,9 +526,9 @@ fn decision_4_list_metadata_filter_uses_the_filter_language() {
     assert_eq!(got.len(), 3);
 }
 
-/// Decision 4: pending writes of every listed checkpoint come back with it.
+/// pending writes of every listed checkpoint come back with it.
 #[test]
-fn decision_4_list_includes_pending_writes() {
+fn list_includes_pending_writes() {
     let s = saver();
     let ids_ = with_writes(&s, "t");
     let got = s.list(&ListQuery::thread("t")).unwrap();
@@ -540,10 +538,10 @@ fn decision_4_list_includes_pending_writes() {
     assert_eq!(got.len(), ids_.len());
 }
 
-/// Decision 5: ids are UUIDv6 and sort by creation; versions use Python's
+/// ids are UUIDv6 and sort by creation; versions use Python's
 /// format, and integer versions are accepted.
 #[test]
-fn decision_5_integer_and_string_versions_both_work() {
+fn integer_and_string_versions_both_work() {
     let s = saver();
     let mut c = cp();
     let v = s.get_next_version(None);
@@ -584,11 +582,11 @@ fn a_version_reused_for_another_value_is_a_conflict_and_unchanged_channels_share
     assert_eq!(s.get(&cfg3).unwrap().unwrap().channel_values["msgs"], json!(["first"]));
 }
 
-/// Decision 6: fork creates a new checkpoint whose parent is the chosen one;
+/// fork creates a new checkpoint whose parent is the chosen one;
 /// the old branch is untouched; `fork_with` gives the changed channels new
 /// versions and shares the rest.
 #[test]
-fn decision_6_fork_and_fork_with() {
+fn fork_and_fork_with_branch_the_history() {
     let s = saver();
     let (c1, nv) = cp_with(json!({"msgs": ["a"], "profile": {"name": "x"}}));
     let cfg1 = s.put(&CheckpointConfig::thread("t"), &c1, &meta("loop", 0), &nv).unwrap();
@@ -633,11 +631,11 @@ fn unknown_checkpoint_keys_round_trip() {
     assert_eq!(s.get(&cfg).unwrap().unwrap(), c);
 }
 
-/// Decision 7: top-level keys are ANDed, dotted keys are nested paths, and a
+/// top-level keys are ANDed, dotted keys are nested paths, and a
 /// key outside `[A-Za-z0-9_.-]` (such as an SQL fragment) is a typed error,
 /// never spliced into SQL.
 #[test]
-fn decision_7_filter_keys_are_paths_and_validated() {
+fn filter_keys_are_paths_and_validated() {
     let s = saver();
     s.put(
         &CheckpointConfig::thread("t"),
@@ -656,10 +654,10 @@ fn decision_7_filter_keys_are_paths_and_validated() {
     assert_eq!(s.list(&ListQuery::thread("t")).unwrap().len(), 1, "nothing was harmed");
 }
 
-/// Decision 8 on history: types never compare across kinds, `$ne` matches a
+/// types never compare across kinds, `$ne` matches a
 /// missing key, `true` is not 1.
 #[test]
-fn decision_8_json_semantics_on_metadata() {
+fn metadata_filters_follow_json_semantics() {
     let s = saver();
     s.put(&CheckpointConfig::thread("t"), &cp(), &Metadata::new().with("step", 1).with("ok", true), &none())
         .unwrap();

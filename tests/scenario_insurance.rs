@@ -192,7 +192,7 @@ fn insurance_chat_with_rollback_branch() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(types, vec!["msgpack"], "values are stored as LangGraph's msgpack (decision 17)");
+    assert_eq!(types, vec!["msgpack"], "values are stored as LangGraph's msgpack");
 
     // Sharing: every checkpoint names the one 'user' blob; c1..c3 share the
     // greeting's messages blob; the branch shares the old 'user' blob.

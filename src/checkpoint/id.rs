@@ -1,4 +1,4 @@
-//! Checkpoint ids (UUIDv6, reference 1.6), channel versions (reference 1.7)
+//! Checkpoint ids (UUIDv6, as LangGraph makes them), channel versions (its format)
 //! and timestamps.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,7 +75,7 @@ pub(crate) fn uuid6_after(clock_seq: Option<i64>, after: Option<&str>) -> Uuid {
 }
 
 /// The version after `current`, in LangGraph's format:
-/// `"{counter+1:032}.{random:016}"` (reference 1.7). `None` starts at 1; an
+/// `"{counter+1:032}.{random:016}"`. `None` starts at 1; an
 /// integer or a string version continues its counter.
 pub fn next_version(current: Option<&ChannelVersion>) -> ChannelVersion {
     let n = current.map(ChannelVersion::counter).unwrap_or(0);
@@ -136,7 +136,6 @@ pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
 mod tests {
     use super::*;
 
-    // reference 14 case 27
     #[test]
     fn ids_are_strictly_increasing_version_6_and_clock_seq_is_settable() {
         let ids: Vec<String> = (0..10_000).map(|_| uuid6(None).to_string()).collect();
@@ -150,7 +149,6 @@ mod tests {
         assert_eq!(uuid6(Some(5)).to_string().split('-').nth(3), Some("8005"));
     }
 
-    // reference 14 case 23
     #[test]
     fn versions_follow_python_format() {
         let v = next_version(None).to_string();

@@ -34,7 +34,7 @@ impl Checkpointer {
     }
 
     /// Removes every checkpoint, blob and write of `thread_id`, in every
-    /// namespace (reference 2.5). An unknown thread is a no-op.
+    /// namespace. An unknown thread is a no-op.
     ///
     /// # Errors
     /// Database errors; nothing is deleted then.
@@ -51,7 +51,7 @@ impl Checkpointer {
 
     /// Copies every checkpoint, blob and write of thread `src`, in every
     /// namespace, to thread `dst`, keeping ids, parents, metadata and task
-    /// paths (reference 2.6). `src` is unchanged. A missing `src` leaves
+    /// paths. `src` is unchanged. A missing `src` leaves
     /// `dst` empty.
     ///
     /// # Errors
@@ -96,7 +96,7 @@ impl Checkpointer {
         })
     }
 
-    /// Shrinks the history of `thread_ids` (reference 2.6):
+    /// Shrinks the history of `thread_ids`:
     /// [`PruneStrategy::KeepLatest`] keeps the newest checkpoint of each
     /// (thread, namespace) with its writes; [`PruneStrategy::Delete`] removes
     /// the threads. Blobs that no remaining checkpoint references are
@@ -140,7 +140,7 @@ impl Checkpointer {
 
     /// Removes every checkpoint whose `metadata.run_id` is one of `run_ids`,
     /// across threads and namespaces, with its writes; blobs no remaining
-    /// checkpoint references are removed (reference 2.6). Empty or unknown
+    /// checkpoint references are removed. Empty or unknown
     /// ids are a no-op.
     ///
     /// # Errors

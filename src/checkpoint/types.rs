@@ -11,7 +11,7 @@ use super::value::ChannelValue;
 use crate::error::{Error, Result};
 
 /// Which checkpoint an operation is about: LangGraph's
-/// `config["configurable"]` (reference 1.1), typed.
+/// `config["configurable"]`, typed.
 ///
 /// `checkpoint_ns` is `""` for the root graph; subgraphs use `"node:task_id"`
 /// joined with `|`. `checkpoint_id` means "this exact checkpoint" for reads,
@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 /// writes belong to" for [`put_writes`](crate::Checkpointer::put_writes).
 ///
 /// `extra` and `metadata` only matter for `put`: their string, number and
-/// bool entries are merged into the stored metadata (reference 1.3).
+/// bool entries are merged into the stored metadata.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CheckpointConfig {
     /// The conversation / run thread.
@@ -114,7 +114,7 @@ impl CheckpointConfig {
 }
 
 /// A channel version: LangGraph's string format
-/// `"{counter:032}.{random:016}"` (reference 1.7), or an integer (the
+/// `"{counter:032}.{random:016}"`, or an integer (the
 /// conformance suite and older graphs use integers). All versions of one
 /// thread should be of one kind.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -168,7 +168,7 @@ impl From<String> for ChannelVersion {
 /// Channel name -> version.
 pub type ChannelVersions = BTreeMap<String, ChannelVersion>;
 
-/// One snapshot of a graph's state (reference 1.2).
+/// One snapshot of a graph's state.
 ///
 /// Keys this struct does not name (such as the legacy `pending_sends`) are
 /// kept in `extra` and round-trip unchanged.
@@ -237,7 +237,7 @@ impl Default for Checkpoint {
     }
 }
 
-/// Checkpoint metadata (reference 1.3): a JSON object with the well-known
+/// Checkpoint metadata: a JSON object with the well-known
 /// keys `source`, `step`, `parents`, `run_id`, and any others you add. Every
 /// key is kept and filterable with the [filter language](crate::filter).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -306,7 +306,7 @@ pub struct PendingWrite {
     pub value: Value,
 }
 
-/// A checkpoint with everything needed to resume from it (reference 1.4).
+/// A checkpoint with everything needed to resume from it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckpointTuple {
     /// The canonical config of this checkpoint (thread, namespace, id).
