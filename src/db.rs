@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+use crate::commit::{Committer, Job};
 use crate::error::{Error, Result};
 use crate::pool::{Pool, Pooled};
 
@@ -39,6 +40,7 @@ pub struct DbBuilder {
     pool_size: u32,
     busy_timeout: Duration,
     read_only: bool,
+    write_behind: bool,
 }
 
 impl Default for DbBuilder {
@@ -48,6 +50,7 @@ impl Default for DbBuilder {
             pool_size: 8,
             busy_timeout: Duration::from_secs(10),
             read_only: false,
+            write_behind: false,
         }
     }
 }
@@ -70,6 +73,34 @@ impl DbBuilder {
     /// [`Error::Busy`] (default 10 s).
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;
+        self
+    }
+
+    /// Write checkpoints behind the caller (default `false`), like
+    /// LangGraph's `durability="async"`: [`Checkpointer::put`],
+    /// [`put_writes`](crate::Checkpointer::put_writes) and
+    /// [`Step::commit`](crate::Step::commit) return once the write is queued,
+    /// and a background thread commits what is queued together, one
+    /// transaction (and, with [`Durability::Full`], one fsync) for many
+    /// writes.
+    ///
+    /// What it guarantees:
+    /// - each write is still all or nothing: a crash loses at most the writes
+    ///   not yet committed, never part of one, and never a write committed
+    ///   before a later one that survived (the queue commits in order);
+    /// - reads through this `Db` see every write queued before them (a read
+    ///   waits for the queue first);
+    /// - [`Db::flush`] returns once everything queued is committed, and
+    ///   dropping the last handle of the `Db` commits what is queued;
+    /// - a write that fails once queued (a [`Error::Conflict`] from a step
+    ///   whose parent is no longer the head, a full disk) is reported by the
+    ///   next write or by `flush`.
+    ///
+    /// Store writes and maintenance calls (prune, delete, copy, retention)
+    /// are never deferred; they wait for the queue first.
+    #[must_use]
+    pub fn write_behind(mut self, on: bool) -> Self {
+        self.write_behind = on;
         self
     }
 
@@ -168,13 +199,33 @@ impl DbBuilder {
         }
         // An in-memory database lives in its one connection.
         let size = if path.is_some() { self.pool_size as usize } else { 1 };
-        let pool = Pool::new(first, size, busy.max(Duration::from_secs(30)), Box::new(open));
-        Ok(Db { inner: Arc::new(Inner { pool, path, durability, busy_timeout: busy }) })
+        let pool = Arc::new(Pool::new(first, size, busy.max(Duration::from_secs(30)), Box::new(open)));
+        // Group commit with fsync on every commit; write-behind on request.
+        // An in-memory database has one connection: it writes in the caller.
+        let behind = self.write_behind && !read_only;
+        let committer = if (behind || durability == Durability::Full) && path.is_some() && !read_only {
+            Some(Committer::start(pool.clone(), busy)?)
+        } else {
+            None
+        };
+        Ok(Db {
+            inner: Arc::new(Inner {
+                committer,
+                behind: behind && path.is_some(),
+                pool,
+                path,
+                durability,
+                busy_timeout: busy,
+            }),
+        })
     }
 }
 
 struct Inner {
-    pool: Pool,
+    /// Declared before the pool: dropped first, it commits what is queued.
+    committer: Option<Committer>,
+    behind: bool,
+    pool: Arc<Pool>,
     path: Option<PathBuf>,
     durability: Durability,
     busy_timeout: Duration,
@@ -272,6 +323,7 @@ impl Db {
     /// Runs `f` on a pooled connection (reads; no explicit transaction unless
     /// `f` opens one).
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.settle();
         let conn = self.conn()?;
         f(&conn)
     }
@@ -280,6 +332,7 @@ impl Db {
     /// the file. (BEGIN/COMMIT go through cached statements: this sits on
     /// every read path.)
     pub(crate) fn snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.settle();
         let conn = self.conn()?;
         conn.prepare_cached("BEGIN")?.execute([])?;
         let out = f(&conn);
@@ -296,24 +349,73 @@ impl Db {
     /// Runs `f` inside a `BEGIN IMMEDIATE` transaction and commits; any error
     /// rolls everything back. If the database stays busy (another writer),
     /// the whole transaction is retried until the busy timeout has passed.
-    pub(crate) fn write<T>(&self, mut f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+    pub(crate) fn write<T>(&self, f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        self.settle();
         let mut conn = self.conn()?;
-        let deadline = Instant::now() + self.inner.busy_timeout;
-        let mut pause = Duration::from_millis(1);
-        loop {
-            let attempt = (|| {
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let out = f(&tx)?;
-                tx.commit()?;
-                Ok(out)
-            })();
-            match attempt {
-                Err(Error::Busy) if Instant::now() < deadline => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(50));
-                }
-                other => return other,
+        write_on(&mut conn, self.inner.busy_timeout, f)
+    }
+
+    /// Runs a checkpoint write `job`: queued behind the caller with
+    /// [`DbBuilder::write_behind`], through the group committer with
+    /// [`Durability::Full`], in the caller otherwise.
+    pub(crate) fn submit(&self, job: Job) -> Result<()> {
+        match &self.inner.committer {
+            Some(c) if self.inner.behind => c.run_behind(job),
+            Some(c) => c.run_and_wait(job),
+            None => {
+                let mut conn = self.conn()?;
+                write_on(&mut conn, self.inner.busy_timeout, |tx| job(tx))
             }
+        }
+    }
+
+    /// Waits for queued writes, if any: what runs next sees them.
+    pub(crate) fn settle(&self) {
+        if let Some(c) = &self.inner.committer {
+            c.wait();
+        }
+    }
+
+    /// Commits every write queued behind the caller (see
+    /// [`DbBuilder::write_behind`]) and returns when they are durable (as
+    /// durable as the [`Durability`] says). A no-op without write-behind.
+    ///
+    /// # Errors
+    /// The first error of a queued write not reported yet (for example
+    /// [`Error::Conflict`] from a step whose parent was no longer the head, or
+    /// [`Error::DiskFull`]); the writes that succeeded are committed all the
+    /// same.
+    pub fn flush(&self) -> Result<()> {
+        match &self.inner.committer {
+            Some(c) => c.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Runs `f` inside a `BEGIN IMMEDIATE` transaction on `conn` and commits; any
+/// error rolls everything back. While the database is busy (another writer),
+/// the whole transaction is retried until `busy` has passed.
+pub(crate) fn write_on<T>(
+    conn: &mut Connection,
+    busy: Duration,
+    mut f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>,
+) -> Result<T> {
+    let deadline = Instant::now() + busy;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let attempt = (|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })();
+        match attempt {
+            Err(Error::Busy) if Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            other => return other,
         }
     }
 }

@@ -175,6 +175,53 @@ impl Error {
         Error::InvalidFilter { key: key.to_string(), reason: reason.to_string() }
     }
 
+    /// The same error again, for a second caller of one failed commit (the
+    /// cause, which cannot be copied, is kept as text).
+    pub(crate) fn replicate(&self) -> Error {
+        let text = |e: &Option<BoxError>| e.as_ref().map(|e| -> BoxError { e.to_string().into() });
+        match self {
+            Error::InvalidNamespace(m) => Error::InvalidNamespace(m.clone()),
+            Error::InvalidFilter { key, reason } => {
+                Error::InvalidFilter { key: key.clone(), reason: reason.clone() }
+            }
+            Error::InvalidConfig(m) => Error::InvalidConfig(m.clone()),
+            Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+            Error::NotFound(m) => Error::NotFound(m.clone()),
+            Error::Conflict(m) => Error::Conflict(m.clone()),
+            Error::DimensionMismatch { expected, got } => {
+                Error::DimensionMismatch { expected: *expected, got: *got }
+            }
+            Error::EmbedderMismatch { stored, configured } => {
+                Error::EmbedderMismatch { stored: stored.clone(), configured: configured.clone() }
+            }
+            Error::Embedding { message, source } => {
+                Error::Embedding { message: message.clone(), source: text(source) }
+            }
+            Error::Serialization { message, source } => {
+                Error::Serialization { message: message.clone(), source: text(source) }
+            }
+            Error::UnknownSerialization(m) => Error::UnknownSerialization(m.clone()),
+            Error::Busy => Error::Busy,
+            Error::DiskFull => Error::DiskFull,
+            Error::Corrupt { message, source } => {
+                Error::Corrupt { message: message.clone(), source: text(source) }
+            }
+            Error::NotAgentstate(m) => Error::NotAgentstate(m.clone()),
+            Error::SchemaTooNew { table, found, supported } => {
+                Error::SchemaTooNew { table, found: *found, supported: *supported }
+            }
+            Error::Sqlite { source } => match source {
+                rusqlite::Error::SqliteFailure(e, m) => {
+                    Error::Sqlite { source: rusqlite::Error::SqliteFailure(*e, m.clone()) }
+                }
+                other => Error::Sqlite {
+                    source: rusqlite::Error::ToSqlConversionFailure(other.to_string().into()),
+                },
+            },
+            Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
+        }
+    }
+
     pub(crate) fn corrupt(what: impl fmt::Display) -> Self {
         Error::Corrupt { message: what.to_string(), source: None }
     }

@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 pub mod codec;
+mod commit;
 mod db;
 mod error;
 pub mod filter;

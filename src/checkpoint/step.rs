@@ -4,15 +4,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rusqlite::{params, OptionalExtension};
+
 use serde_json::{Map, Value};
 
 use super::id::{now_iso8601, uuid6_after};
-use super::maintain::trim;
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata};
 use super::value::ChannelValue;
-use super::write::{encode_row, insert_checkpoint, sorted, write_blobs, PlannedBlob};
+use super::write::{encode_row, sorted, CheckpointJob, Head, PlannedBlob};
 use super::{delta, next_version, require_thread, Checkpointer};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Lists with fewer elements than this are stored whole on append: rewriting
 /// them costs little and keeps their reads to one row.
@@ -74,7 +74,7 @@ impl std::fmt::Debug for Step<'_> {
 impl Checkpointer {
     /// The first checkpoint of `config`'s thread and namespace (its
     /// `checkpoint_id` is ignored). [`commit`](Step::commit) fails with
-    /// [`Error::Conflict`] if the thread already has a checkpoint there, so
+    /// [`Error::Conflict`](crate::Error::Conflict) if the thread already has a checkpoint there, so
     /// two processes starting one thread cannot both create a root.
     pub fn start(&self, config: &CheckpointConfig) -> Step<'_> {
         Step {
@@ -91,7 +91,7 @@ impl Checkpointer {
 
     /// The checkpoint after `parent` (usually the tuple the last step
     /// returned, or [`get_tuple`](Self::get_tuple)'s latest).
-    /// [`commit`](Step::commit) fails with [`Error::Conflict`] if `parent` is
+    /// [`commit`](Step::commit) fails with [`Error::Conflict`](crate::Error::Conflict) if `parent` is
     /// no longer the newest checkpoint of its thread and namespace (another
     /// writer continued it), unless the step is a [`fork`](Step::fork).
     pub fn step<'a>(&'a self, parent: &'a CheckpointTuple) -> Step<'a> {
@@ -160,18 +160,21 @@ impl<'a> Step<'a> {
 
     /// Writes the checkpoint, in one transaction, and returns it as
     /// [`get_tuple`](Checkpointer::get_tuple) would read it (with no pending
-    /// writes yet).
+    /// writes yet). With [`write_behind`](crate::DbBuilder::write_behind),
+    /// it returns once the write is queued, and the errors below that only
+    /// the write can find (a conflict, a missing parent, the database's)
+    /// come from a later write or from [`Db::flush`](crate::Db::flush).
     ///
     /// # Errors
-    /// - [`Error::Conflict`] if the parent is no longer the newest checkpoint
+    /// - [`Error::Conflict`](crate::Error::Conflict) if the parent is no longer the newest checkpoint
     ///   of its thread and namespace (and this is not a fork), or if
     ///   [`start`](Checkpointer::start)'s thread already has one.
-    /// - [`Error::NotFound`] if a fork's parent does not exist (any more).
-    /// - [`Error::InvalidConfig`] if the thread id is empty.
-    /// - [`Error::InvalidArgument`] if the metadata nests too deeply to be
+    /// - [`Error::NotFound`](crate::Error::NotFound) if a fork's parent does not exist (any more).
+    /// - [`Error::InvalidConfig`](crate::Error::InvalidConfig) if the thread id is empty.
+    /// - [`Error::InvalidArgument`](crate::Error::InvalidArgument) if the metadata nests too deeply to be
     ///   read back.
-    /// - [`Error::Serialization`] if a value cannot be encoded.
-    /// - [`Error::Corrupt`] if the parent's stored list is missing.
+    /// - [`Error::Serialization`](crate::Error::Serialization) if a value cannot be encoded.
+    /// - [`Error::Corrupt`](crate::Error::Corrupt) if the parent's stored list is missing.
     /// - database errors; nothing is written then.
     pub fn commit(self) -> Result<CheckpointTuple> {
         let saver = self.saver;
@@ -236,52 +239,23 @@ impl<'a> Step<'a> {
         cp.versions_seen.extend(self.seen);
         cp.updated_channels = Some(sorted(changed));
         let (checkpoint_json, metadata_json) = encode_row(&cp, &metadata.0)?;
-        let (thread, ns, fork) = (&self.thread, &self.ns, self.fork);
-        let mut stored = vec![];
-        saver.db.write(|tx| {
-            let head: Option<String> = tx
-                .prepare_cached(
-                    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
-                     ORDER BY checkpoint_id DESC LIMIT 1",
-                )?
-                .query_row(params![thread, ns], |r| r.get(0))
-                .optional()?;
-            if fork {
-                let exists: bool = tx
-                    .prepare_cached(
-                        "SELECT EXISTS(SELECT 1 FROM checkpoints \
-                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3)",
-                    )?
-                    .query_row(params![thread, ns, parent_id], |r| r.get(0))?;
-                if !exists {
-                    return Err(Error::NotFound(format!(
-                        "checkpoint {} of thread '{thread}' (namespace '{ns}') to fork from",
-                        parent_id.as_deref().unwrap_or("<none>")
-                    )));
-                }
-            } else if head != parent_id {
-                return Err(match (&parent_id, head) {
-                    (None, Some(h)) => Error::Conflict(format!(
-                        "thread '{thread}' (namespace '{ns}') already has checkpoint {h}: continue it with step()"
-                    )),
-                    (_, h) => Error::Conflict(format!(
-                        "checkpoint {} is no longer the newest of thread '{thread}' (namespace '{ns}'; newest: {}): \
-                         another writer continued it; read the newest and retry, or fork on purpose",
-                        parent_id.as_deref().unwrap_or("<none>"),
-                        h.as_deref().unwrap_or("<none>")
-                    )),
-                });
-            }
-            stored = write_blobs(tx, thread, ns, &blobs)?;
-            insert_checkpoint(tx, thread, ns, &cp.id, parent_id.as_deref(), &metadata_json, &checkpoint_json)?;
-            if let Some(policy) = &saver.retention {
-                if policy.due(tx, thread, ns)? {
-                    trim(tx, thread, ns, policy)?;
-                }
-            }
-            Ok(())
+        let (thread, ns) = (&self.thread, &self.ns);
+        let head = match (&parent_id, self.fork) {
+            (Some(p), true) => Head::Exists(p.clone()),
+            (p, _) => Head::Is(p.clone()),
+        };
+        saver.submit_checkpoint(CheckpointJob {
+            thread: thread.clone(),
+            ns: ns.clone(),
+            id: cp.id.clone(),
+            parent: parent_id.clone(),
+            metadata_json,
+            checkpoint_json,
+            blobs,
+            relied: Vec::new(),
+            head,
+            retention: saver.retention.clone(),
         })?;
-        saver.remember(thread, ns, &blobs, &stored);
         Ok(CheckpointTuple {
             config: CheckpointConfig::canonical(thread, ns, &cp.id),
             parent_config: parent_id.as_deref().map(|p| CheckpointConfig::canonical(thread, ns, p)),

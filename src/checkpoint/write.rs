@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -13,6 +13,7 @@ use super::cache::BlobKey;
 use super::delta;
 use super::maintain::trim;
 use super::read::load_blob_bytes;
+use super::retention::Retention;
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, Metadata};
 use super::value::ChannelValue;
 use super::{merge_metadata, require_thread, special_idx, Checkpointer};
@@ -133,7 +134,7 @@ impl Checkpointer {
         }
         let mut blobs = Vec::new();
         // Channels whose stored blob this checkpoint relies on.
-        let mut relied: Vec<(&str, String)> = Vec::new();
+        let mut relied: Vec<(String, String)> = Vec::new();
         for (ch, version) in &checkpoint.channel_versions {
             let value = checkpoint.channel_values.get(ch);
             match new_versions.get(ch) {
@@ -149,46 +150,39 @@ impl Checkpointer {
                 },
                 None => {
                     if !value.is_some_and(ChannelValue::is_primitive) {
-                        relied.push((ch, version.to_string()));
+                        relied.push((ch.clone(), version.to_string()));
                     }
                 }
             }
         }
         let metadata = merge_metadata(config, metadata);
         let (checkpoint_json, metadata_json) = encode_row(checkpoint, &metadata)?;
-        let mut stored: Vec<bool> = vec![];
-        self.db.write(|tx| {
-            let mut exists = tx.prepare_cached(
-                "SELECT EXISTS(SELECT 1 FROM checkpoint_blobs \
-                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4)",
-            )?;
-            for (ch, version) in &relied {
-                if !exists.query_row(params![thread, ns, ch, version], |r| r.get::<_, bool>(0))? {
-                    return Err(Error::InvalidArgument(format!(
-                        "channel '{ch}' is at version {version}, which no earlier put stored, and is not in \
-                         new_versions: its value would be lost (list every changed channel in new_versions)"
-                    )));
-                }
-            }
-            stored = write_blobs(tx, thread, ns, &blobs)?;
-            insert_checkpoint(
-                tx,
-                thread,
-                ns,
-                &checkpoint.id,
-                config.checkpoint_id.as_deref(),
-                &metadata_json,
-                &checkpoint_json,
-            )?;
-            if let Some(policy) = &self.retention {
-                if policy.due(tx, thread, ns)? {
-                    trim(tx, thread, ns, policy)?;
-                }
-            }
-            Ok(())
-        })?;
-        self.remember(thread, ns, &blobs, &stored);
+        let job = CheckpointJob {
+            thread: thread.clone(),
+            ns: ns.clone(),
+            id: checkpoint.id.clone(),
+            parent: config.checkpoint_id.clone(),
+            metadata_json,
+            checkpoint_json,
+            blobs,
+            relied,
+            head: Head::Any,
+            retention: self.retention.clone(),
+        };
+        self.submit_checkpoint(job)?;
         Ok(CheckpointConfig::canonical(thread, ns, &checkpoint.id))
+    }
+
+    /// Writes a checkpoint job (in the caller, through the group committer,
+    /// or behind the caller: see
+    /// [`DbBuilder::write_behind`](crate::DbBuilder::write_behind)) and
+    /// remembers its values.
+    pub(super) fn submit_checkpoint(&self, job: CheckpointJob) -> Result<()> {
+        let job = Arc::new(job);
+        let run = job.clone();
+        self.db.submit(Box::new(move |tx| run.apply(tx)))?;
+        self.remember(&job.thread, &job.ns, &job.blobs);
+        Ok(())
     }
 
     /// Encodes one value `put` stores, as a delta when it extends the list
@@ -223,21 +217,18 @@ impl Checkpointer {
         })
     }
 
-    /// After a commit: the values written go to the value cache, the lists
-    /// to the delta bases.
-    pub(super) fn remember(&self, thread: &str, ns: &str, blobs: &[PlannedBlob], stored: &[bool]) {
-        for (b, inserted) in blobs.iter().zip(stored) {
+    /// After a write: the values written go to the value cache, the lists
+    /// to the delta bases. (A version that was already stored holds the
+    /// same value and bytes, so it is as good a base.)
+    pub(super) fn remember(&self, thread: &str, ns: &str, blobs: &[PlannedBlob]) {
+        for b in blobs {
             let key: BlobKey = (thread.to_string(), ns.to_string(), b.channel.clone(), b.version.clone());
             let cost = b.full.len() + b.delta.as_ref().map_or(0, |d| d.1.len());
             self.values.insert(key, b.value.clone(), cost);
             if b.appendable {
                 let chain = b.delta.as_ref().map_or(0, |d| d.2);
-                let next = inserted.then(|| delta::Base {
-                    version: b.version.clone(),
-                    bytes: b.full.clone(),
-                    chain,
-                });
-                self.bases.set(thread, ns, &b.channel, next);
+                let next = delta::Base { version: b.version.clone(), bytes: b.full.clone(), chain };
+                self.bases.set(thread, ns, &b.channel, Some(next));
             }
         }
     }
@@ -279,7 +270,35 @@ impl Checkpointer {
             let (tag, bytes) = self.serde.dumps_typed(value)?;
             rows.push((channel, idx, tag, bytes));
         }
-        let sql = if all_special {
+        let job = WritesJob {
+            thread: config.thread_id.clone(),
+            ns: config.checkpoint_ns.clone(),
+            checkpoint_id: checkpoint_id.to_string(),
+            task_id: task_id.to_string(),
+            task_path: task_path.to_string(),
+            upsert: all_special,
+            rows: rows.into_iter().map(|(c, i, t, b)| (c.to_string(), i, t, b)).collect(),
+        };
+        self.db.submit(Box::new(move |tx| job.apply(tx)))
+    }
+}
+
+/// The rows of one `put_writes` call, owned, so that the write can run on
+/// the commit thread.
+struct WritesJob {
+    thread: String,
+    ns: String,
+    checkpoint_id: String,
+    task_id: String,
+    task_path: String,
+    upsert: bool,
+    /// (channel, idx, type tag, bytes)
+    rows: Vec<(String, i64, String, Vec<u8>)>,
+}
+
+impl WritesJob {
+    fn apply(&self, tx: &Connection) -> Result<()> {
+        let sql = if self.upsert {
             "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
              ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) \
@@ -288,23 +307,120 @@ impl Checkpointer {
             "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING"
         };
-        self.db.write(|tx| {
-            let mut stmt = tx.prepare_cached(sql)?;
-            for (channel, idx, tag, bytes) in &rows {
-                stmt.execute(params![
-                    config.thread_id,
-                    config.checkpoint_ns,
-                    checkpoint_id,
-                    task_id,
-                    idx,
-                    channel,
-                    tag,
-                    bytes,
-                    task_path
-                ])?;
+        let mut stmt = tx.prepare_cached(sql)?;
+        for (channel, idx, tag, bytes) in &self.rows {
+            stmt.execute(params![
+                self.thread,
+                self.ns,
+                self.checkpoint_id,
+                self.task_id,
+                idx,
+                channel,
+                tag,
+                bytes,
+                self.task_path
+            ])?;
+        }
+        Ok(())
+    }
+}
+
+/// What a checkpoint write requires of the (thread, namespace)'s newest
+/// checkpoint when it runs.
+pub(super) enum Head {
+    /// Nothing (LangGraph's `put`).
+    Any,
+    /// It must be this checkpoint (`None`: there must be none): a step.
+    Is(Option<String>),
+    /// This checkpoint must exist: a fork.
+    Exists(String),
+}
+
+/// One checkpoint write, owned, so that it can run on the commit thread (and
+/// again, if its transaction is retried).
+pub(super) struct CheckpointJob {
+    pub(super) thread: String,
+    pub(super) ns: String,
+    pub(super) id: String,
+    pub(super) parent: Option<String>,
+    pub(super) metadata_json: String,
+    pub(super) checkpoint_json: String,
+    pub(super) blobs: Vec<PlannedBlob>,
+    /// (channel, version) blobs that must already be stored.
+    pub(super) relied: Vec<(String, String)>,
+    pub(super) head: Head,
+    pub(super) retention: Option<Arc<Retention>>,
+}
+
+impl CheckpointJob {
+    fn apply(&self, tx: &Connection) -> Result<()> {
+        let (thread, ns) = (&self.thread, &self.ns);
+        match &self.head {
+            Head::Any => {}
+            Head::Is(parent) => {
+                let head: Option<String> = tx
+                    .prepare_cached(
+                        "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                         ORDER BY checkpoint_id DESC LIMIT 1",
+                    )?
+                    .query_row(params![thread, ns], |r| r.get(0))
+                    .optional()?;
+                if head != *parent {
+                    return Err(match (parent, head) {
+                        (None, Some(h)) => Error::Conflict(format!(
+                            "thread '{thread}' (namespace '{ns}') already has checkpoint {h}: continue it with step()"
+                        )),
+                        (p, h) => Error::Conflict(format!(
+                            "checkpoint {} is no longer the newest of thread '{thread}' (namespace '{ns}'; newest: {}): \
+                             another writer continued it; read the newest and retry, or fork on purpose",
+                            p.as_deref().unwrap_or("<none>"),
+                            h.as_deref().unwrap_or("<none>")
+                        )),
+                    });
+                }
             }
-            Ok(())
-        })
+            Head::Exists(parent) => {
+                let exists: bool = tx
+                    .prepare_cached(
+                        "SELECT EXISTS(SELECT 1 FROM checkpoints \
+                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3)",
+                    )?
+                    .query_row(params![thread, ns, parent], |r| r.get(0))?;
+                if !exists {
+                    return Err(Error::NotFound(format!(
+                        "checkpoint {parent} of thread '{thread}' (namespace '{ns}') to fork from"
+                    )));
+                }
+            }
+        }
+        let mut exists = tx.prepare_cached(
+            "SELECT EXISTS(SELECT 1 FROM checkpoint_blobs \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4)",
+        )?;
+        for (ch, version) in &self.relied {
+            if !exists.query_row(params![thread, ns, ch, version], |r| r.get::<_, bool>(0))? {
+                return Err(Error::InvalidArgument(format!(
+                    "channel '{ch}' is at version {version}, which no earlier put stored, and is not in \
+                     new_versions: its value would be lost (list every changed channel in new_versions)"
+                )));
+            }
+        }
+        write_blobs(tx, thread, ns, &self.blobs)?;
+        insert_checkpoint(
+            tx,
+            thread,
+            ns,
+            &self.id,
+            self.parent.as_deref(),
+            &self.metadata_json,
+            &self.checkpoint_json,
+        )?;
+        if let Some(policy) = &self.retention {
+            if policy.due(tx, thread, ns)? {
+                trim(tx, thread, ns, policy)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -326,12 +442,7 @@ impl PlannedBlob {
 /// Inserts `blobs` (a delta only if its base is still there). A version
 /// already stored must hold the same value: then nothing is written; another
 /// value is [`Error::Conflict`]. Returns, per blob, whether it was inserted.
-pub(super) fn write_blobs(
-    tx: &Connection,
-    thread: &str,
-    ns: &str,
-    blobs: &[PlannedBlob],
-) -> Result<Vec<bool>> {
+pub(super) fn write_blobs(tx: &Connection, thread: &str, ns: &str, blobs: &[PlannedBlob]) -> Result<()> {
     let mut ins = tx.prepare_cached(
         "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING",
@@ -340,7 +451,6 @@ pub(super) fn write_blobs(
         "SELECT EXISTS(SELECT 1 FROM checkpoint_blobs \
          WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4)",
     )?;
-    let mut out = Vec::with_capacity(blobs.len());
     for b in blobs {
         let mut delta = None;
         if let Some((base, bytes, chain)) = &b.delta {
@@ -364,9 +474,8 @@ pub(super) fn write_blobs(
         if !inserted {
             same_as_stored(tx, thread, ns, b)?;
         }
-        out.push(inserted);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// [`Error::Conflict`] unless the stored blob of `b`'s version holds `b`'s

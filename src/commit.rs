@@ -1,0 +1,212 @@
+//! The committer: one thread that writes queued jobs in shared transactions.
+//!
+//! Two uses:
+//!
+//! - **Group commit** (`Durability::Full`): callers on several threads each
+//!   wait for their write, but writes queued while a commit is in progress
+//!   share the next one, so eight writers pay for about one fsync, not eight.
+//! - **Write-behind** ([`DbBuilder::write_behind`](crate::DbBuilder::write_behind)):
+//!   the caller does not wait; the write is committed shortly after, with
+//!   whatever else was queued. [`Db::flush`](crate::Db::flush) waits for it.
+//!
+//! Each job runs inside its own savepoint of the shared transaction: a job
+//! that fails (a `Conflict`, say) is rolled back alone and the others commit;
+//! a job is never half applied. Jobs own their data and can run again if the
+//! transaction is retried after `Busy`.
+//!
+//! No code that can panic runs under the lock (queue and counter updates), so
+//! a poisoned lock guards consistent state and is taken over; a panicking job
+//! is caught and reported as that job's error.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::Transaction;
+
+use crate::error::{Error, Result};
+use crate::pool::Pool;
+
+/// A write the committer runs inside a transaction (it may run more than
+/// once if the transaction is retried).
+pub(crate) type Job = Box<dyn Fn(&Transaction<'_>) -> Result<()> + Send>;
+
+struct Queued {
+    job: Job,
+    reply: Option<SyncSender<Result<()>>>,
+}
+
+#[derive(Default)]
+struct State {
+    queue: Vec<Queued>,
+    /// Jobs submitted / finished (committed or failed) so far.
+    submitted: u64,
+    finished: u64,
+    /// The first error of a write-behind job not yet reported.
+    error: Option<Error>,
+    stop: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Signals the thread: work queued, or stop.
+    work: Condvar,
+    /// Signals waiters of `flush`: a batch finished.
+    done: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+pub(crate) struct Committer {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Committer {
+    /// Starts the thread; it writes through connections of `pool`.
+    pub(crate) fn start(pool: Arc<Pool>, busy: Duration) -> Result<Committer> {
+        let shared = Arc::new(Shared { state: Mutex::default(), work: Condvar::new(), done: Condvar::new() });
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("agentstate-commit".into())
+            .spawn(move || run(&worker, &pool, busy))
+            .map_err(Error::Io)?;
+        Ok(Committer { shared, thread: Some(thread) })
+    }
+
+    /// Queues `job` and waits for its commit (group commit).
+    pub(crate) fn run_and_wait(&self, job: Job) -> Result<()> {
+        let (tx, rx) = sync_channel(1);
+        {
+            let mut st = self.shared.lock();
+            st.queue.push(Queued { job, reply: Some(tx) });
+            st.submitted += 1;
+        }
+        self.shared.work.notify_one();
+        rx.recv().unwrap_or_else(|_| Err(Error::corrupt("the commit thread stopped before answering")))
+    }
+
+    /// Queues `job` without waiting. Returns the error of an earlier
+    /// write-behind job, if one failed and was not reported yet (the new job
+    /// is queued all the same).
+    pub(crate) fn run_behind(&self, job: Job) -> Result<()> {
+        let earlier = {
+            let mut st = self.shared.lock();
+            st.queue.push(Queued { job, reply: None });
+            st.submitted += 1;
+            st.error.take()
+        };
+        self.shared.work.notify_one();
+        earlier.map_or(Ok(()), Err)
+    }
+
+    /// Waits until every job submitted before the call is committed (or has
+    /// failed), then reports the first write-behind failure not yet reported.
+    pub(crate) fn flush(&self) -> Result<()> {
+        let mut st = self.shared.lock();
+        let target = st.submitted;
+        while st.finished < target {
+            st = self.shared.done.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+        st.error.take().map_or(Ok(()), Err)
+    }
+
+    /// Waits until every job submitted before the call is committed (or has
+    /// failed); errors stay for the next write or `flush` to report.
+    pub(crate) fn wait(&self) {
+        let mut st = self.shared.lock();
+        let target = st.submitted;
+        while st.finished < target {
+            st = self.shared.done.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+impl Drop for Committer {
+    /// Writes what is queued, then stops the thread.
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.work.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(shared: &Shared, pool: &Pool, busy: Duration) {
+    loop {
+        let batch = {
+            let mut st = shared.lock();
+            while st.queue.is_empty() && !st.stop {
+                st = shared.work.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
+            if st.queue.is_empty() {
+                return;
+            }
+            std::mem::take(&mut st.queue)
+        };
+        let n = batch.len() as u64;
+        let results = write_batch(pool, busy, &batch);
+        let mut behind_error = None;
+        for (q, r) in batch.into_iter().zip(results) {
+            match q.reply {
+                Some(reply) => {
+                    let _ = reply.send(r);
+                }
+                None => {
+                    if let Err(e) = r {
+                        behind_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        let mut st = shared.lock();
+        st.finished += n;
+        if st.error.is_none() {
+            st.error = behind_error;
+        }
+        drop(st);
+        shared.done.notify_all();
+    }
+}
+
+/// Runs every job of `batch` in one transaction, each in a savepoint; the
+/// result of each. If the transaction itself fails, every job fails with
+/// that error.
+fn write_batch(pool: &Pool, busy: Duration, batch: &[Queued]) -> Vec<Result<()>> {
+    let mut results: Vec<Result<()>> = Vec::new();
+    let outcome = pool.get().and_then(|mut conn| {
+        crate::db::write_on(&mut conn, busy, |tx| {
+            results.clear();
+            for q in batch {
+                tx.execute_batch("SAVEPOINT job")?;
+                let r = match catch_unwind(AssertUnwindSafe(|| (q.job)(tx))) {
+                    Ok(r) => r,
+                    Err(_) => Err(Error::corrupt("a write job panicked; it was rolled back")),
+                };
+                match r {
+                    Ok(()) => tx.execute_batch("RELEASE job")?,
+                    // A busy database must retry the whole transaction.
+                    Err(Error::Busy) => return Err(Error::Busy),
+                    Err(e) => {
+                        tx.execute_batch("ROLLBACK TO job; RELEASE job")?;
+                        results.push(Err(e));
+                        continue;
+                    }
+                }
+                results.push(Ok(()));
+            }
+            Ok(())
+        })
+    });
+    match outcome {
+        Ok(()) => results,
+        Err(e) => batch.iter().map(|_| Err(e.replicate())).collect(),
+    }
+}
