@@ -46,8 +46,17 @@ struct State {
     finished: u64,
     /// The first error of a write-behind job not yet reported.
     error: Option<Error>,
+    /// Callers waiting in `flush`/`wait`, or for their own job: no lingering.
+    waiters: usize,
     stop: bool,
 }
+
+/// How long the thread waits for more write-behind jobs before committing a
+/// batch nobody waits for (more jobs per transaction, fewer wake-ups).
+const LINGER: Duration = Duration::from_millis(2);
+
+/// A batch that large is committed at once.
+const FULL_BATCH: usize = 256;
 
 struct Shared {
     state: Mutex<State>,
@@ -87,34 +96,38 @@ impl Committer {
             let mut st = self.shared.lock();
             st.queue.push(Queued { job, reply: Some(tx) });
             st.submitted += 1;
+            st.waiters += 1;
         }
         self.shared.work.notify_one();
-        rx.recv().unwrap_or_else(|_| Err(Error::corrupt("the commit thread stopped before answering")))
+        let r =
+            rx.recv().unwrap_or_else(|_| Err(Error::corrupt("the commit thread stopped before answering")));
+        self.shared.lock().waiters -= 1;
+        r
     }
 
     /// Queues `job` without waiting. Returns the error of an earlier
     /// write-behind job, if one failed and was not reported yet (the new job
     /// is queued all the same).
     pub(crate) fn run_behind(&self, job: Job) -> Result<()> {
-        let earlier = {
+        let (earlier, wake) = {
             let mut st = self.shared.lock();
             st.queue.push(Queued { job, reply: None });
             st.submitted += 1;
-            st.error.take()
+            // The thread sleeps without work, or lingers until its deadline
+            // or a full batch: wake it only then.
+            (st.error.take(), st.queue.len() == 1 || st.queue.len() >= FULL_BATCH)
         };
-        self.shared.work.notify_one();
+        if wake {
+            self.shared.work.notify_one();
+        }
         earlier.map_or(Ok(()), Err)
     }
 
     /// Waits until every job submitted before the call is committed (or has
     /// failed), then reports the first write-behind failure not yet reported.
     pub(crate) fn flush(&self) -> Result<()> {
-        let mut st = self.shared.lock();
-        let target = st.submitted;
-        while st.finished < target {
-            st = self.shared.done.wait(st).unwrap_or_else(PoisonError::into_inner);
-        }
-        st.error.take().map_or(Ok(()), Err)
+        self.wait();
+        self.shared.lock().error.take().map_or(Ok(()), Err)
     }
 
     /// Waits until every job submitted before the call is committed (or has
@@ -122,9 +135,15 @@ impl Committer {
     pub(crate) fn wait(&self) {
         let mut st = self.shared.lock();
         let target = st.submitted;
+        if st.finished >= target {
+            return;
+        }
+        st.waiters += 1;
+        self.shared.work.notify_one();
         while st.finished < target {
             st = self.shared.done.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
+        st.waiters -= 1;
     }
 }
 
@@ -148,6 +167,15 @@ fn run(shared: &Shared, pool: &Pool, busy: Duration) {
             }
             if st.queue.is_empty() {
                 return;
+            }
+            // Nobody waits: let more jobs join this transaction.
+            let deadline = std::time::Instant::now() + LINGER;
+            while st.waiters == 0 && !st.stop && st.queue.len() < FULL_BATCH {
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                st = shared.work.wait_timeout(st, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
             }
             std::mem::take(&mut st.queue)
         };
