@@ -65,6 +65,12 @@ CREATE INDEX IF NOT EXISTS checkpoints_run_id_idx
 ALTER TABLE checkpoint_blobs ADD COLUMN base_version TEXT;
 ALTER TABLE checkpoint_blobs ADD COLUMN chain INTEGER NOT NULL DEFAULT 0;
 
+-- migration: checkpoint_migrations 5
+-- Chains without snapshots: root_version names the full blob a delta's chain
+-- starts from, and chain is the delta's position in it, so a whole chain is
+-- one range read of the primary key (string versions sort by counter).
+ALTER TABLE checkpoint_blobs ADD COLUMN root_version TEXT;
+
 -- migration: store_migrations 0
 CREATE TABLE IF NOT EXISTS store (
     prefix text NOT NULL,

@@ -327,7 +327,7 @@ fn main() -> Result<()> {
     let tup = saver.get_tuple(&cfg)?.expect("latest");
     assert_eq!(tup.metadata.step(), Some(steps as i64 - 1));
     assert_eq!(
-        tup.checkpoint.channel_values["messages"].as_list().map(<[_]>::len),
+        tup.checkpoint.channel_values["messages"].as_list().map(|l| l.len()),
         Some(steps * msgs_per_step)
     );
     assert_eq!(tup.pending_writes.len(), 3);

@@ -161,7 +161,7 @@ fn a_killed_write_behind_writer_loses_at_most_its_unflushed_steps_never_part_of_
             let i = newest - k as u64;
             assert_eq!(t.checkpoint.channel_values["n"], json!(i));
             let msgs =
-                t.checkpoint.channel_values.get("messages").and_then(|m| m.as_list()).map_or(0, <[_]>::len);
+                t.checkpoint.channel_values.get("messages").and_then(|m| m.as_list()).map_or(0, |l| l.len());
             assert_eq!(msgs as u64, i);
             if let Some(parent) = history.get(k + 1) {
                 assert_eq!(t.parent_config.as_ref(), Some(&parent.config));

@@ -1,7 +1,9 @@
 //! Incremental blobs: a channel whose new value extends an already stored
 //! list (the append-only message list) is stored as only its new tail, with
-//! a pointer to the base version; a full snapshot is written at least every
-//! [`MAX_CHAIN`] versions so a read follows a bounded chain.
+//! a pointer to the base version and the full blob its chain starts from
+//! (the root), so each element is stored once and a whole chain is one range
+//! read. Chains have no length limit; [`MAX_CHAIN`] only guards a reader
+//! against a cycle in a damaged file.
 //!
 //! It works on encoded bytes, never on decoded values: a msgpack array is a
 //! header followed by the concatenated encodings of its elements, so "the
@@ -12,8 +14,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// The longest chain of deltas after a full snapshot.
-pub const MAX_CHAIN: i64 = 64;
+/// More deltas than this in one chain can only be a cycle in a damaged file.
+pub const MAX_CHAIN: i64 = 1 << 24;
 
 /// Lists whose encoding is smaller than this are stored whole: rewriting
 /// them costs little and keeps their reads to one row.
@@ -33,7 +35,6 @@ pub(crate) struct BaseCache {
 pub(crate) struct Base {
     pub(crate) version: String,
     pub(crate) bytes: Arc<Vec<u8>>,
-    pub(crate) chain: i64,
 }
 
 impl BaseCache {

@@ -75,8 +75,8 @@ impl Checkpointer {
             }
             tx.execute(
                 "INSERT OR IGNORE INTO checkpoint_blobs \
-                 (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain, created_at) \
-                 SELECT ?2, checkpoint_ns, channel, version, type, blob, base_version, chain, created_at \
+                 (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain, root_version, created_at) \
+                 SELECT ?2, checkpoint_ns, channel, version, type, blob, base_version, chain, root_version, created_at \
                  FROM checkpoint_blobs WHERE thread_id = ?1",
                 [src, dst],
             )?;

@@ -50,7 +50,7 @@ pub use types::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, ListQuery, Metadata,
     PendingWrite, PruneStrategy,
 };
-pub use value::ChannelValue;
+pub use value::{ChannelValue, ListRef};
 
 use crate::codec::{JsonPlusSerializer, Serializer};
 use crate::db::Db;

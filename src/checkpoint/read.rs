@@ -70,6 +70,21 @@ struct StoredRow {
 /// Values decoded during one read, by blob key (`None`: an empty channel).
 pub(super) type Memo = HashMap<BlobKey, Option<ChannelValue>>;
 
+/// A `checkpoint_blobs` row as a read needs it.
+struct BlobRow {
+    tag: Option<String>,
+    bytes: Option<Vec<u8>>,
+    base: Option<String>,
+    root: Option<String>,
+}
+
+/// True for LangGraph's string versions (`"{counter:032}.{random}"`), whose
+/// text order is their counter's order.
+fn sorts_by_counter(version: &str) -> bool {
+    let b = version.as_bytes();
+    b.len() > 32 && b[32] == b'.' && b[..32].iter().all(u8::is_ascii_digit)
+}
+
 impl Checkpointer {
     /// The checkpoint `config.checkpoint_id` of the thread and namespace, or
     /// the latest one if no id is given, with its pending writes. `None` if
@@ -126,7 +141,7 @@ impl Checkpointer {
     ) -> Result<Vec<CheckpointTuple>> {
         let mut writes = self.load_writes(conn, &rows)?;
         let mut stmt = conn.prepare_cached(
-            "SELECT type, blob, base_version FROM checkpoint_blobs \
+            "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
              WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
         )?;
         let mut out = Vec::with_capacity(rows.len());
@@ -144,7 +159,7 @@ impl Checkpointer {
                     continue;
                 }
                 let key = (row.thread_id.clone(), row.ns.clone(), ch.clone(), version.to_string());
-                if let Some(v) = self.load_value(&mut stmt, &key, memo, 0)? {
+                if let Some(v) = self.load_value(conn, &mut stmt, &key, memo)? {
                     values.insert(ch.clone(), v);
                 }
             }
@@ -177,76 +192,139 @@ impl Checkpointer {
 
     /// The value of one blob (`None`: the channel is empty), from the memo of
     /// this read, the shared cache, or the file. A blob stored as a delta is
-    /// its base's list (loaded the same way, so shared) plus its own tail.
+    /// its base's list plus its own elements: the chain back to a value
+    /// already decoded (or to its root) is read in one range query, and every
+    /// version on the way is built from the one before (sharing it) and
+    /// cached, so reading a long history decodes each element once.
     fn load_value(
         &self,
+        conn: &Connection,
         stmt: &mut rusqlite::CachedStatement<'_>,
         key: &BlobKey,
         memo: &mut Memo,
-        depth: i64,
     ) -> Result<Option<ChannelValue>> {
-        if let Some(v) = memo.get(key) {
-            return Ok(v.clone());
-        }
-        if let Some(v) = self.values.get(key) {
-            memo.insert(key.clone(), v.clone());
+        if let Some(v) = self.known(key, memo) {
             return Ok(v);
         }
-        let (thread, ns, channel, version) = key;
-        type Found = (Option<String>, Option<Vec<u8>>, Option<String>);
-        let found: Option<Found> = stmt
-            .query_row(params![thread, ns, channel, version], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .optional()?;
-        let Some((tag, bytes, base)) = found else {
-            return Err(Error::corrupt(format!(
-                "channel '{channel}' version {version} of thread '{thread}' (namespace '{ns}') has no stored value"
-            )));
-        };
-        let tag = tag.unwrap_or_else(|| "null".into());
-        let bytes = bytes.unwrap_or_default();
-        let cost = bytes.len();
-        let value = if tag == "empty" {
-            None
-        } else if let Some(base) = base {
-            if depth >= delta::MAX_CHAIN {
-                return Err(Error::corrupt(format!(
-                    "blob {channel}@{version} of thread '{thread}': delta chain longer than {}",
-                    delta::MAX_CHAIN
-                )));
-            }
-            let base_key = (thread.clone(), ns.clone(), channel.clone(), base);
-            let base_value = match self.load_value(stmt, &base_key, memo, depth + 1) {
-                Err(Error::Corrupt { message, source }) if depth == 0 => {
-                    return Err(Error::Corrupt {
-                        message: format!("{message}, but version {version} extends it"),
-                        source,
-                    })
+        let (thread, ns, channel, _) = key;
+        // Deltas from `key` back to where a value is known, newest first.
+        let mut path: Vec<(BlobKey, String, Vec<u8>)> = Vec::new();
+        let mut chain: Option<HashMap<String, BlobRow>> = None;
+        let mut version = key.3.clone();
+        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::from([version.clone()]);
+        let start: Option<ChannelValue> = loop {
+            let cur: BlobKey = (thread.clone(), ns.clone(), channel.clone(), version.clone());
+            if !path.is_empty() {
+                if let Some(v) = self.known(&cur, memo) {
+                    break v;
                 }
-                other => other?,
+            }
+            let row = match chain.as_mut().and_then(|c| c.remove(&version)) {
+                Some(row) => Some(row),
+                None => stmt
+                    .query_row(params![thread, ns, channel, version], |r| {
+                        Ok(BlobRow { tag: r.get(0)?, bytes: r.get(1)?, base: r.get(2)?, root: r.get(3)? })
+                    })
+                    .optional()?,
             };
+            let Some(row) = row else {
+                return Err(Error::corrupt(match path.last() {
+                    None => format!(
+                        "channel '{channel}' version {version} of thread '{thread}' (namespace '{ns}') has no \
+                         stored value"
+                    ),
+                    Some((k, _, _)) => format!(
+                        "blob {channel}@{version} of thread '{thread}' is missing, but version {} extends it",
+                        k.3
+                    ),
+                }));
+            };
+            let tag = row.tag.unwrap_or_else(|| "null".into());
+            let bytes = row.bytes.unwrap_or_default();
+            let Some(base) = row.base else {
+                if tag == "empty" {
+                    self.values.insert(cur.clone(), None, 0);
+                    memo.insert(cur, None);
+                    break None;
+                }
+                let cost = bytes.len();
+                let v = ChannelValue::from(self.serde.loads_typed(&tag, &bytes)?);
+                self.values.insert(cur.clone(), Some(v.clone()), cost);
+                memo.insert(cur, Some(v.clone()));
+                break Some(v);
+            };
+            if path.len() as i64 >= delta::MAX_CHAIN || !seen.insert(base.clone()) {
+                return Err(Error::corrupt(format!("blob {channel}@{}: its delta chain loops", key.3)));
+            }
+            // The rest of the chain in one read (string versions sort by
+            // their counter, so a chain lies within [root, version]).
+            if chain.is_none() {
+                if let Some(root) = row.root.as_deref().filter(|_| sorts_by_counter(&version)) {
+                    chain = Some(self.load_chain(conn, thread, ns, channel, root, &version)?);
+                }
+            }
+            path.push((cur, tag, bytes));
+            version = base;
+        };
+        let mut value = start;
+        for (k, tag, bytes) in path.into_iter().rev() {
             let tail = match self.serde.loads_typed(&tag, &bytes)? {
                 Value::Array(items) => items,
                 _ => {
                     return Err(Error::corrupt(format!(
-                        "blob {channel}@{version} of thread '{thread}': a delta is not a list"
+                        "blob {}@{} of thread '{}': a delta is not a list",
+                        k.2, k.3, k.0
                     )))
                 }
             };
-            let appended = base_value.and_then(|b| b.appended(tail.into_iter().map(Arc::new)));
-            match appended {
-                Some(v) => Some(v),
-                None => {
-                    return Err(Error::corrupt(format!(
-                        "blob {channel}@{version} of thread '{thread}': its base is not a list"
-                    )))
-                }
-            }
-        } else {
-            Some(ChannelValue::from(self.serde.loads_typed(&tag, &bytes)?))
-        };
-        self.values.insert(key.clone(), value.clone(), cost);
-        memo.insert(key.clone(), value.clone());
+            let next = value.as_ref().and_then(|b| b.appended(tail.into_iter().map(Arc::new)));
+            let Some(next) = next else {
+                return Err(Error::corrupt(format!(
+                    "blob {}@{} of thread '{}': its base is not a list",
+                    k.2, k.3, k.0
+                )));
+            };
+            self.values.insert(k.clone(), Some(next.clone()), bytes.len());
+            memo.insert(k, Some(next.clone()));
+            value = Some(next);
+        }
         Ok(value)
+    }
+
+    /// A value already decoded: in this read's memo, or in the cache.
+    fn known(&self, key: &BlobKey, memo: &mut Memo) -> Option<Option<ChannelValue>> {
+        if let Some(v) = memo.get(key) {
+            return Some(v.clone());
+        }
+        let v = self.values.get(key)?;
+        memo.insert(key.clone(), v.clone());
+        Some(v)
+    }
+
+    /// The rows of the chain rooted at `root`, up to `version`, by version.
+    fn load_chain(
+        &self,
+        conn: &Connection,
+        thread: &str,
+        ns: &str,
+        channel: &str,
+        root: &str,
+        version: &str,
+    ) -> Result<HashMap<String, BlobRow>> {
+        let mut stmt = conn.prepare_cached(
+            "SELECT version, type, blob, base_version, root_version FROM checkpoint_blobs \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version >= ?4 AND version <= ?5 \
+               AND (version = ?4 OR root_version = ?4)",
+        )?;
+        let mut rows = stmt.query(params![thread, ns, channel, root, version])?;
+        let mut out = HashMap::new();
+        while let Some(r) = rows.next()? {
+            out.insert(
+                r.get(0)?,
+                BlobRow { tag: r.get(1)?, bytes: r.get(2)?, base: r.get(3)?, root: r.get(4)? },
+            );
+        }
+        Ok(out)
     }
 
     /// The pending writes of every row, in one query, ordered by

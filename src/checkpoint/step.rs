@@ -3,15 +3,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rusqlite::{params, OptionalExtension};
-
 use serde_json::{Map, Value};
 
 use super::id::{now_iso8601, uuid6_after};
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata};
 use super::value::ChannelValue;
 use super::write::{encode_row, sorted, CheckpointJob, Head, PlannedBlob};
-use super::{delta, next_version, require_thread, Checkpointer};
+use super::{next_version, require_thread, Checkpointer};
 use crate::error::Result;
 
 /// Lists with fewer elements than this are stored whole on append: rewriting
@@ -217,13 +215,9 @@ impl<'a> Step<'a> {
                 Update::Append(items) => {
                     let base = cp.channel_values.get(&ch).filter(|v| v.as_list().is_some());
                     let (value, blob) = match (base, old) {
-                        (Some(base), Some(base_version)) => saver.plan_append(
-                            (&self.thread, &self.ns, &ch),
-                            version,
-                            base,
-                            base_version.to_string(),
-                            items,
-                        )?,
+                        (Some(base), Some(base_version)) => {
+                            saver.plan_append(&ch, version, base, base_version.to_string(), items)?
+                        }
                         _ => {
                             let value = ChannelValue::from(Value::Array(items));
                             let blob = saver.plan_whole(&ch, version, &value)?;
@@ -255,6 +249,7 @@ impl<'a> Step<'a> {
             relied: Vec::new(),
             head,
             retention: saver.retention.clone(),
+            serde: saver.serde.clone(),
         })?;
         Ok(CheckpointTuple {
             config: CheckpointConfig::canonical(thread, ns, &cp.id),
@@ -270,7 +265,7 @@ impl Checkpointer {
     /// A value stored whole.
     fn plan_whole(&self, ch: &str, version: String, value: &ChannelValue) -> Result<PlannedBlob> {
         let (tag, bytes) = match value.as_list() {
-            Some(items) => self.serde.dumps_list(items)?,
+            Some(items) => self.serde.dumps_list(&items.iter().collect::<Vec<_>>())?,
             None => self.serde.dumps_typed(value.as_value().unwrap_or(&Value::Null))?,
         };
         Ok(PlannedBlob {
@@ -281,68 +276,48 @@ impl Checkpointer {
             full: Arc::new(bytes),
             appendable: false,
             delta: None,
-            delta_only: false,
         })
     }
 
     /// `base` (the parent's list, stored at `base_version`) plus `items`:
-    /// stored as a delta holding only `items`, unless the list is short, the
-    /// serializer cannot concatenate, or the chain of deltas is due for a
-    /// snapshot.
+    /// stored as a delta holding only `items` (the next link of the base's
+    /// chain), unless the list is short or the serializer cannot concatenate
+    /// lists. Nothing is read here: with write-behind the parent may still be
+    /// queued; the write checks the base and stores the whole list if it
+    /// cannot be extended.
     fn plan_append(
         &self,
-        (thread, ns, ch): (&str, &str, &str),
+        ch: &str,
         version: String,
         base: &ChannelValue,
         base_version: String,
         items: Vec<Value>,
     ) -> Result<(ChannelValue, PlannedBlob)> {
-        let base_len = base.as_list().map_or(0, <[_]>::len);
-        let chain = if base_len >= MIN_DELTA_LEN && self.serde.concatenates_arrays() {
-            self.chain_of(thread, ns, ch, &base_version)?
-        } else {
-            None
-        };
-        let tail = match chain {
-            Some(c) if c < delta::MAX_CHAIN => {
-                let (tag, bytes) = self.serde.dumps_typed(&Value::Array(items.clone()))?;
-                (tag == "msgpack").then_some((bytes, c + 1))
-            }
-            _ => None,
-        };
-        let value = base.appended(items.into_iter().map(Arc::new)).unwrap_or_else(|| base.clone());
-        match tail {
-            Some((bytes, chain)) => Ok((
-                value.clone(),
-                PlannedBlob {
-                    channel: ch.to_string(),
-                    version,
-                    value: Some(value),
-                    tag: "msgpack".into(),
-                    full: Arc::default(),
-                    appendable: false,
-                    delta: Some((base_version, bytes, chain)),
-                    delta_only: true,
-                },
-            )),
-            None => {
-                let blob = self.plan_whole(ch, version, &value)?;
-                Ok((value, blob))
-            }
+        let base_len = base.as_list().map_or(0, |l| l.len());
+        if base_len < MIN_DELTA_LEN || !self.serde.concatenates_arrays() {
+            let value = base.appended(items.into_iter().map(Arc::new)).unwrap_or_else(|| base.clone());
+            let blob = self.plan_whole(ch, version, &value)?;
+            return Ok((value, blob));
         }
-    }
-
-    /// The delta chain length of a stored list blob (`None` if it is not a
-    /// msgpack list, or not stored).
-    fn chain_of(&self, thread: &str, ns: &str, ch: &str, version: &str) -> Result<Option<i64>> {
-        self.db.read(|c| {
-            Ok(c.prepare_cached(
-                "SELECT chain FROM checkpoint_blobs \
-                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4 AND type = 'msgpack'",
-            )?
-            .query_row(params![thread, ns, ch, version], |r| r.get::<_, Option<i64>>(0))
-            .optional()?
-            .flatten())
-        })
+        let tail = Value::Array(items);
+        let (tag, bytes) = self.serde.dumps_typed(&tail)?;
+        let Value::Array(items) = tail else { unreachable!("built as an array above") };
+        let value = base.appended(items.into_iter().map(Arc::new)).unwrap_or_else(|| base.clone());
+        if tag != "msgpack" {
+            let blob = self.plan_whole(ch, version, &value)?;
+            return Ok((value, blob));
+        }
+        Ok((
+            value.clone(),
+            PlannedBlob {
+                channel: ch.to_string(),
+                version,
+                value: Some(value),
+                tag,
+                full: Arc::default(),
+                appendable: false,
+                delta: Some((base_version, bytes)),
+            },
+        ))
     }
 }

@@ -10,8 +10,9 @@ use serde_json::Value;
 ///
 /// A value stored for a (thread, namespace, channel, version) never changes,
 /// so the checkpointer decodes it once and hands out shared references. A
-/// list is held as shared elements: the message list of step 1000 shares its
-/// first 999 messages with the list of step 999, in memory as on disk.
+/// list is held as a chain of shared pieces: the message list of step 1000
+/// is the list of step 999 plus one message, in memory as on disk, and
+/// appending to it costs the new elements, not a copy of the old ones.
 ///
 /// Build one from any JSON value with [`From`] (`json!([..]).into()`); read it
 /// with [`as_value`](Self::as_value) (anything but a list),
@@ -25,8 +26,118 @@ pub struct ChannelValue(Repr);
 enum Repr {
     /// Any JSON value but an array.
     One(Arc<Value>),
-    /// An array, element by element.
-    List(Arc<[Arc<Value>]>),
+    /// An array.
+    List(Arc<Chunk>),
+}
+
+/// A piece of a list: the elements appended after `prev`'s.
+struct Chunk {
+    prev: Option<Arc<Chunk>>,
+    items: Box<[Arc<Value>]>,
+    /// Elements in this chunk and all before it.
+    len: usize,
+    /// Chunks in the chain, this one included.
+    depth: usize,
+}
+
+/// A list is flattened into one chunk when its chain gets this long, so that
+/// reading it never follows more than this many links (and dropping it never
+/// recurses deeper).
+const MAX_DEPTH: usize = 48;
+
+impl Chunk {
+    fn new(prev: Option<Arc<Chunk>>, items: Box<[Arc<Value>]>) -> Arc<Chunk> {
+        let (len, depth) = prev.as_ref().map_or((0, 0), |p| (p.len, p.depth));
+        let chunk = Chunk { len: len + items.len(), depth: depth + 1, prev, items };
+        if chunk.depth <= MAX_DEPTH {
+            return Arc::new(chunk);
+        }
+        let mut all = Vec::with_capacity(chunk.len);
+        for piece in ListRef(&chunk).pieces() {
+            all.extend(piece.iter().cloned());
+        }
+        Arc::new(Chunk { prev: None, len: all.len(), depth: 1, items: all.into_boxed_slice() })
+    }
+}
+
+/// The elements of a list [`ChannelValue`], borrowed: see
+/// [`ChannelValue::as_list`].
+#[derive(Clone, Copy)]
+pub struct ListRef<'a>(&'a Chunk);
+
+impl<'a> ListRef<'a> {
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.0.len
+    }
+
+    /// True if the list has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.0.len == 0
+    }
+
+    /// The pieces of the list, oldest first.
+    fn pieces(&self) -> Vec<&'a [Arc<Value>]> {
+        let mut out = Vec::with_capacity(self.0.depth);
+        let mut c = Some(self.0);
+        while let Some(chunk) = c {
+            out.push(&*chunk.items);
+            c = chunk.prev.as_deref();
+        }
+        out.reverse();
+        out
+    }
+
+    /// The elements, first to last.
+    pub fn iter(&self) -> impl Iterator<Item = &'a Value> + 'a {
+        self.pieces().into_iter().flat_map(|p| p.iter().map(|v| &**v))
+    }
+
+    /// The element at `index`, if there is one.
+    pub fn get(&self, index: usize) -> Option<&'a Value> {
+        let mut c = Some(self.0);
+        while let Some(chunk) = c {
+            let start = chunk.len - chunk.items.len();
+            if index >= start {
+                return chunk.items.get(index - start).map(|v| &**v);
+            }
+            c = chunk.prev.as_deref();
+        }
+        None
+    }
+
+    /// The last element, if any.
+    pub fn last(&self) -> Option<&'a Value> {
+        self.len().checked_sub(1).and_then(|i| self.get(i))
+    }
+
+    /// The elements, shared (no value is copied).
+    pub fn to_shared(&self) -> Vec<Arc<Value>> {
+        let mut out = Vec::with_capacity(self.len());
+        for p in self.pieces() {
+            out.extend(p.iter().cloned());
+        }
+        out
+    }
+}
+
+impl fmt::Debug for ListRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Drop for Chunk {
+    /// Unlinks the chain iteratively (no deep recursion on long chains).
+    fn drop(&mut self) {
+        let mut prev = self.prev.take();
+        while let Some(p) = prev {
+            match Arc::try_unwrap(p) {
+                Ok(mut chunk) => prev = chunk.prev.take(),
+                Err(_) => break,
+            }
+        }
+    }
 }
 
 impl ChannelValue {
@@ -39,9 +150,9 @@ impl ChannelValue {
     }
 
     /// The elements, if the value is a list.
-    pub fn as_list(&self) -> Option<&[Arc<Value>]> {
+    pub fn as_list(&self) -> Option<ListRef<'_>> {
         match &self.0 {
-            Repr::List(items) => Some(items),
+            Repr::List(c) => Some(ListRef(c)),
             Repr::One(_) => None,
         }
     }
@@ -51,23 +162,24 @@ impl ChannelValue {
     pub fn to_value(&self) -> Value {
         match &self.0 {
             Repr::One(v) => Value::clone(v),
-            Repr::List(items) => Value::Array(items.iter().map(|v| Value::clone(v)).collect()),
+            Repr::List(c) => Value::Array(ListRef(c).iter().cloned().collect()),
         }
     }
 
     /// A list of shared elements.
     pub fn from_list(items: impl IntoIterator<Item = Arc<Value>>) -> ChannelValue {
-        ChannelValue(Repr::List(items.into_iter().collect()))
+        ChannelValue(Repr::List(Chunk::new(None, items.into_iter().collect())))
     }
 
     /// This list with `items` appended (the elements already held are shared,
     /// not copied), or `None` if the value is not a list.
     pub fn appended(&self, items: impl IntoIterator<Item = Arc<Value>>) -> Option<ChannelValue> {
-        let old = self.as_list()?;
-        let mut all: Vec<Arc<Value>> = Vec::with_capacity(old.len() + 1);
-        all.extend(old.iter().cloned());
-        all.extend(items);
-        Some(ChannelValue(Repr::List(all.into())))
+        match &self.0 {
+            Repr::List(c) => {
+                Some(ChannelValue(Repr::List(Chunk::new(Some(c.clone()), items.into_iter().collect()))))
+            }
+            Repr::One(_) => None,
+        }
     }
 
     /// True for null, booleans, numbers and strings: values a checkpoint row
@@ -90,17 +202,8 @@ impl ChannelValue {
 impl From<Value> for ChannelValue {
     fn from(v: Value) -> ChannelValue {
         match v {
-            Value::Array(items) => ChannelValue(Repr::List(items.into_iter().map(Arc::new).collect())),
+            Value::Array(items) => ChannelValue::from_list(items.into_iter().map(Arc::new)),
             other => ChannelValue(Repr::One(Arc::new(other))),
-        }
-    }
-}
-
-impl From<Arc<Value>> for ChannelValue {
-    fn from(v: Arc<Value>) -> ChannelValue {
-        match v.as_array() {
-            Some(items) => ChannelValue::from_list(items.iter().cloned().map(Arc::new)),
-            None => ChannelValue(Repr::One(v)),
         }
     }
 }
@@ -110,7 +213,7 @@ impl PartialEq for ChannelValue {
         match (&self.0, &other.0) {
             (Repr::One(a), Repr::One(b)) => a == b,
             (Repr::List(a), Repr::List(b)) => {
-                Arc::ptr_eq(a, b) || (a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x == y))
+                Arc::ptr_eq(a, b) || (a.len == b.len && ListRef(a).iter().eq(ListRef(b).iter()))
             }
             _ => false,
         }
@@ -120,7 +223,7 @@ impl PartialEq for ChannelValue {
 impl PartialEq<Value> for ChannelValue {
     fn eq(&self, other: &Value) -> bool {
         match (&self.0, other) {
-            (Repr::List(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| **x == *y),
+            (Repr::List(a), Value::Array(b)) => a.len == b.len() && ListRef(a).iter().eq(b.iter()),
             (Repr::One(a), b) => **a == *b,
             _ => false,
         }
@@ -137,7 +240,7 @@ impl fmt::Debug for ChannelValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             Repr::One(v) => fmt::Debug::fmt(v, f),
-            Repr::List(items) => f.debug_list().entries(items.iter()).finish(),
+            Repr::List(c) => fmt::Debug::fmt(&ListRef(c), f),
         }
     }
 }
@@ -156,7 +259,7 @@ impl Serialize for ChannelValue {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match &self.0 {
             Repr::One(v) => v.serialize(s),
-            Repr::List(items) => s.collect_seq(items.iter().map(|v| &**v)),
+            Repr::List(c) => s.collect_seq(ListRef(c).iter()),
         }
     }
 }
@@ -181,7 +284,7 @@ mod tests {
         assert_eq!(serde_json::to_value(&c).unwrap(), v);
         assert_eq!(c.to_string(), v.to_string());
         assert!(c.as_value().is_none());
-        assert_eq!(c.as_list().map(<[_]>::len), Some(3));
+        assert_eq!(c.as_list().map(|l| l.len()), Some(3));
     }
 
     #[test]
@@ -189,8 +292,26 @@ mod tests {
         let a = ChannelValue::from(json!([{"m": 1}]));
         let b = a.appended([Arc::new(json!({"m": 2}))]).unwrap();
         assert_eq!(b, json!([{"m": 1}, {"m": 2}]));
-        assert!(Arc::ptr_eq(&a.as_list().unwrap()[0], &b.as_list().unwrap()[0]));
+        assert!(std::ptr::eq(a.as_list().unwrap().get(0).unwrap(), b.as_list().unwrap().get(0).unwrap()));
+        assert_eq!(b.as_list().unwrap().last(), Some(&json!({"m": 2})));
         assert!(ChannelValue::from(json!(1)).appended([]).is_none());
+    }
+
+    #[test]
+    fn long_chains_of_appends_stay_correct_and_shallow() {
+        let mut v = ChannelValue::from(json!([]));
+        let mut want = vec![];
+        for i in 0..10_000 {
+            v = v.appended([Arc::new(json!(i))]).unwrap();
+            want.push(json!(i));
+        }
+        let l = v.as_list().unwrap();
+        assert!(l.0.depth <= MAX_DEPTH);
+        assert_eq!(l.len(), 10_000);
+        assert_eq!(l.get(9_999), Some(&json!(9_999)));
+        assert_eq!(l.get(10_000), None);
+        assert_eq!(v, Value::Array(want));
+        drop(v);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use super::retention::Retention;
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, Metadata};
 use super::value::ChannelValue;
 use super::{merge_metadata, require_thread, special_idx, Checkpointer};
+use crate::codec::Serializer;
 use crate::error::{Error, Result};
 use crate::json::{too_deep, MAX_STORED_DEPTH};
 
@@ -47,11 +48,9 @@ pub(super) struct PlannedBlob {
     pub(super) full: Arc<Vec<u8>>,
     /// The list this process may extend next (for `put`'s delta detection).
     pub(super) appendable: bool,
-    /// (base version, delta bytes, chain length), if stored as a delta.
-    pub(super) delta: Option<(String, Vec<u8>, i64)>,
-    /// True if `full` is not known (a step encodes only what it appended):
-    /// the delta must be stored, its base must exist.
-    pub(super) delta_only: bool,
+    /// (base version, delta bytes), if stored as a delta: the elements the
+    /// list appends to the base version's list.
+    pub(super) delta: Option<(String, Vec<u8>)>,
 }
 
 /// The JSON of a checkpoint row and of its metadata, refusing what could
@@ -168,6 +167,7 @@ impl Checkpointer {
             relied,
             head: Head::Any,
             retention: self.retention.clone(),
+            serde: self.serde.clone(),
         };
         self.submit_checkpoint(job)?;
         Ok(CheckpointConfig::canonical(thread, ns, &checkpoint.id))
@@ -196,15 +196,15 @@ impl Checkpointer {
         value: &ChannelValue,
     ) -> Result<PlannedBlob> {
         let (tag, bytes) = match value.as_list() {
-            Some(items) => self.serde.dumps_list(items)?,
+            Some(items) => self.serde.dumps_list(&items.iter().collect::<Vec<_>>())?,
             None => self.serde.dumps_typed(value.as_value().unwrap_or(&Value::Null))?,
         };
         let appendable = value.as_list().is_some() && tag == "msgpack" && self.serde.concatenates_arrays();
         let delta = appendable
             .then(|| self.bases.get(thread, ns, ch))
             .flatten()
-            .filter(|b| b.chain < delta::MAX_CHAIN && bytes.len() >= delta::MIN_DELTA_BASE)
-            .and_then(|b| delta::delta(&b.bytes, &bytes).map(|d| (b.version, d, b.chain + 1)));
+            .filter(|_| bytes.len() >= delta::MIN_DELTA_BASE)
+            .and_then(|b| delta::delta(&b.bytes, &bytes).map(|d| (b.version, d)));
         Ok(PlannedBlob {
             channel: ch.to_string(),
             version,
@@ -213,7 +213,6 @@ impl Checkpointer {
             full: Arc::new(bytes),
             appendable,
             delta,
-            delta_only: false,
         })
     }
 
@@ -226,8 +225,7 @@ impl Checkpointer {
             let cost = b.full.len() + b.delta.as_ref().map_or(0, |d| d.1.len());
             self.values.insert(key, b.value.clone(), cost);
             if b.appendable {
-                let chain = b.delta.as_ref().map_or(0, |d| d.2);
-                let next = delta::Base { version: b.version.clone(), bytes: b.full.clone(), chain };
+                let next = delta::Base { version: b.version.clone(), bytes: b.full.clone() };
                 self.bases.set(thread, ns, &b.channel, Some(next));
             }
         }
@@ -350,6 +348,8 @@ pub(super) struct CheckpointJob {
     pub(super) relied: Vec<(String, String)>,
     pub(super) head: Head,
     pub(super) retention: Option<Arc<Retention>>,
+    /// Encodes a list whole when its planned delta cannot be stored.
+    pub(super) serde: Arc<dyn Serializer>,
 }
 
 impl CheckpointJob {
@@ -405,7 +405,7 @@ impl CheckpointJob {
                 )));
             }
         }
-        write_blobs(tx, thread, ns, &self.blobs)?;
+        write_blobs(tx, thread, ns, &self.blobs, &*self.serde)?;
         insert_checkpoint(
             tx,
             thread,
@@ -434,43 +434,69 @@ impl PlannedBlob {
             full: Arc::default(),
             appendable: false,
             delta: None,
-            delta_only: false,
         }
     }
 }
 
-/// Inserts `blobs` (a delta only if its base is still there). A version
-/// already stored must hold the same value: then nothing is written; another
-/// value is [`Error::Conflict`]. Returns, per blob, whether it was inserted.
-pub(super) fn write_blobs(tx: &Connection, thread: &str, ns: &str, blobs: &[PlannedBlob]) -> Result<()> {
+/// Inserts `blobs` (a delta only if its base is still there, as the next
+/// link of the base's chain). A version already stored must hold the same
+/// value: then nothing is written; another value is [`Error::Conflict`].
+pub(super) fn write_blobs(
+    tx: &Connection,
+    thread: &str,
+    ns: &str,
+    blobs: &[PlannedBlob],
+    serde: &dyn Serializer,
+) -> Result<()> {
     let mut ins = tx.prepare_cached(
-        "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING",
+        "INSERT INTO checkpoint_blobs \
+         (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain, root_version) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
     )?;
-    let mut has_base = tx.prepare_cached(
-        "SELECT EXISTS(SELECT 1 FROM checkpoint_blobs \
-         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4)",
+    let mut base_row = tx.prepare_cached(
+        "SELECT base_version, root_version, chain FROM checkpoint_blobs \
+         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4 AND type = 'msgpack'",
     )?;
     for b in blobs {
+        // (base, delta bytes, chain position, chain root)
         let mut delta = None;
-        if let Some((base, bytes, chain)) = &b.delta {
-            if has_base.query_row(params![thread, ns, b.channel, base], |r| r.get::<_, bool>(0))? {
-                delta = Some((base, bytes, *chain));
-            } else if b.delta_only {
-                return Err(Error::corrupt(format!(
-                    "channel '{}' version {base} of thread '{thread}' is not stored, but the parent checkpoint \
-                     holds it",
-                    b.channel
-                )));
+        if let Some((base, bytes)) = &b.delta {
+            type BaseRow = (Option<String>, Option<String>, i64);
+            let found: Option<BaseRow> = base_row
+                .query_row(params![thread, ns, b.channel, base], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?;
+            // A full blob roots a chain; a delta continues its base's chain
+            // (a delta of a file older than chain roots starts none).
+            let root = match &found {
+                Some((None, _, _)) => Some(base.clone()),
+                Some((Some(_), root, _)) => root.clone(),
+                None => None,
+            };
+            if let (Some((_, _, chain)), Some(root)) = (found, root) {
+                delta = Some((base, bytes, chain + 1, root));
             }
         }
-        let (bytes, base, chain): (Option<&[u8]>, Option<&String>, i64) = match (&b.value, delta) {
-            (None, _) => (None, None, 0),
-            (Some(_), Some((base, bytes, chain))) => (Some(bytes), Some(base), chain),
-            (Some(_), None) => (Some(&b.full), None, 0),
+        // A step plans only the appended elements: without a base to extend,
+        // the list is stored whole.
+        let whole;
+        let full: &[u8] = if delta.is_none() && b.full.is_empty() && b.delta.is_some() {
+            let list = b.value.as_ref().and_then(ChannelValue::as_list);
+            whole = match list {
+                Some(items) => serde.dumps_list(&items.iter().collect::<Vec<_>>())?.1,
+                None => Vec::new(),
+            };
+            &whole
+        } else {
+            &b.full
+        };
+        type Cols<'a> = (Option<&'a [u8]>, Option<&'a String>, i64, Option<String>);
+        let (bytes, base, chain, root): Cols<'_> = match (&b.value, delta) {
+            (None, _) => (None, None, 0, None),
+            (Some(_), Some((base, bytes, chain, root))) => (Some(bytes), Some(base), chain, Some(root)),
+            (Some(_), None) => (Some(full), None, 0, None),
         };
         let inserted =
-            ins.execute(params![thread, ns, b.channel, b.version, b.tag, bytes, base, chain])? == 1;
+            ins.execute(params![thread, ns, b.channel, b.version, b.tag, bytes, base, chain, root])? == 1;
         if !inserted {
             same_as_stored(tx, thread, ns, b)?;
         }

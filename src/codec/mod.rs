@@ -165,7 +165,7 @@ pub trait Serializer: Send + Sync + 'static {
     ///
     /// # Errors
     /// As [`dumps_typed`](Self::dumps_typed).
-    fn dumps_list(&self, items: &[std::sync::Arc<Value>]) -> Result<(String, Vec<u8>)> {
+    fn dumps_list(&self, items: &[&Value]) -> Result<(String, Vec<u8>)> {
         self.dumps_typed(&Value::Array(items.iter().map(|v| Value::clone(v)).collect()))
     }
 }
@@ -182,7 +182,7 @@ impl Serializer for JsonPlusSerializer {
         true
     }
 
-    fn dumps_list(&self, items: &[std::sync::Arc<Value>]) -> Result<(String, Vec<u8>)> {
+    fn dumps_list(&self, items: &[&Value]) -> Result<(String, Vec<u8>)> {
         // An array is its header and its elements' encodings, one after the
         // other; an array never takes the `bytes` shape.
         if MAX_DEPTH == 0 {

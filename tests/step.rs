@@ -1,0 +1,156 @@
+//! The step API (`Checkpointer::start` / `step` / `commit`): what it computes,
+//! what it refuses, and how it stores a growing list (docs/design.md, "Writes
+//! that would lose data" and "Checkpoint storage").
+
+use agentstate::checkpoint::ChannelVersion;
+use agentstate::{CheckpointConfig, CheckpointTuple, Db, Error, ListQuery, Metadata};
+use serde_json::{json, Value};
+
+fn msg(i: usize) -> Value {
+    json!({"role": if i % 2 == 0 { "user" } else { "ai" }, "content": format!("message {i} {}", "x".repeat(100))})
+}
+
+fn count(db: &std::path::Path, sql: &str) -> i64 {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+#[test]
+fn a_step_versions_what_changed_and_keeps_the_rest() {
+    let saver = Db::open_in_memory().unwrap().checkpointer();
+    let first = saver
+        .start(&CheckpointConfig::thread("t"))
+        .set("topic", json!({"name": "rust"}))
+        .set("n", json!(0))
+        .commit()
+        .unwrap();
+    assert_eq!(
+        first.metadata,
+        Metadata::new().with("source", "input").with("step", -1).with("parents", json!({}))
+    );
+    assert_eq!(first.parent_config, None);
+    let second = saver.step(&first).set("n", json!(1)).append("messages", [msg(0)]).commit().unwrap();
+    let (a, b) = (&first.checkpoint, &second.checkpoint);
+    assert!(b.id > a.id);
+    assert_eq!(b.channel_versions["topic"], a.channel_versions["topic"], "unchanged: same version");
+    assert_eq!(b.channel_versions["n"].counter(), a.channel_versions["n"].counter() + 1);
+    assert!(matches!(b.channel_versions["messages"], ChannelVersion::Str(_)));
+    assert_eq!(b.updated_channels, Some(vec!["messages".to_string(), "n".to_string()]));
+    assert_eq!(second.metadata.step(), Some(0));
+    assert_eq!(second.metadata.source(), Some("loop"));
+    assert_eq!(second.parent_config.as_ref(), Some(&first.config));
+    // What commit returned is what a read returns.
+    assert_eq!(saver.get_tuple(&second.config).unwrap().unwrap(), second);
+    // Clearing a channel keeps a version and drops the value.
+    let third = saver.step(&second).clear("topic").commit().unwrap();
+    let read = saver.get_tuple(&third.config).unwrap().unwrap();
+    assert!(!read.checkpoint.channel_values.contains_key("topic"));
+    assert!(read.checkpoint.channel_versions.contains_key("topic"));
+    assert_eq!(read, third);
+}
+
+#[test]
+fn only_the_head_can_be_continued_and_a_thread_has_one_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.db");
+    // Two handles on one file, as two processes would have.
+    let (a, b) = (Db::open(&path).unwrap().checkpointer(), Db::open(&path).unwrap().checkpointer());
+    let root = a.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit().unwrap();
+    assert!(matches!(
+        b.start(&CheckpointConfig::thread("t")).set("n", json!(9)).commit(),
+        Err(Error::Conflict(_))
+    ));
+    let seen_by_b = b.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
+    a.step(&root).set("n", json!(1)).commit().unwrap();
+    let err = b.step(&seen_by_b).set("n", json!(2)).commit().unwrap_err();
+    assert!(matches!(err, Error::Conflict(_)), "{err}");
+    // Nothing was written by the refused steps; a fork on purpose is fine.
+    assert_eq!(a.list(&ListQuery::thread("t")).unwrap().len(), 2);
+    let forked = b.step(&seen_by_b).fork().set("n", json!(3)).commit().unwrap();
+    assert_eq!(forked.parent_config.as_ref(), Some(&root.config));
+    assert_eq!(a.list(&ListQuery::thread("t")).unwrap().len(), 3);
+    // Namespaces are separate heads.
+    a.start(&CheckpointConfig::thread("t").ns("sub:1")).set("n", json!(0)).commit().unwrap();
+}
+
+#[test]
+fn two_threads_racing_on_one_head_commit_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("race.db");
+    let saver = Db::open(&path).unwrap().checkpointer();
+    let mut head = saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit().unwrap();
+    for round in 1..=20 {
+        let results: Vec<Result<CheckpointTuple, Error>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|w| {
+                    let saver = Db::open(&path).unwrap().checkpointer();
+                    let head = head.clone();
+                    s.spawn(move || saver.step(&head).set("n", json!(round * 10 + w)).commit())
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert_eq!(won.len(), 1, "round {round}: {results:?}");
+        assert!(results.iter().all(|r| r.is_ok() || matches!(r, Err(Error::Conflict(_)))));
+        head = won[0].clone();
+    }
+    assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 21);
+}
+
+#[test]
+fn an_appended_list_stores_each_element_once_and_reads_back_cold() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grow.db");
+    let n = 300;
+    let mut heads = vec![];
+    {
+        let saver = Db::open(&path).unwrap().checkpointer();
+        let mut head =
+            saver.start(&CheckpointConfig::thread("t")).set("messages", json!([])).commit().unwrap();
+        for i in 0..n {
+            head = saver.step(&head).append("messages", [msg(i)]).commit().unwrap();
+            heads.push(head.clone());
+        }
+        // A branch from the middle grows its own tail on the same chain.
+        let mid = &heads[n / 2];
+        let mut branch = saver.step(mid).fork().append("messages", [json!("branch 0")]).commit().unwrap();
+        for i in 1..20 {
+            branch = saver.step(&branch).append("messages", [json!(format!("branch {i}"))]).commit().unwrap();
+        }
+        heads.push(branch);
+    }
+    // Every element once: the stored bytes stay within a small factor of
+    // the messages' own size (a whole list per version would be ~150x).
+    let bytes = count(&path, "SELECT SUM(LENGTH(blob)) FROM checkpoint_blobs WHERE channel = 'messages'");
+    let own: usize = (0..n).map(|i| serde_json::to_string(&msg(i)).unwrap().len()).sum();
+    assert!((bytes as usize) < own * 2, "{bytes} bytes stored for {own} bytes of messages");
+    let deltas = count(&path, "SELECT COUNT(*) FROM checkpoint_blobs WHERE base_version IS NOT NULL");
+    assert!(deltas as usize >= n - 20, "{deltas} deltas");
+    // A fresh handle (nothing cached) reads every version, in any order.
+    let saver = Db::open(&path).unwrap().checkpointer();
+    for h in heads.iter().rev().step_by(7).chain(heads.iter().step_by(11)) {
+        assert_eq!(&saver.get_tuple(&h.config).unwrap().unwrap(), h);
+    }
+    let fresh = Db::open(&path).unwrap().checkpointer();
+    let all = fresh.list(&ListQuery::thread("t")).unwrap();
+    assert_eq!(all.len(), n + 1 + 20);
+    for h in &heads {
+        assert!(all.contains(h));
+    }
+    let branch = heads.last().unwrap().checkpoint.channel_values["messages"].as_list().unwrap();
+    assert_eq!(branch.len(), n / 2 + 1 + 20);
+    assert_eq!(branch.last(), Some(&json!("branch 19")));
+}
+
+#[test]
+fn a_missing_blob_is_an_error_never_an_absent_channel() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let saver = Db::open(&path).unwrap().checkpointer();
+    let head = saver.start(&CheckpointConfig::thread("t")).set("state", json!({"k": 1})).commit().unwrap();
+    rusqlite::Connection::open(&path).unwrap().execute("DELETE FROM checkpoint_blobs", []).unwrap();
+    let fresh = Db::open(&path).unwrap().checkpointer();
+    assert!(matches!(fresh.get_tuple(&head.config), Err(Error::Corrupt { .. })));
+    assert!(matches!(fresh.list(&ListQuery::thread("t")), Err(Error::Corrupt { .. })));
+}
