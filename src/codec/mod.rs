@@ -166,7 +166,7 @@ pub trait Serializer: Send + Sync + 'static {
     /// # Errors
     /// As [`dumps_typed`](Self::dumps_typed).
     fn dumps_list(&self, items: &[&Value]) -> Result<(String, Vec<u8>)> {
-        self.dumps_typed(&Value::Array(items.iter().map(|v| Value::clone(v)).collect()))
+        self.dumps_typed(&Value::Array(items.iter().map(|v| (*v).clone()).collect()))
     }
 }
 
