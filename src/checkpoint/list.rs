@@ -12,6 +12,9 @@ use crate::filter::Filter;
 /// Checkpoints fetched per page by a [`ListIter`].
 const PAGE: usize = 64;
 
+/// Decoded values a [`ListIter`] keeps between pages at most.
+const MEMO_ENTRIES: usize = 16 * 1024;
+
 impl Checkpointer {
     /// The checkpoints matching `query`, newest first (by id, across threads
     /// and namespaces), each with its values and pending writes. The metadata
@@ -84,6 +87,7 @@ impl Checkpointer {
             remaining: query.limit,
             last: None,
             page: Vec::new().into_iter(),
+            memo: Memo::new(),
             done: false,
         })
     }
@@ -102,6 +106,7 @@ pub struct ListIter {
     /// (id, thread, ns) of the last row fetched.
     last: Option<(String, String, String)>,
     page: std::vec::IntoIter<CheckpointTuple>,
+    memo: Memo,
     done: bool,
 }
 
@@ -141,8 +146,13 @@ impl ListIter {
                 .prepare_cached(sql)?
                 .query_map(params_from_iter(args.iter()), read_row)?
                 .collect::<rusqlite::Result<Vec<Row>>>()?;
-            saver.assemble(tx, rows, &mut Memo::new())
+            saver.assemble(tx, rows, &mut self.memo)
         })?;
+        // The memo carries values (cheap shared prefixes of one list) from
+        // page to page; bounded, so memory stays constant.
+        if self.memo.len() > MEMO_ENTRIES {
+            self.memo.clear();
+        }
         if let Some(t) = tuples.last() {
             let c = &t.config;
             self.last = Some((

@@ -208,14 +208,16 @@ impl Checkpointer {
         }
         let (thread, ns, channel, _) = key;
         // Deltas from `key` back to where a value is known, newest first.
-        let mut path: Vec<(BlobKey, String, Vec<u8>)> = Vec::new();
+        let mut path: Vec<(String, String, Vec<u8>)> = Vec::new();
         let mut chain: Option<HashMap<String, BlobRow>> = None;
         let mut version = key.3.clone();
-        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::from([version.clone()]);
+        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let key_of = |v: &str| -> BlobKey { (thread.clone(), ns.clone(), channel.clone(), v.to_string()) };
         let start: Option<ChannelValue> = loop {
-            let cur: BlobKey = (thread.clone(), ns.clone(), channel.clone(), version.clone());
-            if !path.is_empty() {
-                if let Some(v) = self.known(&cur, memo) {
+            // Stop at a version already decoded (one read per link: with the
+            // whole chain in hand, decoding it all is as cheap as looking).
+            if !path.is_empty() && chain.is_none() {
+                if let Some(v) = self.known(&key_of(&version), memo) {
                     break v;
                 }
             }
@@ -234,14 +236,14 @@ impl Checkpointer {
                          stored value"
                     ),
                     Some((k, _, _)) => format!(
-                        "blob {channel}@{version} of thread '{thread}' is missing, but version {} extends it",
-                        k.3
+                        "blob {channel}@{version} of thread '{thread}' is missing, but version {k} extends it"
                     ),
                 }));
             };
             let tag = row.tag.unwrap_or_else(|| "null".into());
             let bytes = row.bytes.unwrap_or_default();
             let Some(base) = row.base else {
+                let cur = key_of(&version);
                 if tag == "empty" {
                     self.values.insert(cur.clone(), None, 0);
                     memo.insert(cur, None);
@@ -253,7 +255,8 @@ impl Checkpointer {
                 memo.insert(cur, Some(v.clone()));
                 break Some(v);
             };
-            if path.len() as i64 >= delta::MAX_CHAIN || !seen.insert(base.clone()) {
+            // A link read twice (from the chain, then by key) is a loop.
+            if path.len() as i64 >= delta::MAX_CHAIN || (chain.is_none() && !seen.insert(base.clone())) {
                 return Err(Error::corrupt(format!("blob {channel}@{}: its delta chain loops", key.3)));
             }
             // The rest of the chain in one read (string versions sort by
@@ -263,32 +266,44 @@ impl Checkpointer {
                     chain = Some(self.load_chain(conn, thread, ns, channel, root, &version)?);
                 }
             }
-            path.push((cur, tag, bytes));
+            path.push((version, tag, bytes));
             version = base;
         };
-        let mut value = start;
-        for (k, tag, bytes) in path.into_iter().rev() {
-            let tail = match self.serde.loads_typed(&tag, &bytes)? {
-                Value::Array(items) => items,
+        if path.is_empty() {
+            return Ok(start);
+        }
+        // The elements of every delta, oldest first, in one new piece on top
+        // of the start: each version on the path is a prefix of it.
+        let mut all = Vec::new();
+        let mut ends = Vec::with_capacity(path.len());
+        for (k, tag, bytes) in path.iter().rev() {
+            match self.serde.loads_typed(tag, bytes)? {
+                Value::Array(items) => all.extend(items.into_iter().map(Arc::new)),
                 _ => {
                     return Err(Error::corrupt(format!(
-                        "blob {}@{} of thread '{}': a delta is not a list",
-                        k.2, k.3, k.0
+                        "blob {channel}@{k} of thread '{thread}': a delta is not a list"
                     )))
                 }
-            };
-            let next = value.as_ref().and_then(|b| b.appended(tail.into_iter().map(Arc::new)));
-            let Some(next) = next else {
-                return Err(Error::corrupt(format!(
-                    "blob {}@{} of thread '{}': its base is not a list",
-                    k.2, k.3, k.0
-                )));
-            };
-            self.values.insert(k.clone(), Some(next.clone()), bytes.len());
-            memo.insert(k, Some(next.clone()));
-            value = Some(next);
+            }
+            ends.push(all.len());
         }
-        Ok(value)
+        let start_len = start.as_ref().and_then(|v| v.as_list()).map(|l| l.len());
+        let tip = start.as_ref().and_then(|b| b.appended(all));
+        let (Some(tip), Some(start_len)) = (tip, start_len) else {
+            let k = &path[path.len() - 1].0;
+            return Err(Error::corrupt(format!(
+                "blob {channel}@{k} of thread '{thread}': its base is not a list"
+            )));
+        };
+        let cost: usize = path.iter().map(|(_, _, b)| b.len()).sum();
+        for ((k, _, _), end) in path.into_iter().rev().zip(ends) {
+            let v = tip.prefix(start_len + end);
+            if k == key.3 {
+                self.values.insert(key.clone(), v.clone(), cost);
+            }
+            memo.insert(key_of(&k), v);
+        }
+        Ok(Some(tip))
     }
 
     /// A value already decoded: in this read's memo, or in the cache.

@@ -27,15 +27,24 @@ enum Repr {
     /// Any JSON value but an array.
     One(Arc<Value>),
     /// An array.
-    List(Arc<Chunk>),
+    List(View),
+}
+
+/// The first `len` elements of a chain of chunks: a list, or an older
+/// version of a list that grew since (a history read builds one list and
+/// hands out prefixes of it).
+#[derive(Clone)]
+struct View {
+    chunk: Arc<Chunk>,
+    len: usize,
 }
 
 /// A piece of a list: the elements appended after `prev`'s.
 struct Chunk {
-    prev: Option<Arc<Chunk>>,
+    prev: Option<View>,
     items: Box<[Arc<Value>]>,
-    /// Elements in this chunk and all before it.
-    len: usize,
+    /// Elements before this chunk's.
+    start: usize,
     /// Chunks in the chain, this one included.
     depth: usize,
 }
@@ -45,25 +54,34 @@ struct Chunk {
 /// recurses deeper).
 const MAX_DEPTH: usize = 48;
 
-impl Chunk {
-    fn new(prev: Option<Arc<Chunk>>, items: Box<[Arc<Value>]>) -> Arc<Chunk> {
-        let (len, depth) = prev.as_ref().map_or((0, 0), |p| (p.len, p.depth));
-        let chunk = Chunk { len: len + items.len(), depth: depth + 1, prev, items };
-        if chunk.depth <= MAX_DEPTH {
-            return Arc::new(chunk);
+impl View {
+    /// `prev` (if any) followed by `items`.
+    fn new(prev: Option<View>, items: Box<[Arc<Value>]>) -> View {
+        let (start, depth) = prev.as_ref().map_or((0, 0), |p| (p.len, p.chunk.depth));
+        let len = start + items.len();
+        if depth < MAX_DEPTH {
+            return View { chunk: Arc::new(Chunk { prev, items, start, depth: depth + 1 }), len };
         }
-        let mut all = Vec::with_capacity(chunk.len);
-        for piece in ListRef(&chunk).pieces() {
-            all.extend(piece.iter().cloned());
+        let mut all = Vec::with_capacity(len);
+        if let Some(p) = &prev {
+            for piece in ListRef(p).pieces() {
+                all.extend(piece.iter().cloned());
+            }
         }
-        Arc::new(Chunk { prev: None, len: all.len(), depth: 1, items: all.into_boxed_slice() })
+        all.extend(items.into_vec());
+        View { chunk: Arc::new(Chunk { prev: None, items: all.into_boxed_slice(), start: 0, depth: 1 }), len }
+    }
+
+    /// The first `len` elements of this list.
+    fn prefix(&self, len: usize) -> View {
+        View { chunk: self.chunk.clone(), len: len.min(self.len) }
     }
 }
 
 /// The elements of a list [`ChannelValue`], borrowed: see
 /// [`ChannelValue::as_list`].
 #[derive(Clone, Copy)]
-pub struct ListRef<'a>(&'a Chunk);
+pub struct ListRef<'a>(&'a View);
 
 impl<'a> ListRef<'a> {
     /// The number of elements.
@@ -78,11 +96,13 @@ impl<'a> ListRef<'a> {
 
     /// The pieces of the list, oldest first.
     fn pieces(&self) -> Vec<&'a [Arc<Value>]> {
-        let mut out = Vec::with_capacity(self.0.depth);
-        let mut c = Some(self.0);
-        while let Some(chunk) = c {
-            out.push(&*chunk.items);
-            c = chunk.prev.as_deref();
+        let mut out = Vec::with_capacity(self.0.chunk.depth);
+        let mut v = Some(self.0);
+        while let Some(view) = v {
+            let chunk = &*view.chunk;
+            let take = view.len.saturating_sub(chunk.start).min(chunk.items.len());
+            out.push(&chunk.items[..take]);
+            v = chunk.prev.as_ref();
         }
         out.reverse();
         out
@@ -95,13 +115,16 @@ impl<'a> ListRef<'a> {
 
     /// The element at `index`, if there is one.
     pub fn get(&self, index: usize) -> Option<&'a Value> {
-        let mut c = Some(self.0);
-        while let Some(chunk) = c {
-            let start = chunk.len - chunk.items.len();
-            if index >= start {
-                return chunk.items.get(index - start).map(|v| &**v);
+        if index >= self.0.len {
+            return None;
+        }
+        let mut v = Some(self.0);
+        while let Some(view) = v {
+            let chunk = &*view.chunk;
+            if index >= chunk.start {
+                return chunk.items.get(index - chunk.start).map(|v| &**v);
             }
-            c = chunk.prev.as_deref();
+            v = chunk.prev.as_ref();
         }
         None
     }
@@ -132,7 +155,7 @@ impl Drop for Chunk {
     fn drop(&mut self) {
         let mut prev = self.prev.take();
         while let Some(p) = prev {
-            match Arc::try_unwrap(p) {
+            match Arc::try_unwrap(p.chunk) {
                 Ok(mut chunk) => prev = chunk.prev.take(),
                 Err(_) => break,
             }
@@ -168,16 +191,25 @@ impl ChannelValue {
 
     /// A list of shared elements.
     pub fn from_list(items: impl IntoIterator<Item = Arc<Value>>) -> ChannelValue {
-        ChannelValue(Repr::List(Chunk::new(None, items.into_iter().collect())))
+        ChannelValue(Repr::List(View::new(None, items.into_iter().collect())))
     }
 
     /// This list with `items` appended (the elements already held are shared,
     /// not copied), or `None` if the value is not a list.
     pub fn appended(&self, items: impl IntoIterator<Item = Arc<Value>>) -> Option<ChannelValue> {
         match &self.0 {
-            Repr::List(c) => {
-                Some(ChannelValue(Repr::List(Chunk::new(Some(c.clone()), items.into_iter().collect()))))
+            Repr::List(v) => {
+                Some(ChannelValue(Repr::List(View::new(Some(v.clone()), items.into_iter().collect()))))
             }
+            Repr::One(_) => None,
+        }
+    }
+
+    /// The first `len` elements of this list (shared, O(1)), or `None` if
+    /// the value is not a list.
+    pub(crate) fn prefix(&self, len: usize) -> Option<ChannelValue> {
+        match &self.0 {
+            Repr::List(v) => Some(ChannelValue(Repr::List(v.prefix(len)))),
             Repr::One(_) => None,
         }
     }
@@ -193,7 +225,7 @@ impl ChannelValue {
     pub fn ptr_eq(&self, other: &ChannelValue) -> bool {
         match (&self.0, &other.0) {
             (Repr::One(a), Repr::One(b)) => Arc::ptr_eq(a, b),
-            (Repr::List(a), Repr::List(b)) => Arc::ptr_eq(a, b),
+            (Repr::List(a), Repr::List(b)) => Arc::ptr_eq(&a.chunk, &b.chunk) && a.len == b.len,
             _ => false,
         }
     }
@@ -213,7 +245,7 @@ impl PartialEq for ChannelValue {
         match (&self.0, &other.0) {
             (Repr::One(a), Repr::One(b)) => a == b,
             (Repr::List(a), Repr::List(b)) => {
-                Arc::ptr_eq(a, b) || (a.len == b.len && ListRef(a).iter().eq(ListRef(b).iter()))
+                a.len == b.len && (Arc::ptr_eq(&a.chunk, &b.chunk) || ListRef(a).iter().eq(ListRef(b).iter()))
             }
             _ => false,
         }
@@ -306,12 +338,30 @@ mod tests {
             want.push(json!(i));
         }
         let l = v.as_list().unwrap();
-        assert!(l.0.depth <= MAX_DEPTH);
+        assert!(l.0.chunk.depth <= MAX_DEPTH);
         assert_eq!(l.len(), 10_000);
         assert_eq!(l.get(9_999), Some(&json!(9_999)));
         assert_eq!(l.get(10_000), None);
         assert_eq!(v, Value::Array(want));
         drop(v);
+    }
+
+    #[test]
+    fn a_prefix_shares_the_list_and_can_grow_its_own_branch() {
+        let full = ChannelValue::from(json!([0, 1, 2, 3]));
+        let head = full.prefix(2).unwrap();
+        assert_eq!(head, json!([0, 1]));
+        assert_eq!(head.as_list().unwrap().get(2), None);
+        let branch = head.appended([Arc::new(json!("b"))]).unwrap();
+        assert_eq!(branch, json!([0, 1, "b"]));
+        assert_eq!(full, json!([0, 1, 2, 3]));
+        let mut deep = branch.clone();
+        for i in 0..200 {
+            deep = deep.appended([Arc::new(json!(i))]).unwrap();
+        }
+        assert_eq!(deep.as_list().unwrap().len(), 203);
+        assert_eq!(deep.as_list().unwrap().get(2), Some(&json!("b")));
+        assert_eq!(deep.as_list().unwrap().get(202), Some(&json!(199)));
     }
 
     #[test]
