@@ -267,7 +267,7 @@ fn history_read(path: &str, mode: &str) -> Result<()> {
             }
         }
         "meta" => {
-            for e in saver.history(&agentstate::HistoryQuery::thread("long"))? {
+            for e in saver.history(&agentstate::inspect::HistoryQuery::thread("long"))? {
                 sum += e.checkpoint_id.len();
                 n += 1;
             }

@@ -77,7 +77,7 @@ impl DbBuilder {
     }
 
     /// Write checkpoints behind the caller (default `false`), like
-    /// LangGraph's `durability="async"`: [`Checkpointer::put`],
+    /// LangGraph's `durability="async"`: [`Checkpointer::put`](crate::Checkpointer::put),
     /// [`put_writes`](crate::Checkpointer::put_writes) and
     /// [`Step::commit`](crate::Step::commit) return once the write is queued,
     /// and a background thread commits what is queued together, one

@@ -7,24 +7,20 @@ mod commit;
 mod db;
 mod error;
 pub mod filter;
-mod inspect;
+pub mod inspect;
 mod json;
 mod pool;
 pub mod store;
 mod vector;
 
 pub use checkpoint::{
-    Checkpoint, CheckpointConfig, CheckpointTuple, Checkpointer, ListQuery, Metadata, PruneStrategy,
+    ChannelValue, Checkpoint, CheckpointConfig, CheckpointTuple, Checkpointer, ListQuery, Metadata,
+    PruneStrategy, Step,
 };
 pub use codec::{JsonPlusSerializer, Serializer};
 pub use db::{Db, DbBuilder, Durability};
 pub use error::{BoxError, Error, Result};
 pub use filter::Filter;
-pub use inspect::{
-    CheckArea, CheckReport, CheckpointCounts, FileInfo, Finding, HistoryEntry, HistoryQuery, IdMatch,
-    ItemInfo, RecordedEmbedder, SchemaVersion, Severity, Stats, StoreCounts, TableInfo, ThreadCounts,
-    ThreadSummary, VectorDims,
-};
 pub use store::{Item, SearchItem, Store, StoreConfig};
 
 /// The `rusqlite` this crate links (and so the SQLite it bundles): an

@@ -5,11 +5,9 @@ use std::ops::ControlFlow;
 use std::path::Path;
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersions, Retention};
+use agentstate::inspect::{Finding, HistoryQuery, IdMatch, Severity};
 use agentstate::store::IndexConfig;
-use agentstate::{
-    Checkpoint, CheckpointConfig, Checkpointer, Db, Finding, HistoryQuery, IdMatch, Metadata, Severity,
-    StoreConfig,
-};
+use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, Metadata, StoreConfig};
 use serde_json::{json, Value};
 
 /// Puts `n` checkpoints in a chain on (thread, ns); each carries a list that

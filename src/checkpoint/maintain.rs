@@ -178,7 +178,7 @@ impl Checkpointer {
     ///
     /// # Errors
     /// - [`Error::NotFound`] if `config` names no checkpoint.
-    /// - errors of [`get_tuple`](Self::get_tuple) and [`Step::commit`].
+    /// - errors of [`get_tuple`](Self::get_tuple) and [`Step::commit`](super::Step::commit).
     pub fn fork(&self, config: &CheckpointConfig) -> Result<CheckpointConfig> {
         self.fork_with(config, Map::new())
     }

@@ -9,7 +9,7 @@ pub mod ops;
 
 use std::path::Path;
 
-use agentstate::Finding;
+use agentstate::inspect::Finding;
 use rusqlite::{Connection, OpenFlags};
 
 /// SplitMix64: deterministic, seedable, good enough to pick operations.

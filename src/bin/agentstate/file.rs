@@ -1,6 +1,6 @@
 //! File commands: stats, the integrity check and vacuum.
 
-use agentstate::{CheckArea, Finding, Severity};
+use agentstate::inspect::{CheckArea, Finding, Severity};
 use serde_json::{json, Map, Value};
 
 use crate::output::{self, bytes, plural, Table};

@@ -3,10 +3,11 @@
 use std::io::{IsTerminal, Read};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use agentstate::inspect::ItemInfo;
 use agentstate::store::{
     HashEmbedder, IndexConfig, ListNamespaces, Namespace, Put, Search, Store, TtlConfig,
 };
-use agentstate::{ItemInfo, StoreConfig};
+use agentstate::StoreConfig;
 use serde_json::{json, Value};
 
 use crate::output::{self, compact, plural, Table};

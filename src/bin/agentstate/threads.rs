@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use agentstate::{CheckpointConfig, HistoryEntry, HistoryQuery, IdMatch, PruneStrategy, ThreadCounts};
+use agentstate::inspect::{HistoryEntry, HistoryQuery, IdMatch, ThreadCounts};
+use agentstate::{CheckpointConfig, PruneStrategy};
 use serde_json::{json, Map, Value};
 
 use crate::output::{self, compact, ns_label, plural, Table};
