@@ -93,7 +93,7 @@ pub struct HistoryEntry {
 /// Which checkpoints [`Checkpointer::history`] lists.
 ///
 /// ```
-/// # use agentstate::HistoryQuery;
+/// # use agentstate::inspect::HistoryQuery;
 /// let q = HistoryQuery::thread("t1").namespace("").limit(20);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
