@@ -64,19 +64,24 @@ def run_rss(cmd: list[str], out_json: str | None = None) -> tuple[dict, float, f
 
 
 # (metric, better, target ratio, note). better: "lower" times/sizes, "higher" rates.
+# (metric, better, target ratio, note[, Python metric if it differs]).
 CKPT = [
-    ("single_steps_per_s", "higher", 10, "checkpoint step (put + put_writes), 1 thread"),
+    ("single_steps_per_s", "higher", 10, "checkpoint step (step API + put_writes), 1 thread"),
     ("single_first100_ms", "lower", None, "per-step median, first 100 steps"),
     ("single_last100_ms", "lower", None, "per-step median, last 100 steps"),
-    ("multi_steps_per_s", "higher", None, "100 threads x 50 steps, round-robin"),
-    ("get_tuple_latest_us", "lower", 10, "get_tuple latest (long thread)"),
-    ("get_tuple_by_id_mid_us", "lower", None, "get_tuple by id (middle)"),
-    ("multi_get_tuple_latest_us", "lower", None, "get_tuple latest, 50-step thread"),
-    ("list_full_ms", "lower", 20, "list() full history"),
-    ("list_limit10_ms", "lower", None, "list(limit=10)"),
+    ("multi_steps_per_s", "higher", 5, "100 threads x 50 steps, round-robin"),
+    ("get_tuple_latest_us", "lower", 10, "get_tuple latest (long thread), warm: the writing process"),
+    ("get_tuple_by_id_mid_us", "lower", 10, "get_tuple by id (middle), warm"),
+    ("multi_get_tuple_latest_us", "lower", 10, "get_tuple latest, 50-step thread, warm"),
+    ("get_tuple_latest_cold_us", "lower", 3, "get_tuple latest, cold: a fresh Db, empty caches", "get_tuple_latest_us"),
+    ("get_tuple_by_id_mid_cold_us", "lower", 3, "get_tuple by id (middle), cold", "get_tuple_by_id_mid_us"),
+    ("multi_get_tuple_latest_cold_us", "lower", 3, "get_tuple latest, 50-step thread, cold",
+     "multi_get_tuple_latest_us"),
+    ("list_full_ms", "lower", 20, "list() full history, every message touched"),
+    ("list_limit10_ms", "lower", 10, "list(limit=10)"),
     ("list_filter_ms", "lower", 20, "list(filter={source, step}) on the thread"),
     ("list_filter_allthreads_ms", "lower", None, "same filter, all threads"),
-    ("single_db_bytes_after_close", "lower", 20, "file size after the run"),
+    ("single_db_bytes_after_close", "lower", 80, "file size after the run"),
 ]
 STORE = [
     ("put_batch_us_per_item_excl_embed", "lower", 5, "batch put of 100, per item, embedding excluded"),
@@ -109,8 +114,10 @@ def fmt(x: float) -> str:
 def table(title: str, rows, py_runs, rs_runs, extra_rows=()):
     lines = [f"\n### {title}\n", "| metric | Python median | Rust median | ratio | target | met |",
              "|---|---:|---:|---:|---:|:-:|"]
-    for key, better, target, note in rows:
-        pv = [r[key] for r in py_runs if key in r]
+    for row in rows:
+        key, better, target, note = row[:4]
+        pkey = row[4] if len(row) > 4 else key
+        pv = [r[pkey] for r in py_runs if pkey in r]
         rv = [r[key] for r in rs_runs if key in r]
         if better == "rust" and rv:
             lines.append(f"| {note} (`{key}`) | - | {fmt(statistics.median(rv))} | | | |")
@@ -123,6 +130,35 @@ def table(title: str, rows, py_runs, rs_runs, extra_rows=()):
         tgt = "" if target is None else f">= {target}x"
         lines.append(f"| {note} (`{key}`) | {fmt(p)} | {fmt(r)} | {ratio:.1f}x | {tgt} | {met} |")
     lines.extend(extra_rows)
+    return "\n".join(lines)
+
+
+def long_runs(rs_ck: str, out: str) -> str:
+    """Rust only: 10,000 steps (file size, flatness), and the history of a
+    5,000-checkpoint thread whose list grows to 5,000 messages, read in fresh
+    processes (peak RSS is the reader's)."""
+    lines = ["\n### Long runs (Rust only)\n", "| metric | value | target | met |", "|---|---:|---:|:-:|"]
+    d, _, rss = run_rss([rs_ck, "--steps", "10000", "--threads", "1", "--thread-steps", "1", "--writers", "1",
+                         "--get-iters", "20", "--list-iters", "1"])
+    mb = d["single_db_bytes_after_close"] / 1e6
+    flat = d["single_last100_ms"] / d["single_first100_ms"]
+    lines.append(f"| file after 10,000 steps (MB) | {mb:.1f} | <= 15 | {'yes' if mb <= 15 else '**no**'} |")
+    lines.append(f"| step time, last 100 / first 100 of 10,000 | {flat:.2f} | <= 1.2 | {'yes' if flat <= 1.2 else '**no**'} |")
+    lines.append(f"| steps/s over 10,000 steps | {d['single_steps_per_s']:.0f} | | |")
+    path = os.path.join(out, "history5000.db")
+    for p in (path, path + "-wal", path + "-shm"):
+        if os.path.exists(p):
+            os.remove(p)
+    run([rs_ck, "--build-history", "5000", path])
+    for mode, what, limit_ms in (("iter", "every checkpoint with its values (`list_iter`), each message touched", None),
+                                 ("meta", "without values (`Checkpointer::history`)", 100)):
+        d, _, rss = run_rss([rs_ck, "--read-history", path, mode])
+        assert d["checkpoints"] == 5000, d
+        lines.append(f"| history of a 5,000-checkpoint thread, {what}: ms | {d['ms']:.0f} | "
+                     f"{'<= ' + str(limit_ms) if limit_ms else ''} | "
+                     f"{('yes' if d['ms'] <= limit_ms else '**no**') if limit_ms else ''} |")
+        lines.append(f"| same, peak RSS of the reading process (MiB) | {rss:.0f} | <= 64 | "
+                     f"{'yes' if rss <= 64 else '**no**'} |")
     return "\n".join(lines)
 
 
@@ -150,6 +186,7 @@ def main():
         # Python's default is synchronous=FULL in WAL; NORMAL is our default.
         for sync, rs_flag in (("default", ["--full"]), ("NORMAL", [])):
             py_runs, rs_runs, py_rss, rs_rss = [], [], [], []
+            variants: dict[str, list[dict]] = {}
             for rep in range(args.reps):
                 out = os.path.join(args.out, f"py_ckpt_{steps}_{sync}_{rep}.json")
                 d, _, rss = run_rss([args.python, os.path.join(PEER, "bench_checkpointer.py"), "--steps", str(steps),
@@ -159,6 +196,11 @@ def main():
                 d, _, rss = run_rss([rs_ck, "--steps", str(steps)] + rs_flag)
                 rs_runs.append(d)
                 rs_rss.append(rss)
+                # The same workload through LangGraph's put, and write-behind.
+                for variant, flags in (("put", ["--put"]), ("behind", ["--write-behind"])):
+                    d, _, _ = run_rss([rs_ck, "--steps", str(steps), "--get-iters", "20", "--list-iters", "1"]
+                                      + rs_flag + flags)
+                    variants.setdefault(variant, []).append(d)
                 print(f"# checkpointer steps={steps} sync={sync} repeat {rep + 1}/{args.reps}", file=sys.stderr)
             raw[f"ckpt_{steps}_{sync}"] = {"python": py_runs, "rust": rs_runs, "py_rss": py_rss, "rs_rss": rs_rss}
             mode = "synchronous=FULL (Python's default) vs Durability::Full" if sync == "default" else \
@@ -170,7 +212,23 @@ def main():
             flat_row = (f"| step cost growth: last 100 / first 100 steps (`flatness`) | {statistics.median(pflat):.2f} | "
                         f"{statistics.median(flat):.2f} | | <= 1.5 (Rust) | "
                         f"{'yes' if statistics.median(flat) <= 1.5 else '**no**'} |")
-            report.append(table(f"Checkpointer, {steps} steps, {mode}", CKPT, py_runs, rs_runs, [flat_row, rss_row]))
+            pst = statistics.median([r["single_steps_per_s"] for r in py_runs])
+            extra = [flat_row, rss_row]
+            for variant, label in (("put", "step through LangGraph's `put` (versions made by hand)"),
+                                   ("behind", "step with write-behind (`DbBuilder::write_behind`, flushed at the end)")):
+                for key, what in (("single_steps_per_s", "1 thread"), ("multi_steps_per_s", "100 threads round-robin")):
+                    v = statistics.median([r[key] for r in variants[variant]])
+                    p = statistics.median([r[key] for r in py_runs])
+                    extra.append(f"| {label}, {what} (`{key}`) | {fmt(p)} | {fmt(v)} | {v / p:.1f}x | | |")
+            conc = statistics.median([r["concurrent_steps_per_s"] for r in rs_runs])
+            n = rs_runs[0].get("concurrent_writers", 8)
+            tgt = 5 if sync == "default" else None
+            extra.append(f"| {n} writer threads on one Db (group commit at Full) vs Python's 1 thread "
+                         f"(`concurrent_steps_per_s`) | {fmt(pst)} | {fmt(conc)} | {conc / pst:.1f}x | "
+                         f"{'>= 5x' if tgt else ''} | {('yes' if conc / pst >= 5 else '**no**') if tgt else ''} |")
+            raw[f"ckpt_{steps}_{sync}"]["variants"] = variants
+            report.append(table(f"Checkpointer, {steps} steps, {mode}", CKPT, py_runs, rs_runs, extra))
+    report.append(long_runs(rs_ck, args.out))
     py_runs, rs_runs, py_rss, rs_rss = [], [], [], []
     s, l = args.n_small, args.n_large
     for rep in range(args.store_reps):
