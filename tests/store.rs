@@ -707,3 +707,211 @@ fn search_cache_sees_every_writer() {
     assert_eq!(keys(&got), vec!["k1"]);
     assert_eq!(b.search(Search::new(&["n"])).unwrap().len(), 1);
 }
+
+// ---------------------------------------------------------------- reliability
+
+/// The `name/dims` the file records for its vectors, if any.
+fn recorded_embedder(path: &std::path::Path) -> Option<String> {
+    Connection::open(path)
+        .unwrap()
+        .query_row("SELECT value FROM agentstate_meta WHERE key = 'store.embedder'", [], |r| r.get(0))
+        .ok()
+}
+
+fn vector_count(path: &std::path::Path) -> i64 {
+    Connection::open(path).unwrap().query_row("SELECT COUNT(*) FROM store_vectors", [], |r| r.get(0)).unwrap()
+}
+
+/// An embedder of any identity whose document embedding fails.
+struct FailingDocs(&'static str, usize);
+
+impl Embedder for FailingDocs {
+    fn name(&self) -> &str {
+        self.0
+    }
+    fn dims(&self) -> usize {
+        self.1
+    }
+    fn embed_documents(&self, _: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
+        Err("the model went away".into())
+    }
+    fn embed_query(&self, _: &str) -> Result<Vec<f32>, BoxError> {
+        Err("the model went away".into())
+    }
+}
+
+/// A file indexed with `Literal(3)` over field `v`: items k1 = "1 0 0",
+/// k2 = "0 1 0".
+fn indexed_file() -> (tempfile::TempDir, std::path::PathBuf, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let db = Db::open(&path).unwrap();
+    let s = db.store(StoreConfig::new().with_index(IndexConfig::new(Literal(3)).with_fields(["v"]))).unwrap();
+    s.put(&["n"], "k1", json!({"v": "1 0 0"})).unwrap();
+    s.put(&["n"], "k2", json!({"v": "0 1 0"})).unwrap();
+    (dir, path, db)
+}
+
+/// A reindex is one transaction: the new embedder is recorded together with
+/// the new vectors. When it fails midway (here the new embedder fails, as a
+/// kill would stop it), the file still records the old embedder over the old
+/// vectors, and the old configuration still opens and searches.
+#[test]
+fn a_failed_reindex_leaves_the_old_embedder_and_vectors() {
+    let (_d, path, db) = indexed_file();
+    let err = db
+        .reindex_store(
+            StoreConfig::new().with_index(IndexConfig::new(FailingDocs("other", 2)).with_fields(["v"])),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::Embedding { .. }), "{err}");
+    assert_eq!(recorded_embedder(&path).as_deref(), Some("literal/3"));
+    assert_eq!(vector_count(&path), 2);
+    let s = db.store(StoreConfig::new().with_index(IndexConfig::new(Literal(3)).with_fields(["v"]))).unwrap();
+    assert_eq!(keys(&s.search(Search::new(&["n"]).query("0 1 0")).unwrap())[0], "k2");
+}
+
+/// Runs a hook (another writer's put) the first time it embeds documents,
+/// that is after a reindex has read the items and before it writes.
+struct Interleaved {
+    hook: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Embedder for Interleaved {
+    fn name(&self) -> &str {
+        "literal"
+    }
+    fn dims(&self) -> usize {
+        3
+    }
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
+        if let Some(hook) = self.hook.lock().unwrap().take() {
+            hook();
+        }
+        Ok(texts.iter().map(|t| Literal(3).parse(t)).collect())
+    }
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, BoxError> {
+        Ok(Literal(3).parse(text))
+    }
+}
+
+/// A put acknowledged while a reindex runs keeps its vector: the reindex
+/// re-reads the items inside its write transaction and embeds what changed
+/// since it first read them.
+#[test]
+fn reindex_keeps_the_vectors_of_puts_acknowledged_meanwhile() {
+    let (_d, path, db) = indexed_file();
+    let other = Db::open(&path).unwrap();
+    let hook = move || {
+        let s = other
+            .store(StoreConfig::new().with_index(IndexConfig::new(Literal(3)).with_fields(["v"])))
+            .unwrap();
+        s.put(&["n"], "late", json!({"v": "0 0 1"})).unwrap();
+        s.put(&["n"], "k1", json!({"v": "1 1 0"})).unwrap();
+    };
+    let embedder = Interleaved { hook: std::sync::Mutex::new(Some(Box::new(hook))) };
+    let s = db.store(StoreConfig::new().with_index(IndexConfig::new(embedder).with_fields(["v"]))).unwrap();
+    assert_eq!(s.reindex().unwrap(), 3);
+    assert_eq!(vector_names(&Connection::open(&path).unwrap(), "late"), vec!["v"]);
+    let hits = s.search(Search::new(&["n"]).query("0 0 1")).unwrap();
+    assert_eq!(keys(&hits)[0], "late");
+    assert!((hits[0].score.unwrap() - 1.0).abs() < 1e-6);
+    let hits = s.search(Search::new(&["n"]).query("1 1 0")).unwrap();
+    assert_eq!(keys(&hits)[0], "k1", "the vector of the newer k1");
+    assert!((hits[0].score.unwrap() - 1.0).abs() < 1e-6);
+}
+
+/// Says it has `dims` dimensions but returns 3-long vectors.
+struct Claims(usize);
+
+impl Embedder for Claims {
+    fn name(&self) -> &str {
+        "claims"
+    }
+    fn dims(&self) -> usize {
+        self.0
+    }
+    fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, BoxError> {
+        Ok(texts.iter().map(|t| Literal(3).parse(t)).collect())
+    }
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, BoxError> {
+        Ok(Literal(3).parse(text))
+    }
+}
+
+/// Absurd dimensions (0, 2^32, usize::MAX) are refused with a typed error
+/// wherever a dimension comes in, before anything is written: the file
+/// keeps its embedder and vectors.
+#[test]
+fn absurd_dimensions_are_refused_before_anything_changes() {
+    for dims in [0, 1 << 32, usize::MAX] {
+        assert!(
+            matches!(agentstate::store::HashEmbedder::new(dims), Err(Error::InvalidArgument(_))),
+            "{dims}"
+        );
+        assert!(matches!(IndexConfig::hashed(dims), Err(Error::InvalidArgument(_))), "{dims}");
+    }
+    let (_d, path, db) = indexed_file();
+    for dims in [0, 1 << 32, usize::MAX] {
+        let cfg = || StoreConfig::new().with_index(IndexConfig::new(Claims(dims)).with_fields(["v"]));
+        assert!(matches!(db.store(cfg()), Err(Error::InvalidArgument(_))), "{dims}");
+        assert!(matches!(db.reindex_store(cfg()), Err(Error::InvalidArgument(_))), "{dims}");
+        assert_eq!(recorded_embedder(&path).as_deref(), Some("literal/3"));
+        assert_eq!(vector_count(&path), 2);
+    }
+    // Vectors of the wrong length from an embedder of a sane dimension.
+    let err = db
+        .reindex_store(StoreConfig::new().with_index(IndexConfig::new(Claims(5)).with_fields(["v"])))
+        .unwrap_err();
+    assert!(matches!(err, Error::DimensionMismatch { expected: 5, got: 3 }), "{err}");
+    assert_eq!(recorded_embedder(&path).as_deref(), Some("literal/3"));
+    assert_eq!(vector_count(&path), 2);
+}
+
+/// A file whose vectors no recorded embedder made (LangGraph's Python
+/// `SqliteStore` records none) is refused with an index config, whatever the
+/// embedder, because its vectors would be scored against ours; nothing is
+/// recorded then. The caller may adopt the vectors (then the embedder is
+/// recorded and the file opens normally) or reindex. A file without vectors
+/// simply records the embedder.
+#[test]
+fn vectors_of_an_unrecorded_embedder_are_refused_unless_adopted() {
+    let (_d, path, db) = indexed_file();
+    Connection::open(&path).unwrap().execute("DELETE FROM agentstate_meta", []).unwrap();
+    let hashed = || StoreConfig::new().with_index(IndexConfig::hashed(16).unwrap().with_fields(["v"]));
+    let literal = |adopt| {
+        StoreConfig::new()
+            .with_index(IndexConfig::new(Literal(3)).with_fields(["v"]).with_adopt_existing_vectors(adopt))
+    };
+    for cfg in [hashed(), literal(false)] {
+        match db.store(cfg) {
+            Err(Error::UnrecordedEmbedder { vectors: 2, configured }) => {
+                assert!(configured.ends_with("/16") || configured == "literal/3", "{configured}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(recorded_embedder(&path), None);
+    // A plain store needs no embedder.
+    assert_eq!(db.store(StoreConfig::new()).unwrap().search(Search::new(&["n"])).unwrap().len(), 2);
+    // Adopting on a read-only Db reads without recording.
+    let ro = Db::builder().read_only(true).open(&path).unwrap();
+    let s = ro.store(literal(true)).unwrap();
+    assert_eq!(keys(&s.search(Search::new(&["n"]).query("0 1 0")).unwrap())[0], "k2");
+    drop((s, ro));
+    assert_eq!(recorded_embedder(&path), None);
+    // Adopting records the embedder: later opens need no flag.
+    let s = db.store(literal(true)).unwrap();
+    assert_eq!(keys(&s.search(Search::new(&["n"]).query("0 1 0")).unwrap())[0], "k2");
+    assert_eq!(recorded_embedder(&path).as_deref(), Some("literal/3"));
+    assert!(db.store(literal(false)).is_ok());
+    assert!(matches!(db.store(hashed()), Err(Error::EmbedderMismatch { .. })));
+    // Reindexing replaces unrecorded vectors too.
+    Connection::open(&path).unwrap().execute("DELETE FROM agentstate_meta", []).unwrap();
+    db.reindex_store(hashed()).unwrap();
+    assert_eq!(recorded_embedder(&path).as_deref(), Some("agentstate-hash-v1/16"));
+    // No vectors, no record: the embedder is recorded at open.
+    let fresh = Db::open_in_memory().unwrap();
+    fresh.store(hashed()).unwrap();
+    assert!(matches!(fresh.store(literal(false)), Err(Error::EmbedderMismatch { .. })));
+}
