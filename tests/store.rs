@@ -915,3 +915,32 @@ fn vectors_of_an_unrecorded_embedder_are_refused_unless_adopted() {
     fresh.store(hashed()).unwrap();
     assert!(matches!(fresh.store(literal(false)), Err(Error::EmbedderMismatch { .. })));
 }
+
+/// A change to a vector alone (another writer updating `store_vectors`, not
+/// `store`) moves the search generation: a long-lived Store scores the new
+/// vector.
+#[test]
+fn a_vector_changed_alone_by_another_writer_is_seen_by_search() {
+    let (_d, path, db) = indexed_file();
+    let s = db.store(StoreConfig::new().with_index(IndexConfig::new(Literal(3)).with_fields(["v"]))).unwrap();
+    let hits = s.search(Search::new(&["n"]).query("0 0 1")).unwrap();
+    assert!(hits.iter().all(|h| h.score.unwrap().abs() < 1e-6));
+    let raw = Connection::open(&path).unwrap();
+    let blob: Vec<u8> = [0f32, 0.0, 1.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+    raw.execute("UPDATE store_vectors SET embedding = ?1 WHERE key = 'k2'", [&blob]).unwrap();
+    let hits = s.search(Search::new(&["n"]).query("0 0 1")).unwrap();
+    assert_eq!(keys(&hits)[0], "k2");
+    assert!((hits[0].score.unwrap() - 1.0).abs() < 1e-6, "{hits:?}");
+    raw.execute("DELETE FROM store_vectors WHERE key = 'k2'", []).unwrap();
+    let hits = s.search(Search::new(&["n"]).query("0 0 1")).unwrap();
+    assert_eq!(hits.iter().find(|h| h.item.key == "k2").unwrap().score, None);
+    let orphan: Vec<u8> = [0f32, 1.0, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+    raw.execute(
+        "INSERT INTO store_vectors (prefix, key, field_name, embedding) VALUES ('n', 'k2', 'v', ?1)",
+        [&orphan],
+    )
+    .unwrap();
+    let hits = s.search(Search::new(&["n"]).query("0 1 0")).unwrap();
+    assert_eq!(keys(&hits)[0], "k2");
+    assert!((hits[0].score.unwrap() - 1.0).abs() < 1e-6);
+}

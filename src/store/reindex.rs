@@ -180,8 +180,8 @@ impl Store {
                     tx.execute("DELETE FROM agentstate_meta WHERE key = ?1", [EMBEDDER_KEY])?;
                 }
             }
-            // Every search cache reloads.
-            tx.execute("UPDATE agentstate_store_gen SET gen = gen + 1", [])?;
+            // (The triggers on `store_vectors` moved the generation of every
+            // prefix whose vectors changed: search caches reload them.)
             Ok(now.len())
         })
     }
