@@ -944,3 +944,40 @@ fn a_vector_changed_alone_by_another_writer_is_seen_by_search() {
     assert_eq!(keys(&hits)[0], "k2");
     assert!((hits[0].score.unwrap() - 1.0).abs() < 1e-6);
 }
+
+/// Reads never fail because of the TTL refresh: while another connection
+/// holds the write lock, get and search answer at once (the refresh is
+/// skipped), and opening a Store whose embedder is already recorded writes
+/// nothing, so it does not wait for the lock either.
+#[test]
+fn reads_and_opens_do_not_wait_for_another_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lock.db");
+    let db = Db::builder().busy_timeout(Duration::from_millis(400)).open(&path).unwrap();
+    let cfg = || {
+        StoreConfig::new()
+            .with_index(IndexConfig::new(Literal(3)).with_fields(["v"]))
+            .with_ttl(TtlConfig::new().with_default_ttl(Duration::from_secs(600)))
+    };
+    let s = db.store(cfg()).unwrap();
+    s.put(&["n"], "k", json!({"v": "1 0 0"})).unwrap();
+    let before = s.get(&["n"], "k").unwrap().unwrap().expires_at.unwrap();
+    let writer = Connection::open(&path).unwrap();
+    writer.execute_batch("BEGIN IMMEDIATE; INSERT INTO agentstate_meta VALUES ('x', 'y')").unwrap();
+    let t = std::time::Instant::now();
+    let got = s.get(&["n"], "k").unwrap().unwrap();
+    assert!(got.expires_at.unwrap() >= before);
+    assert_eq!(keys(&s.search(Search::new(&["n"]).query("1 0 0")).unwrap()), vec!["k"]);
+    assert_eq!(
+        s.batch(vec![Op::Get(Get::new(&["n"], "k")), Op::Search(Search::new(&["n"]))]).unwrap().len(),
+        2
+    );
+    let again = db.store(cfg()).unwrap();
+    assert!(again.get(&["n"], "k").unwrap().is_some());
+    assert!(t.elapsed() < Duration::from_millis(400), "{:?}", t.elapsed());
+    writer.execute_batch("COMMIT").unwrap();
+    // With the lock free again, reads refresh.
+    std::thread::sleep(Duration::from_millis(1100));
+    let after = s.get(&["n"], "k").unwrap().unwrap().expires_at.unwrap();
+    assert!(after > before);
+}

@@ -194,6 +194,13 @@ impl TtlConfig {
 
     /// Whether reads (get, search) push an item's expiry forward by its TTL
     /// (default true); each read can override it.
+    ///
+    /// The refresh is a write, tried without waiting: if another connection
+    /// holds the write lock at that instant (or the database is read-only),
+    /// it is skipped, and the read answers with the expiry it found instead
+    /// of waiting or failing with [`Error::Busy`]. The next read that finds
+    /// the lock free refreshes. (A batch that also puts takes the lock anyway
+    /// and always refreshes.)
     #[must_use]
     pub fn with_refresh_on_read(mut self, refresh: bool) -> TtlConfig {
         self.refresh_on_read = refresh;

@@ -179,7 +179,7 @@ impl Store {
             let refreshed = if refresh.is_empty() {
                 HashMap::new()
             } else {
-                self.inner.db.write(|tx| refresh_ttls(tx, &refresh))?
+                super::refresh::refresh_if_free(&self.inner.db, &refresh)?
             };
             (out, refreshed)
         };
@@ -345,7 +345,7 @@ fn expired_items(conn: &Connection) -> Result<HashSet<(String, String)>> {
 
 /// Pushes the expiry of these (unexpired, TTL'd) items forward by their TTL
 /// and returns their new expiries.
-fn refresh_ttls(
+pub(super) fn refresh_ttls(
     conn: &Connection,
     items: &[(String, String)],
 ) -> Result<HashMap<(String, String), std::time::SystemTime>> {

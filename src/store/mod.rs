@@ -38,6 +38,7 @@ pub(crate) mod namespace;
 mod ops;
 mod path;
 mod python;
+mod refresh;
 mod reindex;
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -163,7 +164,9 @@ impl Store {
     }
 
     /// The item at (`namespace`, `key`), or `None` (also if it expired).
-    /// Refreshes its TTL if the store refreshes on read. `namespace` is
+    /// Refreshes its TTL if the store refreshes on read and the write lock
+    /// is free at once (see [`TtlConfig::with_refresh_on_read`]): a read
+    /// never waits for, or fails because of, another writer. `namespace` is
     /// anything that is a slice of labels: `&["users", "alice"]`,
     /// `&Namespace`, `&Vec<String>`.
     ///
