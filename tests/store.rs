@@ -981,3 +981,90 @@ fn reads_and_opens_do_not_wait_for_another_writer() {
     let after = s.get(&["n"], "k").unwrap().unwrap().expires_at.unwrap();
     assert!(after > before);
 }
+
+/// The schema rows and contents of a Python `SqliteSaver`'s two tables.
+fn saver_tables(path: &std::path::Path) -> Vec<String> {
+    let conn = Connection::open(path).unwrap();
+    let mut out: Vec<String> = conn
+        .prepare(
+            "SELECT type || ' ' || name || ' ' || COALESCE(sql, '') FROM sqlite_master \
+             WHERE tbl_name IN ('checkpoints', 'writes') ORDER BY name",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for table in ["checkpoints", "writes"] {
+        let rows: Vec<String> = conn
+            .prepare(&format!("SELECT quote(thread_id) || quote(checkpoint_id) || quote(type) FROM {table}"))
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        out.extend(rows);
+    }
+    out
+}
+
+/// A Python file holding both a `SqliteSaver` (tables `checkpoints` and
+/// `writes`, no migration table) and a `SqliteStore`: its Store half opens
+/// and reads, its saver tables are left exactly as they were, and the
+/// checkpointer refuses the file with a typed error instead of misreading
+/// Python's rows.
+#[test]
+fn the_store_half_of_a_python_saver_and_store_file_is_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("python_both.sqlite");
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store/python_store.sqlite");
+    std::fs::copy(fixture, &path).unwrap();
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', \
+               checkpoint_id TEXT NOT NULL, parent_checkpoint_id TEXT, type TEXT, checkpoint BLOB, metadata BLOB, \
+               PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)); \
+             CREATE TABLE writes (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL DEFAULT '', \
+               checkpoint_id TEXT NOT NULL, task_id TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL, \
+               type TEXT, value BLOB, PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)); \
+             INSERT INTO checkpoints VALUES ('t', '', '1ef', NULL, 'msgpack', x'80', x'7b7d'); \
+             INSERT INTO writes VALUES ('t', '', '1ef', 'task', 0, 'c', 'msgpack', x'01');",
+        )
+        .unwrap();
+    let before = saver_tables(&path);
+    let db = Db::open(&path).unwrap();
+    let store = db.store(StoreConfig::new()).unwrap();
+    let item = store.get(&["users", "alice", "memories"], "m1").unwrap();
+    assert!(item.is_some());
+    assert!(!store.search(Search::new(&["docs"])).unwrap().is_empty());
+    store.put(&["rust"], "k", json!({"written": "by agentstate"})).unwrap();
+    assert!(store.get(&["rust"], "k").unwrap().is_some());
+    let saver = db.checkpointer();
+    let err = saver.get_tuple(&agentstate::CheckpointConfig::thread("t")).unwrap_err();
+    assert!(matches!(err, Error::NotAgentstate(_)), "{err}");
+    assert!(err.to_string().contains("SqliteSaver"), "{err}");
+    assert!(saver.delete_thread("t").is_err());
+    // Inspection sees the Store half and no agentstate checkpoints.
+    assert!(db.threads().unwrap().is_empty());
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{report:?}");
+    let stats = db.stats().unwrap();
+    assert!(stats.store.items > 0, "{stats:?}");
+    drop((store, saver, db));
+    let ro = Db::builder().read_only(true).open(&path).unwrap();
+    assert!(ro.store(StoreConfig::new()).unwrap().get(&["rust"], "k").unwrap().is_some());
+    drop(ro);
+    assert_eq!(saver_tables(&path), before, "the saver's tables are untouched");
+    let ours: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('checkpoint_migrations', 'checkpoint_blobs', \
+             'checkpoint_writes')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(ours, 0, "no checkpoint table of ours is mixed into the saver's");
+}

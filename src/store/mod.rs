@@ -115,9 +115,9 @@ impl Db {
     pub fn store(&self, config: StoreConfig) -> Result<Store> {
         config::check(&config)?;
         if let Some(index) = config.index() {
-            reindex::check_embedder(self, index)?;
+            reindex::check_embedder(&self.for_store(), index)?;
         }
-        Store::open(self.clone(), config)
+        Store::open(self.for_store(), config)
     }
 
     /// Like [`Db::store`], but instead of refusing a file whose vectors were
@@ -129,7 +129,7 @@ impl Db {
     /// As [`Db::store`] (except the embedder checks) and [`Store::reindex`];
     /// the file is unchanged then.
     pub fn reindex_store(&self, config: StoreConfig) -> Result<Store> {
-        let store = Store::open(self.clone(), config)?;
+        let store = Store::open(self.for_store(), config)?;
         store.reindex()?;
         Ok(store)
     }
