@@ -891,6 +891,9 @@ fn vectors_of_an_unrecorded_embedder_are_refused_unless_adopted() {
             other => panic!("{other:?}"),
         }
     }
+    // Vectors of another length cannot be adopted.
+    let five = StoreConfig::new().with_index(IndexConfig::new(Claims(5)).with_adopt_existing_vectors(true));
+    assert!(matches!(db.store(five), Err(Error::DimensionMismatch { expected: 5, got: 3 })));
     assert_eq!(recorded_embedder(&path), None);
     // A plain store needs no embedder.
     assert_eq!(db.store(StoreConfig::new()).unwrap().search(Search::new(&["n"])).unwrap().len(), 2);

@@ -131,7 +131,9 @@ impl IndexConfig {
     /// is recorded as theirs) or the store is reindexed
     /// ([`Db::reindex_store`](crate::Db::reindex_store)). Set it only when
     /// you know the same model made them: other vectors give confident
-    /// nonsense scores. It has no effect on a file that records an embedder.
+    /// nonsense scores. Vectors of another length than this embedder's
+    /// dims are refused even then ([`Error::DimensionMismatch`]). It has no
+    /// effect on a file that records an embedder.
     #[must_use]
     pub fn with_adopt_existing_vectors(mut self, adopt: bool) -> IndexConfig {
         self.adopt_existing_vectors = adopt;

@@ -110,7 +110,8 @@ impl Db {
     ///   another embedder (name or dims); use [`Db::reindex_store`].
     /// - [`Error::UnrecordedEmbedder`] if the file holds vectors but records
     ///   no embedder (a file of LangGraph's Python `SqliteStore`) and the
-    ///   index does not adopt them.
+    ///   index does not adopt them; [`Error::DimensionMismatch`] if it adopts
+    ///   them but their length is not the index's dims.
     /// - database errors.
     pub fn store(&self, config: StoreConfig) -> Result<Store> {
         config::check(&config)?;

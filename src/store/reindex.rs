@@ -57,6 +57,29 @@ fn vector_count(conn: &Connection) -> Result<u64> {
     Ok(n.max(0) as u64)
 }
 
+/// Checks that every stored vector has `dims` entries (before adopting
+/// vectors of an unrecorded embedder).
+///
+/// # Errors
+/// [`Error::DimensionMismatch`] naming the first other length found.
+fn check_lengths(conn: &Connection, dims: usize) -> Result<()> {
+    let bytes = i64::try_from(dims * 4).unwrap_or(i64::MAX);
+    let other: Option<i64> = conn
+        .query_row(
+            "SELECT length(embedding) FROM store_vectors WHERE length(embedding) IS NOT ?1 LIMIT 1",
+            [bytes],
+            |r| r.get(0),
+        )
+        .optional()?
+        .flatten();
+    match other {
+        Some(len) => {
+            Err(Error::DimensionMismatch { expected: dims, got: usize::try_from(len / 4).unwrap_or(0) })
+        }
+        None => Ok(()),
+    }
+}
+
 fn record(conn: &Connection, identity: &str) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO agentstate_meta (key, value) VALUES (?1, ?2) \
@@ -81,6 +104,9 @@ fn decide(conn: &Connection, index: &IndexConfig, identity: &str) -> Result<Need
             let vectors = vector_count(conn)?;
             if vectors > 0 && !index.adopt_existing_vectors() {
                 return Err(Error::UnrecordedEmbedder { vectors, configured: identity.to_string() });
+            }
+            if vectors > 0 {
+                check_lengths(conn, index.dims())?;
             }
             Ok(Needs::Record)
         }
