@@ -149,3 +149,23 @@ END;
 -- migration: agentstate_migrations 2
 -- Lets list_namespaces skip expired items with an index-only scan.
 CREATE INDEX IF NOT EXISTS agentstate_store_prefix_expires ON store (prefix, expires_at);
+
+-- migration: agentstate_migrations 3
+-- Vectors move the generation too: another writer (a raw connection, a
+-- script, a future Python version) may change `store_vectors` without
+-- touching the item's row, and the search cache must then reload the
+-- prefix. Puts that write both bump it more than once; any move suffices.
+CREATE TRIGGER IF NOT EXISTS agentstate_vectors_ins AFTER INSERT ON store_vectors BEGIN
+    INSERT INTO agentstate_store_gen (prefix, gen) SELECT NEW.prefix, 0
+        WHERE NOT EXISTS (SELECT 1 FROM agentstate_store_gen WHERE prefix = NEW.prefix);
+    UPDATE agentstate_store_gen SET gen = gen + 1 WHERE prefix = NEW.prefix;
+END;
+CREATE TRIGGER IF NOT EXISTS agentstate_vectors_del AFTER DELETE ON store_vectors BEGIN
+    UPDATE agentstate_store_gen SET gen = gen + 1 WHERE prefix = OLD.prefix;
+END;
+CREATE TRIGGER IF NOT EXISTS agentstate_vectors_upd
+AFTER UPDATE OF prefix, key, field_name, embedding ON store_vectors BEGIN
+    INSERT INTO agentstate_store_gen (prefix, gen) SELECT NEW.prefix, 0
+        WHERE NOT EXISTS (SELECT 1 FROM agentstate_store_gen WHERE prefix = NEW.prefix);
+    UPDATE agentstate_store_gen SET gen = gen + 1 WHERE prefix IN (OLD.prefix, NEW.prefix);
+END;

@@ -177,14 +177,13 @@ impl DbBuilder {
         // The schema is checked and migrated on the first connection, before
         // the pool hands any out.
         let mut first = open()?;
+        let foreign_saver = check_foreign(&first)?;
         if read_only {
-            check_foreign(&first)?;
             up_to_date(&first)?;
             check_ours(&first)?;
         } else if path.is_some() {
             // Refuse a foreign or newer file before writing anything to it
-            // (switching to WAL rewrites its header).
-            check_foreign(&first)?;
+            // (switching to WAL rewrites its header): `check_foreign` above.
             up_to_date(&first)?;
             // Lets `Db::vacuum` return freed pages cheaply. Only takes effect
             // on a new, empty file.
@@ -216,7 +215,9 @@ impl DbBuilder {
                 path,
                 durability,
                 busy_timeout: busy,
+                foreign_saver,
             }),
+            checkpointer: false,
         })
     }
 }
@@ -229,6 +230,9 @@ struct Inner {
     path: Option<PathBuf>,
     durability: Durability,
     busy_timeout: Duration,
+    /// The file's `checkpoints` table is a Python `SqliteSaver`'s (see
+    /// `check_foreign`): checkpointer handles refuse to run.
+    foreign_saver: bool,
 }
 
 /// One agentstate database: a file (or memory) and a pool of connections.
@@ -240,6 +244,9 @@ struct Inner {
 #[derive(Clone)]
 pub struct Db {
     inner: Arc<Inner>,
+    /// This handle belongs to a checkpointer: on a file whose checkpoint
+    /// tables are a Python `SqliteSaver`'s, it hands out no connection.
+    checkpointer: bool,
 }
 
 impl std::fmt::Debug for Db {
@@ -315,9 +322,38 @@ impl Db {
         Ok(before.saturating_sub(size(&conn)?))
     }
 
-    /// A pooled connection, for crate-internal reads.
+    /// A pooled connection, for crate-internal reads. (`read`, `snapshot`
+    /// and `write` all come here.)
     pub(crate) fn conn(&self) -> Result<Pooled<'_>> {
+        self.refuse_foreign()?;
         self.inner.pool.get()
+    }
+
+    /// A checkpointer's handle on a file whose checkpoint tables are a
+    /// Python `SqliteSaver`'s fails with [`Error::NotAgentstate`].
+    fn refuse_foreign(&self) -> Result<()> {
+        if self.checkpointer && self.inner.foreign_saver {
+            return Err(Error::NotAgentstate(
+                "the file's `checkpoints` and `writes` tables belong to a Python SqliteSaver, whose \
+                 layout (whole states per row) agentstate's checkpointer does not use; they are left \
+                 untouched (the file's Store can be used)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// This database as a checkpointer's handle: every call fails with
+    /// [`Error::NotAgentstate`] if the file's checkpoint tables are a Python
+    /// `SqliteSaver`'s.
+    pub(crate) fn for_checkpointer(&self) -> Db {
+        Db { inner: self.inner.clone(), checkpointer: true }
+    }
+
+    /// This database as a handle for anything but the checkpointer (the
+    /// Store, inspection).
+    pub(crate) fn for_store(&self) -> Db {
+        Db { inner: self.inner.clone(), checkpointer: false }
     }
 
     /// Runs `f` on a pooled connection (reads; no explicit transaction unless
@@ -359,6 +395,9 @@ impl Db {
     /// [`DbBuilder::write_behind`], through the group committer with
     /// [`Durability::Full`], in the caller otherwise.
     pub(crate) fn submit(&self, job: Job) -> Result<()> {
+        // Refuses a file whose checkpoint tables are not ours (the queue
+        // would otherwise bypass the check `conn` makes).
+        self.refuse_foreign()?;
         match &self.inner.committer {
             Some(c) if self.inner.behind => c.run_behind(job),
             Some(c) => c.run_and_wait(job),
@@ -504,8 +543,8 @@ fn migrate(conn: &mut Connection, busy: Duration) -> Result<()> {
     loop {
         let res = (|| -> Result<()> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            check_foreign(&tx)?;
-            for series in SERIES {
+            let skip = skipped_series(check_foreign(&tx)?);
+            for series in SERIES.into_iter().filter(|s| Some(*s) != skip) {
                 tx.execute_batch(&format!("CREATE TABLE IF NOT EXISTS {series} (v INTEGER PRIMARY KEY)"))?;
             }
             for (series, known) in known_versions() {
@@ -515,7 +554,7 @@ fn migrate(conn: &mut Connection, busy: Duration) -> Result<()> {
                 }
             }
             for m in migrations() {
-                if m.version <= max_version(&tx, m.series)? {
+                if Some(m.series) == skip || m.version <= max_version(&tx, m.series)? {
                     continue;
                 }
                 tx.execute_batch(&m.sql)?;
@@ -544,7 +583,8 @@ fn max_version(conn: &Connection, series: &str) -> Result<i64> {
 }
 
 fn up_to_date(conn: &Connection) -> Result<bool> {
-    for (series, known) in known_versions() {
+    let skip = skipped_series(check_foreign(conn)?);
+    for (series, known) in known_versions().into_iter().filter(|(s, _)| Some(*s) != skip) {
         let have = max_version(conn, series)?;
         if have > known {
             return Err(Error::SchemaTooNew { table: series, found: have, supported: known });
@@ -573,10 +613,13 @@ fn check_ours(conn: &Connection) -> Result<()> {
     }))
 }
 
-/// Refuses files whose tables share our names but not our layout: a Python
-/// `SqliteSaver` file has `checkpoints` and `writes` without
-/// `checkpoint_migrations`.
-fn check_foreign(conn: &Connection) -> Result<()> {
+/// Refuses files whose tables share our names but not our layout, and
+/// tells whether the file holds a Python `SqliteSaver` (tables `checkpoints`
+/// and `writes`, no `checkpoint_migrations`) next to a Store. A saver alone
+/// is refused; next to a Store it is left untouched: the checkpoint series
+/// is then never applied (see `skipped_series`) and checkpointer handles
+/// refuse to run, while the Store half is used as usual.
+fn check_foreign(conn: &Connection) -> Result<bool> {
     let has = |name: &str| -> Result<bool> {
         Ok(conn.query_row(
             "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
@@ -584,19 +627,27 @@ fn check_foreign(conn: &Connection) -> Result<()> {
             |r| r.get(0),
         )?)
     };
-    if has("checkpoints")? && !has("checkpoint_migrations")? {
+    if has("store")? && !has("store_migrations")? {
+        return Err(Error::NotAgentstate(
+            "the file has a `store` table that no LangGraph or agentstate store created".into(),
+        ));
+    }
+    let saver = has("checkpoints")? && !has("checkpoint_migrations")?;
+    if saver && !has("store_migrations")? {
         return Err(Error::NotAgentstate(
             "the file has a `checkpoints` table but no `checkpoint_migrations`: it looks like a \
              Python SqliteSaver file, whose layout (whole states per row) agentstate does not use"
                 .into(),
         ));
     }
-    if has("store")? && !has("store_migrations")? {
-        return Err(Error::NotAgentstate(
-            "the file has a `store` table that no LangGraph or agentstate store created".into(),
-        ));
-    }
-    Ok(())
+    Ok(saver)
+}
+
+/// The migration series not applied to a file: the checkpoint series when
+/// the file holds a Python `SqliteSaver` (its tables would be mixed with
+/// ours).
+fn skipped_series(foreign_saver: bool) -> Option<&'static str> {
+    foreign_saver.then_some("checkpoint_migrations")
 }
 
 #[cfg(test)]

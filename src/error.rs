@@ -78,6 +78,19 @@ pub enum Error {
         configured: String,
     },
 
+    /// The file holds vectors but records no embedder (LangGraph's Python
+    /// `SqliteStore` records none), so they cannot be told apart from the
+    /// configured embedder's. If the configured embedder made them, adopt
+    /// them with [`IndexConfig::with_adopt_existing_vectors`](crate::store::IndexConfig::with_adopt_existing_vectors);
+    /// otherwise reindex.
+    #[error("the file holds {vectors} vectors from an embedder it does not record; adopt them if {configured} made them, or reindex")]
+    UnrecordedEmbedder {
+        /// How many vectors the file holds.
+        vectors: u64,
+        /// `name/dims` of the configured embedder.
+        configured: String,
+    },
+
     /// The embedder failed (its error is the [`source`](std::error::Error::source)),
     /// returned the wrong number of vectors, or a vector with NaN or an
     /// infinity.
@@ -190,6 +203,9 @@ impl Error {
             Error::Conflict(m) => Error::Conflict(m.clone()),
             Error::DimensionMismatch { expected, got } => {
                 Error::DimensionMismatch { expected: *expected, got: *got }
+            }
+            Error::UnrecordedEmbedder { vectors, configured } => {
+                Error::UnrecordedEmbedder { vectors: *vectors, configured: configured.clone() }
             }
             Error::EmbedderMismatch { stored, configured } => {
                 Error::EmbedderMismatch { stored: stored.clone(), configured: configured.clone() }

@@ -103,3 +103,32 @@ fn vacuum_returns_space_after_a_delete() {
         Connection::open(&path).unwrap().query_row("PRAGMA auto_vacuum", [], |r| r.get(0)).unwrap();
     assert_eq!(mode, 2, "new files use incremental auto-vacuum");
 }
+
+/// Whatever the numbers, retention never removes the newest checkpoint:
+/// a keep-last of `usize::MAX` keeps everything (on write and on demand), a
+/// keep-last of 0 keeps one, and a max age of any `Duration` (up to
+/// `Duration::MAX`) keeps at least the newest.
+#[test]
+fn huge_or_zero_limits_never_remove_the_newest_checkpoint() {
+    let s = Db::open_in_memory().unwrap().checkpointer().with_retention(Retention::keep_last(usize::MAX));
+    conversation(&s, "t", 12);
+    assert_eq!(s.list(&ListQuery::thread("t")).unwrap().len(), 12, "trimmed on write");
+    assert_eq!(s.apply_retention(&Retention::keep_last(usize::MAX)).unwrap(), 0);
+    let near_max = Retention { keep_last: Some(usize::MAX - 3), ..Retention::default() };
+    assert_eq!(s.apply_retention(&near_max).unwrap(), 0);
+    for age in [
+        Duration::MAX,
+        Duration::from_secs(u64::MAX / 2),
+        Duration::from_secs(1 << 40),
+        Duration::from_secs_f64(1e12),
+    ] {
+        assert_eq!(s.apply_retention(&Retention::default().max_age(age)).unwrap(), 0, "{age:?}");
+    }
+    assert_eq!(s.list(&ListQuery::thread("t")).unwrap().len(), 12);
+    let zero = Retention { keep_last: Some(0), ..Retention::default() };
+    assert_eq!(s.apply_retention(&zero).unwrap(), 11);
+    assert_eq!(s.apply_retention(&Retention::default().max_age(Duration::ZERO)).unwrap(), 0);
+    let left = s.list(&ListQuery::thread("t")).unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].metadata.step(), Some(11));
+}

@@ -50,7 +50,10 @@ fn fixture_store(exp: &Value) -> (tempfile::TempDir, Store) {
     }
     drop(conn);
     let fields = labels(&exp["index_config"]["text_fields"]);
-    let config = StoreConfig::new().with_index(IndexConfig::new(LetterCounts).with_fields(fields));
+    // Python records no embedder: the fixture's vectors are adopted as
+    // LetterCounts'.
+    let config = StoreConfig::new()
+        .with_index(IndexConfig::new(LetterCounts).with_fields(fields).with_adopt_existing_vectors(true));
     let store = Db::open(&path).unwrap().store(config).unwrap();
     (dir, store)
 }

@@ -52,7 +52,10 @@ fn open_copy() -> (tempfile::TempDir, PathBuf, Store) {
     std::fs::copy(fixture_dir().join("python_store.sqlite"), &path).unwrap();
     let db = Db::open(&path).unwrap();
     let store = db
-        .store(StoreConfig::default().with_index(IndexConfig::new(LetterCounts).with_fields(["text"])))
+        .store(StoreConfig::default().with_index(
+            // Python records no embedder: its vectors are adopted as LetterCounts'.
+            IndexConfig::new(LetterCounts).with_fields(["text"]).with_adopt_existing_vectors(true),
+        ))
         .unwrap();
     (dir, path, store)
 }

@@ -99,7 +99,7 @@ impl Db {
     /// The checkpointer of this database, with LangGraph's serializer.
     pub fn checkpointer(&self) -> Checkpointer {
         Checkpointer {
-            db: self.clone(),
+            db: self.for_checkpointer(),
             serde: Arc::new(JsonPlusSerializer),
             bases: Arc::default(),
             values: Arc::new(cache::ValueCache::new(cache::DEFAULT_BUDGET)),

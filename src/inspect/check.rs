@@ -6,7 +6,7 @@ use std::fmt;
 use rusqlite::Connection;
 use serde_json::Value;
 
-use super::{count, has_table, BlobScan};
+use super::{count, has_checkpoints, has_table, BlobScan};
 use crate::db::Db;
 use crate::error::Result;
 
@@ -394,7 +394,7 @@ fn check_conn(conn: &Connection, recorded_dims: Option<usize>) -> Result<CheckRe
         out.extend(rows.into_iter().map(|message| Finding::Sqlite { message }));
     }
 
-    if has_table(conn, "checkpoints")? {
+    if has_checkpoints(conn)? {
         // 2. Every pending write's checkpoint exists.
         report.pending_writes = count(conn, "SELECT COUNT(*) FROM checkpoint_writes", [])?;
         let mut stmt = conn.prepare(

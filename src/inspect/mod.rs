@@ -34,6 +34,14 @@ pub(crate) fn has_table(conn: &Connection, name: &str) -> Result<bool> {
         .query_row([name], |r| r.get(0))?)
 }
 
+/// Whether the file has agentstate's checkpoint tables. A Python
+/// `SqliteSaver`'s `checkpoints` table (a file without
+/// `checkpoint_migrations`, opened for its Store) does not count: its rows
+/// are another format, and inspection leaves them alone.
+pub(crate) fn has_checkpoints(conn: &Connection) -> Result<bool> {
+    has_table(conn, "checkpoint_migrations")
+}
+
 /// Whether `table` has `column` (Python's oldest Store files lack the TTL
 /// columns; files older than incremental blobs lack `base_version`).
 pub(crate) fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool> {
@@ -191,7 +199,7 @@ impl Db {
     /// database errors.
     pub fn threads(&self) -> Result<Vec<ThreadSummary>> {
         self.snapshot(|conn| {
-            if !has_table(conn, "checkpoints")? {
+            if !has_checkpoints(conn)? {
                 return Ok(vec![]);
             }
             let mut out: Vec<ThreadSummary> = vec![];
@@ -279,7 +287,7 @@ impl Checkpointer {
             return Ok(());
         }
         self.db().snapshot(|conn| {
-            if !has_table(conn, "checkpoints")? {
+            if !has_checkpoints(conn)? {
                 return Ok(());
             }
             let mut sql = format!("SELECT {ENTRY_COLUMNS} FROM checkpoints c WHERE c.thread_id = ?");
@@ -342,7 +350,7 @@ impl Checkpointer {
             return Err(Error::InvalidConfig("thread_id must not be empty".into()));
         }
         self.db().snapshot(|conn| {
-            if !has_table(conn, "checkpoints")? {
+            if !has_checkpoints(conn)? {
                 return Ok(None);
             }
             let mut stmt = conn.prepare_cached(&format!(
@@ -360,7 +368,7 @@ impl Checkpointer {
     /// Database errors.
     pub fn has_thread(&self, thread_id: &str) -> Result<bool> {
         self.db().read(|conn| {
-            if !has_table(conn, "checkpoints")? {
+            if !has_checkpoints(conn)? {
                 return Ok(false);
             }
             Ok(conn
@@ -381,7 +389,7 @@ impl Checkpointer {
             return Err(Error::InvalidArgument("an empty checkpoint id".into()));
         }
         self.db().snapshot(|conn| {
-            if !has_table(conn, "checkpoints")? {
+            if !has_checkpoints(conn)? {
                 return Ok(IdMatch::None);
             }
             let exact: Option<String> = conn

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use rusqlite::Connection;
 
-use super::{count, has_table, BlobScan, StoreCounts};
+use super::{count, has_checkpoints, has_table, BlobScan, StoreCounts};
 use crate::db::{known_versions, Db};
 use crate::error::Result;
 
@@ -162,7 +162,7 @@ impl Db {
 
 fn checkpoint_counts(conn: &Connection) -> Result<CheckpointCounts> {
     let mut c = CheckpointCounts::default();
-    if !has_table(conn, "checkpoints")? {
+    if !has_checkpoints(conn)? {
         return Ok(c);
     }
     c.threads = count(conn, "SELECT COUNT(DISTINCT thread_id) FROM checkpoints", [])?;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::embed::{Embedder, HashEmbedder};
+use super::embed::{check_dims, Embedder, HashEmbedder};
 use crate::error::{Error, Result};
 
 /// How a [`Store`](super::Store) behaves. `StoreConfig::new()` (or
@@ -74,6 +74,7 @@ impl StoreConfig {
 pub struct IndexConfig {
     embedder: Arc<dyn Embedder>,
     fields: Vec<String>,
+    adopt_existing_vectors: bool,
 }
 
 impl std::fmt::Debug for IndexConfig {
@@ -82,6 +83,7 @@ impl std::fmt::Debug for IndexConfig {
             .field("embedder", &self.embedder.name())
             .field("dims", &self.embedder.dims())
             .field("fields", &self.fields)
+            .field("adopt_existing_vectors", &self.adopt_existing_vectors)
             .finish()
     }
 }
@@ -94,7 +96,7 @@ impl IndexConfig {
 
     /// Like [`new`](Self::new), with an embedder shared with other code.
     pub fn shared(embedder: Arc<dyn Embedder>) -> IndexConfig {
-        IndexConfig { embedder, fields: vec!["$".into()] }
+        IndexConfig { embedder, fields: vec!["$".into()], adopt_existing_vectors: false }
     }
 
     /// The built-in, offline, deterministic [`HashEmbedder`] with `dims`
@@ -102,7 +104,8 @@ impl IndexConfig {
     /// semantic.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] if `dims` is 0.
+    /// [`Error::InvalidArgument`] if `dims` is 0 or over
+    /// [`MAX_DIMS`](super::MAX_DIMS).
     pub fn hashed(dims: usize) -> Result<IndexConfig> {
         Ok(IndexConfig::new(HashEmbedder::new(dims)?))
     }
@@ -118,6 +121,28 @@ impl IndexConfig {
     {
         self.fields = fields.into_iter().map(Into::into).collect();
         self
+    }
+
+    /// Whether to take the vectors of a file that records no embedder as
+    /// this embedder's (default false). A file written by LangGraph's
+    /// Python `SqliteStore` holds vectors but does not say which model made
+    /// them; opening it with an index is refused with
+    /// [`Error::UnrecordedEmbedder`] unless this is set (then this embedder
+    /// is recorded as theirs) or the store is reindexed
+    /// ([`Db::reindex_store`](crate::Db::reindex_store)). Set it only when
+    /// you know the same model made them: other vectors give confident
+    /// nonsense scores. Vectors of another length than this embedder's
+    /// dims are refused even then ([`Error::DimensionMismatch`]). It has no
+    /// effect on a file that records an embedder.
+    #[must_use]
+    pub fn with_adopt_existing_vectors(mut self, adopt: bool) -> IndexConfig {
+        self.adopt_existing_vectors = adopt;
+        self
+    }
+
+    /// Whether vectors of an unrecorded embedder are adopted.
+    pub fn adopt_existing_vectors(&self) -> bool {
+        self.adopt_existing_vectors
     }
 
     /// The vectors' length: the embedder's [`Embedder::dims`].
@@ -171,6 +196,13 @@ impl TtlConfig {
 
     /// Whether reads (get, search) push an item's expiry forward by its TTL
     /// (default true); each read can override it.
+    ///
+    /// The refresh is a write, tried without waiting: if another connection
+    /// holds the write lock at that instant (or the database is read-only),
+    /// it is skipped, and the read answers with the expiry it found instead
+    /// of waiting or failing with [`Error::Busy`]. The next read that finds
+    /// the lock free refreshes. (A batch that also puts takes the lock anyway
+    /// and always refreshes.)
     #[must_use]
     pub fn with_refresh_on_read(mut self, refresh: bool) -> TtlConfig {
         self.refresh_on_read = refresh;
@@ -235,9 +267,7 @@ pub(crate) fn check(config: &StoreConfig) -> Result<()> {
         }
     }
     if let Some(index) = &config.index {
-        if index.dims() == 0 {
-            return Err(Error::InvalidArgument("index dims must be > 0".into()));
-        }
+        check_dims("index", index.dims())?;
     }
     Ok(())
 }

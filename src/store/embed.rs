@@ -29,7 +29,9 @@ pub trait Embedder: Send + Sync + 'static {
     /// `name/dims` (use a reindex to re-embed instead).
     fn name(&self) -> &str;
 
-    /// The length of every vector this embedder returns.
+    /// The length of every vector this embedder returns: 1 to
+    /// [`MAX_DIMS`] (a Store refuses other values with
+    /// [`Error::InvalidArgument`]).
     fn dims(&self) -> usize;
 
     /// Embeds item texts, one vector per text, in order.
@@ -45,6 +47,24 @@ pub trait Embedder: Send + Sync + 'static {
     /// Any error when the model fails; the search returns
     /// [`Error::Embedding`] with this error as source.
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, BoxError>;
+}
+
+/// The largest vector dimension a Store accepts (65,536; embedding models
+/// use a few thousand at most). Larger dimensions are refused with
+/// [`Error::InvalidArgument`] before anything is allocated or written.
+pub const MAX_DIMS: usize = 65_536;
+
+/// Checks that `dims` is in `1..=MAX_DIMS`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] otherwise, naming `what`.
+pub(crate) fn check_dims(what: &str, dims: usize) -> Result<()> {
+    if dims == 0 || dims > MAX_DIMS {
+        return Err(Error::InvalidArgument(format!(
+            "{what} dims must be between 1 and {MAX_DIMS}, got {dims}"
+        )));
+    }
+    Ok(())
 }
 
 /// Calls [`Embedder::embed_documents`] and checks its answer: as many vectors
@@ -150,11 +170,9 @@ impl HashEmbedder {
     /// An embedder producing `dims`-dimensional vectors.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] if `dims` is 0.
+    /// [`Error::InvalidArgument`] if `dims` is 0 or over [`MAX_DIMS`].
     pub fn new(dims: usize) -> Result<HashEmbedder> {
-        if dims == 0 {
-            return Err(Error::InvalidArgument("HashEmbedder dims must be at least 1".into()));
-        }
+        check_dims("HashEmbedder", dims)?;
         Ok(HashEmbedder { dims })
     }
 

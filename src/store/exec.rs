@@ -51,32 +51,6 @@ struct PreparedPut {
 type Refresh = Vec<(String, String)>;
 
 impl Store {
-    pub(super) fn reindex_all(&self) -> Result<usize> {
-        let rows: Vec<(String, String, String)> = self.inner.db.read(|c| {
-            Ok(c.prepare("SELECT prefix, key, CAST(value AS TEXT) FROM store")?
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                .collect::<rusqlite::Result<_>>()?)
-        })?;
-        let mut all = Vec::with_capacity(rows.len());
-        for (prefix, key, value) in rows {
-            let parsed: Value = serde_json::from_str(&value)
-                .map_err(|e| Error::corrupt(format!("item {prefix}/{key}: {e}")))?;
-            let texts = self.texts_for(&parsed, &IndexChoice::Default);
-            all.push(PreparedPut { prefix, key, value: None, ttl: None, texts, vectors: vec![] });
-        }
-        self.embed_puts(&mut all)?;
-        self.inner.db.write(|tx| {
-            tx.execute("DELETE FROM store_vectors", [])?;
-            for p in &all {
-                insert_vectors(tx, p)?;
-            }
-            // Vector writes alone fire no generation trigger.
-            tx.execute("UPDATE agentstate_store_gen SET gen = gen + 1", [])?;
-            Ok(())
-        })?;
-        Ok(all.len())
-    }
-
     pub(super) fn run_batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
         // 1. Validate everything and do the slow work (embedding) before
         //    taking any lock.
@@ -205,7 +179,7 @@ impl Store {
             let refreshed = if refresh.is_empty() {
                 HashMap::new()
             } else {
-                self.inner.db.write(|tx| refresh_ttls(tx, &refresh))?
+                super::refresh::refresh_if_free(&self.inner.db, &refresh)?
             };
             (out, refreshed)
         };
@@ -371,7 +345,7 @@ fn expired_items(conn: &Connection) -> Result<HashSet<(String, String)>> {
 
 /// Pushes the expiry of these (unexpired, TTL'd) items forward by their TTL
 /// and returns their new expiries.
-fn refresh_ttls(
+pub(super) fn refresh_ttls(
     conn: &Connection,
     items: &[(String, String)],
 ) -> Result<HashMap<(String, String), std::time::SystemTime>> {

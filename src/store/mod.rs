@@ -38,26 +38,27 @@ pub(crate) mod namespace;
 mod ops;
 mod path;
 mod python;
+mod refresh;
+mod reindex;
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use rusqlite::OptionalExtension;
 use serde_json::Value;
 
 pub use config::{IndexConfig, StoreConfig, TtlConfig, MAX_TTL};
-pub use embed::{Embedder, HashEmbedder};
+pub use embed::{Embedder, HashEmbedder, MAX_DIMS};
 pub use item::{Item, SearchItem};
 pub use namespace::{Label, MatchCondition, Namespace};
 pub use ops::{Get, ListNamespaces, Op, OpResult, Put, Search};
 
 use crate::db::Db;
-use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use cache::SearchCache;
 use path::{configured_fields, IndexField};
-
-const EMBEDDER_KEY: &str = "store.embedder";
 
 /// Long-term memory: namespaced JSON items shared across threads, with TTL,
 /// filters and exact vector search. Get one with [`Db::store`]. Cheap to
@@ -95,58 +96,50 @@ impl std::fmt::Debug for Store {
 impl Db {
     /// The Store of this database with `config`.
     ///
+    /// With an index, the file must record the configured embedder
+    /// (`name/dims`); a file that records none is given this one, unless it
+    /// already holds vectors (see
+    /// [`IndexConfig::with_adopt_existing_vectors`]). Nothing is written
+    /// when the record is already there.
+    ///
     /// # Errors
-    /// - [`Error::InvalidArgument`] if the index has 0 dims, the default TTL
-    ///   is over [`MAX_TTL`] or the sweep interval is zero.
+    /// - [`Error::InvalidArgument`] if the index has 0 dims or more than
+    ///   [`MAX_DIMS`], the default TTL is over [`MAX_TTL`] or the sweep
+    ///   interval is zero.
     /// - [`Error::EmbedderMismatch`] if the file's vectors were made by
     ///   another embedder (name or dims); use [`Db::reindex_store`].
+    /// - [`Error::UnrecordedEmbedder`] if the file holds vectors but records
+    ///   no embedder (a file of LangGraph's Python `SqliteStore`) and the
+    ///   index does not adopt them; [`Error::DimensionMismatch`] if it adopts
+    ///   them but their length is not the index's dims.
     /// - database errors.
     pub fn store(&self, config: StoreConfig) -> Result<Store> {
-        Store::open(self.clone(), config, false)
+        config::check(&config)?;
+        if let Some(index) = config.index() {
+            reindex::check_embedder(&self.for_store(), index)?;
+        }
+        Store::open(self.for_store(), config)
     }
 
     /// Like [`Db::store`], but instead of refusing a file whose vectors were
-    /// made by another embedder, re-embeds every item with the configured one
-    /// and records it.
+    /// made by another (or an unrecorded) embedder, re-embeds every item
+    /// with the configured one and records it, in one transaction
+    /// ([`Store::reindex`]).
     ///
     /// # Errors
-    /// As [`Db::store`] (except the mismatch) and [`Store::reindex`].
+    /// As [`Db::store`] (except the embedder checks) and [`Store::reindex`];
+    /// the file is unchanged then.
     pub fn reindex_store(&self, config: StoreConfig) -> Result<Store> {
-        let store = Store::open(self.clone(), config, true)?;
+        let store = Store::open(self.for_store(), config)?;
         store.reindex()?;
         Ok(store)
     }
 }
 
 impl Store {
-    fn open(db: Db, config: StoreConfig, allow_mismatch: bool) -> Result<Store> {
+    fn open(db: Db, config: StoreConfig) -> Result<Store> {
         config::check(&config)?;
-        let mut fields = vec![];
-        if let Some(index) = config.index() {
-            fields = configured_fields(index.fields());
-            let identity = format!("{}/{}", index.embedder().name(), index.dims());
-            db.write(|tx| {
-                let stored: Option<String> = tx
-                    .query_row("SELECT value FROM agentstate_meta WHERE key = ?1", [EMBEDDER_KEY], |r| {
-                        r.get(0)
-                    })
-                    .optional()?;
-                match stored {
-                    Some(s) if s == identity => Ok(()),
-                    Some(s) if !allow_mismatch => {
-                        Err(Error::EmbedderMismatch { stored: s, configured: identity.clone() })
-                    }
-                    _ => {
-                        tx.execute(
-                            "INSERT INTO agentstate_meta (key, value) VALUES (?1, ?2) \
-                             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                            [EMBEDDER_KEY, &identity],
-                        )?;
-                        Ok(())
-                    }
-                }
-            })?;
-        }
+        let fields = config.index().map(|index| configured_fields(index.fields())).unwrap_or_default();
         let mut sweeper = None;
         if let Some(every) = config.ttl().and_then(TtlConfig::sweep_interval) {
             let (stop, wait) = mpsc::channel::<()>();
@@ -172,7 +165,9 @@ impl Store {
     }
 
     /// The item at (`namespace`, `key`), or `None` (also if it expired).
-    /// Refreshes its TTL if the store refreshes on read. `namespace` is
+    /// Refreshes its TTL if the store refreshes on read and the write lock
+    /// is free at once (see [`TtlConfig::with_refresh_on_read`]): a read
+    /// never waits for, or fails because of, another writer. `namespace` is
     /// anything that is a slice of labels: `&["users", "alice"]`,
     /// `&Namespace`, `&Vec<String>`.
     ///
@@ -268,7 +263,13 @@ impl Store {
 
     /// Re-embeds every item with the configured embedder and fields,
     /// replacing all vectors, and records the embedder in the file. Returns
-    /// the number of items. A store without an index removes all vectors.
+    /// the number of items. A store without an index removes all vectors
+    /// and the record.
+    ///
+    /// One transaction: a crash at any instant leaves either the old
+    /// embedder's record and vectors or the new ones. The embedding happens
+    /// before the write lock is taken; items put by other writers meanwhile
+    /// are re-read and embedded under the lock, so none loses its vector.
     ///
     /// # Errors
     /// [`Error::Embedding`] or [`Error::DimensionMismatch`] if the embedder
