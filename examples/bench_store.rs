@@ -4,8 +4,9 @@
 //! search / vector+filter search at `--n-small` and `--n-large` items, then
 //! list_namespaces over 1000 namespaces. Prints one JSON object of medians.
 //!
-//! `cargo run --release --example bench_store -- [--n-small 10000] [--n-large 50000] [--full]`
-//! (`--full` selects `Durability::Full`).
+//! `cargo run --release --example bench_store -- [--n-small 10000] [--n-large 50000] [--full]
+//! [--search-memory BYTES]` (`--full` selects `Durability::Full`; `--search-memory` sets the
+//! store's search memory budget, default `StoreConfig::DEFAULT_SEARCH_MEMORY`).
 
 use std::time::Instant;
 
@@ -99,6 +100,7 @@ fn main() -> Result<()> {
     let batch = arg("--batch", 100);
     let n_ns = arg("--n-ns", 1000);
     let iters = arg("--search-iters", 20);
+    let search_memory = arg("--search-memory", StoreConfig::DEFAULT_SEARCH_MEMORY);
     let durability =
         if std::env::args().any(|a| a == "--full") { Durability::Full } else { Durability::Normal };
     let dir = std::env::temp_dir().join(format!("agentstate-bench-store-{}", std::process::id()));
@@ -106,8 +108,11 @@ fn main() -> Result<()> {
     let mut r = Map::new();
 
     let db = Db::builder().durability(durability).open(dir.join("batch.db"))?;
-    let store =
-        db.store(StoreConfig::default().with_index(IndexConfig::new(RandomUnit).with_fields(["text"])))?;
+    let store = db.store(
+        StoreConfig::default()
+            .with_index(IndexConfig::new(RandomUnit).with_fields(["text"]))
+            .with_search_memory(search_memory),
+    )?;
     let ns = vec!["bench".to_string(), "docs".to_string()];
     let mut done = 0;
     let mut embed_secs = 0.0;

@@ -14,6 +14,7 @@ use super::item::{parse_time, time_column, Item, SearchItem};
 use super::namespace::{self, prefix_glob, validate_labels, validate_namespace, Namespace, PrefixGlob};
 use super::ops::{Get, IndexChoice, ListNamespaces, Op, OpResult, Search, TtlChoice};
 use super::path::{field_texts, per_put_fields};
+use super::stream::{self, StreamHit};
 use super::Store;
 use crate::db::Db;
 use crate::error::{Error, Result};
@@ -313,13 +314,16 @@ impl Store {
             return Ok(vec![]);
         }
         let dims = self.inner.config.index().map(|i| i.dims());
-        let blocks = self.inner.cache.blocks(conn, &s.prefix, dims)?;
-        let expired = expired_items(conn)?;
         // A zero query has no direction: nothing gets a score.
         let unit = query
             .map(<[f32]>::to_vec)
             .filter(|q| q.iter().any(|x| *x != 0.0))
             .and_then(|mut q| normalise(&mut q).then_some(q));
+        let Some(blocks) = self.inner.cache.blocks(conn, &s.prefix, dims)? else {
+            let hits = stream::search(conn, &s.prefix, filter, unit.as_deref(), dims, s.limit, s.offset)?;
+            return self.streamed_items(conn, s, hits, refresh);
+        };
+        let expired = expired_items(conn)?;
         let hits = cache::search(&blocks, &expired, filter, unit.as_deref(), s.limit, s.offset);
         let wants_refresh = self.refresh(s.refresh_ttl);
         let mut out = Vec::with_capacity(hits.len());
@@ -340,6 +344,53 @@ impl Store {
                 },
                 score,
             });
+        }
+        Ok(out)
+    }
+}
+
+impl Store {
+    /// The items of a page found by `stream::search`, read by primary key
+    /// in the search's snapshot.
+    fn streamed_items(
+        &self,
+        conn: &Connection,
+        s: &Search,
+        hits: Vec<StreamHit>,
+        refresh: &mut Refresh,
+    ) -> Result<Vec<SearchItem>> {
+        let wants_refresh = self.refresh(s.refresh_ttl);
+        let mut stmt = conn.prepare_cached(
+            "SELECT CAST(value AS TEXT), created_at, updated_at, expires_at, ttl_minutes IS NOT NULL \
+             FROM store WHERE prefix = ?1 AND key = ?2",
+        )?;
+        let mut out = Vec::with_capacity(hits.len());
+        for (prefix, key, score) in hits {
+            let (v, c, u, e, has_ttl) = stmt.query_row([&prefix, &key], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, bool>(4)?,
+                ))
+            })?;
+            let value: Value = serde_json::from_str(&v)
+                .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))?;
+            let time =
+                |t: Option<String>, col: &str| time_column(t.as_deref().unwrap_or(""), col, &prefix, &key);
+            let item = Item {
+                namespace: Namespace::from_labels(namespace::decode_prefix(&prefix)),
+                value,
+                created_at: time(c, "created_at")?,
+                updated_at: time(u, "updated_at")?,
+                expires_at: e.map(|e| time(Some(e), "expires_at")).transpose()?,
+                key,
+            };
+            if wants_refresh && has_ttl {
+                refresh.push((prefix, item.key.clone()));
+            }
+            out.push(SearchItem { item, score });
         }
         Ok(out)
     }
