@@ -805,3 +805,60 @@ mod search_memory {
         }
     }
 }
+
+// ------------------------------------------------------ list_namespaces
+
+mod list_namespaces_model {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Labels that sort around the `.` separator: `-` and ` ` sort below it.
+    const LABELS: [&str; 5] = ["a", "a-b", "a b", "b", "ab"];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// list_namespaces returns the distinct namespaces (cut to max_depth)
+        /// that match every condition, in tuple order, then offset and limit,
+        /// whatever bytes the labels hold.
+        #[test]
+        fn list_namespaces_pages_follow_tuple_order(
+            nss in prop::collection::btree_set(prop::collection::vec(0..LABELS.len(), 1..4), 1..12),
+            prefix in prop::option::of(prop::collection::vec(0..LABELS.len(), 0..3)),
+            suffix in prop::option::of(0..LABELS.len()),
+            depth in prop::option::of(0..4usize),
+            offset in 0..4usize,
+            limit in 1..8usize,
+        ) {
+            let s = plain();
+            let nss: Vec<Vec<String>> =
+                nss.iter().map(|n| n.iter().map(|&i| LABELS[i].to_string()).collect()).collect();
+            for ns in &nss {
+                s.put(ns, "k", json!({})).unwrap();
+            }
+            let mut list = ListNamespaces::new().offset(offset).limit(limit);
+            let prefix: Option<Vec<String>> = prefix.map(|p| p.iter().map(|&i| LABELS[i].to_string()).collect());
+            if let Some(p) = &prefix {
+                list = list.prefix(p);
+            }
+            if let Some(x) = suffix {
+                list = list.suffix(&[LABELS[x]]);
+            }
+            if let Some(d) = depth {
+                list = list.max_depth(d);
+            }
+            let mut want: Vec<Vec<String>> = nss
+                .iter()
+                .filter(|n| prefix.as_ref().is_none_or(|p| n.starts_with(p)))
+                .filter(|n| suffix.is_none_or(|x| n.last().map(String::as_str) == Some(LABELS[x])))
+                .map(|n| match depth { Some(d) => n.iter().take(d).cloned().collect(), None => n.clone() })
+                .collect();
+            want.sort();
+            want.dedup();
+            let want: Vec<Vec<String>> = want.into_iter().skip(offset).take(limit).collect();
+            let got: Vec<Vec<String>> =
+                s.list_namespaces(list).unwrap().into_iter().map(|n| n.to_vec()).collect();
+            prop_assert_eq!(got, want);
+        }
+    }
+}
