@@ -128,7 +128,7 @@ const ITEM_BYTES: usize = 160;
 /// What a value's JSON text of `n` bytes costs once parsed (a rough upper
 /// estimate: maps, strings and numbers carry their own headers).
 fn value_bytes(n: usize) -> usize {
-    n.saturating_mul(3)
+    n.saturating_mul(4)
 }
 
 /// What one vector row of `dims` dimensions costs: the `f32` row, its `i8`

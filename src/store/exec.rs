@@ -619,47 +619,68 @@ fn do_list(conn: &Connection, l: &ListNamespaces) -> Result<Vec<Namespace>> {
         )
     });
     let mut stmt = conn.prepare_cached(if exact.is_some() { &RANGE } else { &ALL })?;
-    let mut rows = match &exact {
-        Some(e) => stmt.query([e.as_str(), &format!("{e}/")])?,
-        None => stmt.query([])?,
-    };
+    let upper = exact.as_ref().map(|e| format!("{e}/"));
+    let args: Vec<&str> = exact.iter().chain(&upper).map(String::as_str).collect();
     // SQLite returns byte order, which is tuple order unless a label holds a
     // byte that sorts below the '.' separator. While no namespace seen has
-    // one, no later one can sort before those seen, so the page is complete
-    // as soon as it is full. Otherwise collect everything and sort.
+    // one, no later one can sort before those seen: decode the page as the
+    // rows come and stop once it is full. Otherwise collect everything and
+    // sort.
     let want = l.offset.saturating_add(l.limit);
-    let mut found: Vec<String> = vec![];
+    let mut page: Vec<Namespace> = Vec::with_capacity(l.limit.min(1024));
+    let mut last = String::new();
+    let mut distinct = 0usize;
     let mut unusual = false;
-    while let Some(r) = rows.next()? {
-        let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-        if !holds(p) {
-            continue;
-        }
-        unusual = unusual || p.bytes().any(|b| b < b'.');
-        let c = cut(p, l.max_depth);
-        if found.last().map(String::as_str) != Some(c) {
-            found.push(c.to_string());
-        }
-        if !unusual && found.len() >= want {
-            break;
-        }
-    }
-    if unusual {
+    {
+        let mut rows = stmt.query(params_from_iter(&args))?;
         while let Some(r) = rows.next()? {
             let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-            if holds(p) {
-                found.push(cut(p, l.max_depth).to_string());
+            if !holds(p) {
+                continue;
+            }
+            if p.bytes().any(|b| b < b'.') {
+                unusual = true;
+                break;
+            }
+            let c = cut(p, l.max_depth);
+            if distinct > 0 && last == c {
+                continue;
+            }
+            last.clear();
+            last.push_str(c);
+            if distinct >= l.offset {
+                page.push(decode(c));
+            }
+            distinct += 1;
+            if distinct >= want {
+                break;
             }
         }
-        found.sort_by(|a, b| namespace::cmp_encoded(a, b));
-        found.dedup();
     }
-    Ok(found
-        .iter()
-        .skip(l.offset)
-        .take(l.limit)
-        .map(|p| Namespace::from_labels(if p.is_empty() { vec![] } else { namespace::decode_prefix(p) }))
-        .collect())
+    if !unusual {
+        return Ok(page);
+    }
+    let mut found: Vec<String> = vec![];
+    let mut rows = stmt.query(params_from_iter(&args))?;
+    while let Some(r) = rows.next()? {
+        let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+        if holds(p) {
+            found.push(cut(p, l.max_depth).to_string());
+        }
+    }
+    found.sort_by(|a, b| namespace::cmp_encoded(a, b));
+    found.dedup();
+    Ok(found.iter().skip(l.offset).take(l.limit).map(|p| decode(p)).collect())
+}
+
+/// An encoded prefix as a namespace (`""`: the empty namespace).
+fn decode(p: &str) -> Namespace {
+    if p.is_empty() {
+        return Namespace::from_labels(vec![]);
+    }
+    let mut labels = Vec::with_capacity(p.bytes().filter(|b| *b == b'.').count() + 1);
+    labels.extend(p.split(namespace::SEPARATOR).map(str::to_owned));
+    Namespace::from_labels(labels)
 }
 
 pub(crate) fn sweep(db: &Db) -> Result<usize> {
