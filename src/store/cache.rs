@@ -287,24 +287,26 @@ fn load(
     dims: Option<usize>,
     allowance: usize,
 ) -> Result<Option<Block>> {
+    // Items and vectors both in key order (each from its primary key
+    // index): a vector's item is found by walking the items alongside, and
+    // vector rows go straight into the block, each item's rows contiguous.
     let mut bytes = 0usize;
     let mut items = vec![];
-    let mut index: HashMap<String, u32> = HashMap::new();
     {
         let mut stmt = conn.prepare_cached(
-            "SELECT key, CAST(value AS TEXT), created_at, updated_at, ttl_minutes IS NOT NULL FROM store WHERE prefix = ?1",
+            "SELECT key, CAST(value AS TEXT), created_at, updated_at, ttl_minutes IS NOT NULL FROM store \
+             WHERE prefix = ?1 ORDER BY key",
         )?;
         let mut rows = stmt.query([prefix])?;
         while let Some(r) = rows.next()? {
             let key: String = r.get(0)?;
-            let text: String = r.get(1)?;
-            bytes = bytes.saturating_add(ITEM_BYTES + 2 * key.len() + value_bytes(text.len()));
+            let text = r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
+            bytes = bytes.saturating_add(ITEM_BYTES + key.len() + value_bytes(text.len()));
             if bytes > allowance {
                 return Ok(None);
             }
-            let value: Value = serde_json::from_str(&text)
+            let value: Value = serde_json::from_str(text)
                 .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))?;
-            index.insert(key.clone(), items.len() as u32);
             items.push(CachedItem {
                 key,
                 value,
@@ -314,51 +316,64 @@ fn load(
             });
         }
     }
-    let mut found: Vec<(u32, Vec<f32>)> = vec![];
-    if let Some(dims) = dims {
-        let mut stmt = conn.prepare_cached("SELECT key, embedding FROM store_vectors WHERE prefix = ?1")?;
-        let mut rows = stmt.query([prefix])?;
-        while let Some(r) = rows.next()? {
-            let key = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-            let Some(&owner) = index.get(key) else { continue };
-            let Some(blob) = r.get_ref(1)?.as_blob_or_null().map_err(rusqlite::Error::from)? else {
-                continue;
-            };
-            if blob.len() != dims * 4 {
-                return Err(Error::corrupt(format!(
-                    "vector of item {prefix}/{key} has {} bytes, expected {} ({dims} dims)",
-                    blob.len(),
-                    dims * 4
-                )));
-            }
-            bytes = bytes.saturating_add(row_bytes(dims));
-            if bytes > allowance {
-                return Ok(None);
-            }
-            let mut v: Vec<f32> =
-                blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            if normalise(&mut v) {
-                found.push((owner, v));
-            }
-        }
-    }
-    found.sort_by_key(|(o, _)| *o);
-    let dims = dims.unwrap_or(0);
-    let n = found.len();
     let mut block = Block {
         gen,
         bytes,
         rows: vec![(0, 0); items.len()],
         items,
-        dims,
-        vectors: Vec::with_capacity(n * dims),
-        quantised: Vec::with_capacity(n * dims),
-        scale: Vec::with_capacity(n),
-        error: Vec::with_capacity(n),
-        owners: Vec::with_capacity(n),
+        dims: dims.unwrap_or(0),
+        vectors: vec![],
+        quantised: vec![],
+        scale: vec![],
+        error: vec![],
+        owners: vec![],
         columns: Mutex::default(),
     };
-    for (row, (owner, v)) in found.into_iter().enumerate() {
+    let Some(dims) = dims else { return Ok(Some(block)) };
+    // Sized once from the count (an index-only scan): no reallocation, whose
+    // old and new arrays would both be alive while it copies.
+    let count: i64 = conn
+        .prepare_cached("SELECT count(*) FROM store_vectors WHERE prefix = ?1")?
+        .query_row([prefix], |r| r.get(0))?;
+    let count = count.max(0) as usize;
+    if block.bytes.saturating_add(count.saturating_mul(row_bytes(dims))) > allowance {
+        return Ok(None);
+    }
+    block.vectors.reserve_exact(count * dims);
+    block.quantised.reserve_exact(count * dims);
+    block.scale.reserve_exact(count);
+    block.error.reserve_exact(count);
+    block.owners.reserve_exact(count);
+    let mut stmt = conn.prepare_cached(
+        "SELECT key, embedding FROM store_vectors WHERE prefix = ?1 ORDER BY key, field_name",
+    )?;
+    let mut rows = stmt.query([prefix])?;
+    let mut at = 0usize;
+    let mut v: Vec<f32> = Vec::with_capacity(dims);
+    while let Some(r) = rows.next()? {
+        let key = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+        while at < block.items.len() && block.items[at].key.as_str() < key {
+            at += 1;
+        }
+        if at == block.items.len() || block.items[at].key != key {
+            continue; // an orphan vector (files written without foreign keys)
+        }
+        let Some(blob) = r.get_ref(1)?.as_blob_or_null().map_err(rusqlite::Error::from)? else {
+            continue;
+        };
+        if blob.len() != dims * 4 {
+            return Err(Error::corrupt(format!(
+                "vector of item {prefix}/{key} has {} bytes, expected {} ({dims} dims)",
+                blob.len(),
+                dims * 4
+            )));
+        }
+        v.clear();
+        v.extend(blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+        if !normalise(&mut v) {
+            continue;
+        }
+        let row = block.owners.len() as u32;
         let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
         let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
         let mut err2 = 0f64;
@@ -370,14 +385,15 @@ fn load(
         block.vectors.extend_from_slice(&v);
         block.scale.push(scale);
         block.error.push(err2.sqrt() as f32);
-        block.owners.push(owner);
-        let r = &mut block.rows[owner as usize];
-        if r.0 == r.1 {
-            *r = (row as u32, row as u32 + 1);
+        block.owners.push(at as u32);
+        let span = &mut block.rows[at];
+        if span.0 == span.1 {
+            *span = (row, row + 1);
         } else {
-            r.1 = row as u32 + 1;
+            span.1 = row + 1;
         }
     }
+    block.bytes = block.bytes.saturating_add(count.saturating_mul(row_bytes(dims)));
     Ok(Some(block))
 }
 
