@@ -4,8 +4,11 @@
 //! search / vector+filter search at `--n-small` and `--n-large` items, then
 //! list_namespaces over 1000 namespaces. Prints one JSON object of medians.
 //!
-//! `cargo run --release --example bench_store -- [--n-small 10000] [--n-large 50000] [--full]`
-//! (`--full` selects `Durability::Full`).
+//! `cargo run --release --example bench_store -- [--n-small 10000] [--n-large 50000] [--full]
+//! [--search-memory BYTES] [--small-search-memory BYTES]` (`--full` selects `Durability::Full`;
+//! `--search-memory` sets the store's search memory budget, default
+//! `StoreConfig::DEFAULT_SEARCH_MEMORY`; the 50k vector search is also timed on a store with
+//! `--small-search-memory`, default 16 MiB, too small for the in-memory copy).
 
 use std::time::Instant;
 
@@ -99,6 +102,8 @@ fn main() -> Result<()> {
     let batch = arg("--batch", 100);
     let n_ns = arg("--n-ns", 1000);
     let iters = arg("--search-iters", 20);
+    let search_memory = arg("--search-memory", StoreConfig::DEFAULT_SEARCH_MEMORY);
+    let small_memory = arg("--small-search-memory", 16 << 20);
     let durability =
         if std::env::args().any(|a| a == "--full") { Durability::Full } else { Durability::Normal };
     let dir = std::env::temp_dir().join(format!("agentstate-bench-store-{}", std::process::id()));
@@ -106,8 +111,11 @@ fn main() -> Result<()> {
     let mut r = Map::new();
 
     let db = Db::builder().durability(durability).open(dir.join("batch.db"))?;
-    let store =
-        db.store(StoreConfig::default().with_index(IndexConfig::new(RandomUnit).with_fields(["text"])))?;
+    let store = db.store(
+        StoreConfig::default()
+            .with_index(IndexConfig::new(RandomUnit).with_fields(["text"]))
+            .with_search_memory(search_memory),
+    )?;
     let ns = vec!["bench".to_string(), "docs".to_string()];
     let mut done = 0;
     let mut embed_secs = 0.0;
@@ -176,6 +184,22 @@ fn main() -> Result<()> {
         let el = put_batches(n_large, &mut embed_secs)?;
         r.insert(format!("put_batch_per_s_to_{n_large}"), json!((n_large - n_small) as f64 / el));
         reads(n_large, n_large, &mut r)?;
+        // The same vector searches on a store whose search memory is too
+        // small for the in-memory copy: they run from the file.
+        let small = db.store(
+            StoreConfig::default()
+                .with_index(IndexConfig::new(RandomUnit).with_fields(["text"]))
+                .with_search_memory(small_memory),
+        )?;
+        let mut ts = vec![];
+        for j in 0..iters {
+            let q = format!("what do you know about {} #{j}", TOPICS[j % TOPICS.len()]);
+            let (t, res) = time(|| small.search(Search::new(&["bench"]).query(q).limit(10)));
+            assert_eq!(res?.len(), 10);
+            ts.push(t);
+        }
+        r.insert(format!("vsearch_ms@{n_large}_search_memory_{small_memory}"), json!(median(ts) * 1e3));
+        drop(small);
         // The same vector search once the file also holds as many items in
         // other namespaces: search cost must not depend on them.
         let other = vec!["elsewhere".to_string(), "docs".to_string()];

@@ -1071,3 +1071,158 @@ fn the_store_half_of_a_python_saver_and_store_file_is_readable() {
         .unwrap();
     assert_eq!(ours, 0, "no checkpoint table of ours is mixed into the saver's");
 }
+
+// ------------------------------------------------- search memory budget
+
+mod search_memory {
+    use super::*;
+    use proptest::prelude::*;
+
+    const NAMESPACES: [&[&str]; 5] = [&["a"], &["a", "b"], &["a-b"], &["a", "b", "c"], &["z"]];
+
+    /// One item: its namespace, vectors (as `Literal` texts; `None` for no
+    /// index), a category, a number, and whether it has already expired.
+    type Spec = (usize, Option<(Vec<i8>, Vec<i8>)>, bool, i64, bool);
+
+    fn spec() -> impl Strategy<Value = Spec> {
+        let v = prop::collection::vec(-2i8..=2, 3);
+        (
+            0..NAMESPACES.len(),
+            prop::option::weighted(0.8, (v.clone(), v)),
+            any::<bool>(),
+            0..5i64,
+            prop::bool::weighted(0.15),
+        )
+    }
+
+    fn text(v: &[i8]) -> String {
+        v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" ")
+    }
+
+    type Page = Vec<(Vec<String>, String, Value, Option<f64>, SystemTime, SystemTime)>;
+
+    fn page(s: &Store, search: Search) -> Page {
+        s.search(search.refresh_ttl(false))
+            .unwrap()
+            .into_iter()
+            .map(|h| {
+                let it = h.item;
+                (it.namespace.to_vec(), it.key, it.value, h.score, it.created_at, it.updated_at)
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Searching from the file (a budget too small for the in-memory
+        /// copy) gives the same pages as searching in memory: same items,
+        /// order, scores (max-pooled), unscored items last, expired items
+        /// never, filters applied, offset and limit over distinct items.
+        #[test]
+        fn a_tiny_search_memory_gives_the_same_pages_as_the_default(
+            items in prop::collection::vec(spec(), 0..40),
+            searches in prop::collection::vec(
+                (0..NAMESPACES.len() + 1, prop::option::of(prop::collection::vec(-2i8..=2, 3)),
+                 0..3usize, 1..8usize, 0..6usize),
+                1..6),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Db::open(dir.path().join("s.db")).unwrap();
+            let index = || IndexConfig::new(Literal(3)).with_fields(["x", "y"]);
+            let roomy = db.store(StoreConfig::default().with_index(index())).unwrap();
+            let tiny = db.store(StoreConfig::default().with_index(index()).with_search_memory(0)).unwrap();
+            let some = db.store(StoreConfig::default().with_index(index()).with_search_memory(3000)).unwrap();
+            let mut ops = vec![];
+            for (i, (ns, vectors, cat, n, expired)) in items.iter().enumerate() {
+                let mut value = json!({"c": if *cat { "a" } else { "b" }, "n": n});
+                let put = match vectors {
+                    Some((x, y)) => {
+                        value["x"] = json!(text(x));
+                        value["y"] = json!(text(y));
+                        Put::new(NAMESPACES[*ns], format!("k{}", i % 17), value)
+                    }
+                    None => Put::new(NAMESPACES[*ns], format!("k{}", i % 17), value).no_index(),
+                };
+                ops.push(Op::Put(if *expired { put.ttl(Duration::from_millis(1)) } else { put }));
+            }
+            roomy.batch(ops).unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+            for (prefix, query, filter, limit, offset) in searches {
+                let mut search = match prefix {
+                    0 => Search::all(),
+                    p => Search::new(NAMESPACES[p - 1]),
+                };
+                if let Some(q) = query {
+                    search = search.query(text(&q));
+                }
+                match filter {
+                    1 => search = search.filter(json!({"c": "a"})),
+                    2 => search = search.filter(json!({"n": {"$gte": 2}})),
+                    _ => {}
+                }
+                let search = search.limit(limit).offset(offset);
+                let want = page(&roomy, search.clone());
+                prop_assert_eq!(&page(&tiny, search.clone()), &want);
+                prop_assert_eq!(&page(&some, search), &want);
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------ list_namespaces
+
+mod list_namespaces_model {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Labels that sort around the `.` separator: `-` and ` ` sort below it.
+    const LABELS: [&str; 5] = ["a", "a-b", "a b", "b", "ab"];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// list_namespaces returns the distinct namespaces (cut to max_depth)
+        /// that match every condition, in tuple order, then offset and limit,
+        /// whatever bytes the labels hold.
+        #[test]
+        fn list_namespaces_pages_follow_tuple_order(
+            nss in prop::collection::btree_set(prop::collection::vec(0..LABELS.len(), 1..4), 1..12),
+            prefix in prop::option::of(prop::collection::vec(0..LABELS.len(), 0..3)),
+            suffix in prop::option::of(0..LABELS.len()),
+            depth in prop::option::of(0..4usize),
+            offset in 0..4usize,
+            limit in 1..8usize,
+        ) {
+            let s = plain();
+            let nss: Vec<Vec<String>> =
+                nss.iter().map(|n| n.iter().map(|&i| LABELS[i].to_string()).collect()).collect();
+            for ns in &nss {
+                s.put(ns, "k", json!({})).unwrap();
+            }
+            let mut list = ListNamespaces::new().offset(offset).limit(limit);
+            let prefix: Option<Vec<String>> = prefix.map(|p| p.iter().map(|&i| LABELS[i].to_string()).collect());
+            if let Some(p) = &prefix {
+                list = list.prefix(p);
+            }
+            if let Some(x) = suffix {
+                list = list.suffix(&[LABELS[x]]);
+            }
+            if let Some(d) = depth {
+                list = list.max_depth(d);
+            }
+            let mut want: Vec<Vec<String>> = nss
+                .iter()
+                .filter(|n| prefix.as_ref().is_none_or(|p| n.starts_with(p)))
+                .filter(|n| suffix.is_none_or(|x| n.last().map(String::as_str) == Some(LABELS[x])))
+                .map(|n| match depth { Some(d) => n.iter().take(d).cloned().collect(), None => n.clone() })
+                .collect();
+            want.sort();
+            want.dedup();
+            let want: Vec<Vec<String>> = want.into_iter().skip(offset).take(limit).collect();
+            let got: Vec<Vec<String>> =
+                s.list_namespaces(list).unwrap().into_iter().map(|n| n.to_vec()).collect();
+            prop_assert_eq!(got, want);
+        }
+    }
+}

@@ -10,6 +10,11 @@
 //! the SQL compilation on every input (see `filter`'s property tests).
 //! Expiry is not cached: expired items are fetched live, by index, per
 //! search.
+//!
+//! The cache holds at most about the store's search memory budget: the
+//! blocks a search needs are counted before they are loaded, a search whose
+//! blocks would not fit together gets `None` (and runs from the file, see
+//! `stream`), and the least recently used blocks are dropped to make room.
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -25,6 +30,8 @@ use crate::filter::Filter;
 /// One prefix's items and vectors at one generation.
 pub(crate) struct Block {
     gen: i64,
+    /// Approximately what it holds in memory.
+    bytes: usize,
     pub(crate) items: Vec<CachedItem>,
     dims: usize,
     /// Row-major, unit-normalised; zero vectors are left out. Rows of one
@@ -46,6 +53,9 @@ pub(crate) struct Block {
     /// every document's map.
     columns: Mutex<HashMap<Vec<String>, Column>>,
 }
+
+/// A namespace prefix and its block.
+pub(crate) type PrefixBlock = (String, Arc<Block>);
 
 /// The values of every item of a block at one path.
 type Column = Arc<Vec<Option<Value>>>;
@@ -78,32 +88,71 @@ pub(crate) type Hit<'a> = (&'a str, &'a CachedItem, Option<f64>);
 /// while holding one (poisoning it), the map is emptied and the lock cleared,
 /// so that nothing it held is used again; entries are rebuilt from the file
 /// on demand. No caller can observe a half-updated cache.
-fn lock<K, V>(m: &Mutex<HashMap<K, V>>) -> MutexGuard<'_, HashMap<K, V>> {
+fn lock<T: Default>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     match m.lock() {
         Ok(g) => g,
         Err(poisoned) => {
             let mut g = poisoned.into_inner();
-            g.clear();
+            *g = T::default();
             m.clear_poison();
             g
         }
     }
 }
 
-#[derive(Default)]
+/// The blocks of the searched prefixes, within a memory budget: the least
+/// recently used blocks go first when a search needs room.
 pub(crate) struct SearchCache {
-    blocks: Mutex<HashMap<String, Arc<Block>>>,
+    budget: usize,
+    state: Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    blocks: HashMap<String, Entry>,
+    /// The sum of the entries' `bytes`.
+    bytes: usize,
+    /// Bumped on every use, to order entries by recency.
+    clock: u64,
+}
+
+struct Entry {
+    block: Arc<Block>,
+    used: u64,
+}
+
+/// The least an item costs in memory besides its text (a `CachedItem`, its
+/// `rows` entry, map and allocation overhead).
+const ITEM_BYTES: usize = 160;
+
+/// What a value's JSON text of `n` bytes costs once parsed (a rough upper
+/// estimate: maps, strings and numbers carry their own headers).
+fn value_bytes(n: usize) -> usize {
+    n.saturating_mul(4)
+}
+
+/// What one vector row of `dims` dimensions costs: the `f32` row, its `i8`
+/// copy, scale, error and owner.
+fn row_bytes(dims: usize) -> usize {
+    dims * 5 + 12
 }
 
 impl SearchCache {
+    /// An empty cache that keeps at most about `budget` bytes.
+    pub(crate) fn new(budget: usize) -> SearchCache {
+        SearchCache { budget, state: Mutex::default() }
+    }
+
     /// The current blocks of every prefix under `prefix`, reloading those whose
-    /// generation moved. `dims` is the index dimension (`None`: no vectors).
+    /// generation moved; `None` if they would not fit in the budget together
+    /// (search from the file then). `dims` is the index dimension (`None`: no
+    /// vectors).
     pub(crate) fn blocks(
         &self,
         conn: &Connection,
         prefix: &[String],
         dims: Option<usize>,
-    ) -> Result<Vec<(String, Arc<Block>)>> {
+    ) -> Result<Option<Vec<PrefixBlock>>> {
         let mut sql = String::from("SELECT prefix, gen FROM agentstate_store_gen");
         let mut args: Vec<String> = vec![];
         if let Some(PrefixGlob { exact, glob }) = prefix_glob(prefix) {
@@ -116,39 +165,148 @@ impl SearchCache {
             .prepare_cached(&sql)?
             .query_map(params_from_iter(args.iter()), |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
-        let mut out = Vec::with_capacity(gens.len());
-        for (p, gen) in gens {
-            let cached = lock(&self.blocks).get(&p).cloned();
-            let block = match cached {
-                Some(b) if b.gen == gen && (dims.is_none() || b.dims == dims.unwrap_or(0)) => b,
-                _ => {
-                    let b = Arc::new(load(conn, &p, gen, dims)?);
-                    lock(&self.blocks).insert(p.clone(), b.clone());
-                    b
+        // Fresh blocks from the cache; the others are loaded below.
+        let mut found: Vec<(String, i64, Option<Arc<Block>>)> = Vec::with_capacity(gens.len());
+        let mut bytes = 0usize;
+        {
+            let mut st = lock(&self.state);
+            st.clock += 1;
+            let now = st.clock;
+            for (p, gen) in gens {
+                let fresh = st
+                    .blocks
+                    .get_mut(&p)
+                    .filter(|e| e.block.gen == gen && (dims.is_none() || e.block.dims == dims.unwrap_or(0)));
+                match fresh {
+                    Some(e) => {
+                        e.used = now;
+                        bytes = bytes.saturating_add(e.block.bytes);
+                        found.push((p, gen, Some(e.block.clone())));
+                    }
+                    None => found.push((p, gen, None)),
                 }
-            };
-            if !block.items.is_empty() {
-                out.push((p, block));
             }
         }
-        Ok(out)
+        if found.iter().any(|(_, _, b)| b.is_none()) {
+            // What the missing blocks cost at least, from two index-only
+            // counts each, before loading any of them.
+            let mut need = bytes;
+            for (p, _, _) in found.iter().filter(|(_, _, b)| b.is_none()) {
+                need = need.saturating_add(lower_bound(conn, p, dims)?);
+                if need > self.budget {
+                    return Ok(None);
+                }
+            }
+        }
+        let mut loaded = vec![];
+        for (p, gen, slot) in &mut found {
+            if slot.is_none() {
+                let Some(b) = load(conn, p, *gen, dims, self.budget.saturating_sub(bytes))? else {
+                    return Ok(None);
+                };
+                bytes = bytes.saturating_add(b.bytes);
+                let b = Arc::new(b);
+                loaded.push((p.clone(), b.clone()));
+                *slot = Some(b);
+            }
+        }
+        if !loaded.is_empty() {
+            self.insert(loaded, &found);
+        }
+        Ok(Some(
+            found
+                .into_iter()
+                .filter_map(|(p, _, b)| b.map(|b| (p, b)))
+                .filter(|(_, b)| !b.items.is_empty())
+                .collect(),
+        ))
+    }
+
+    /// Adds freshly loaded blocks, then drops the least recently used blocks
+    /// that this search does not use until the cache is within its budget.
+    fn insert(&self, loaded: Vec<(String, Arc<Block>)>, used: &[(String, i64, Option<Arc<Block>>)]) {
+        let mut st = lock(&self.state);
+        st.clock += 1;
+        let now = st.clock;
+        for (p, block) in loaded {
+            st.bytes = st.bytes.saturating_add(block.bytes);
+            if let Some(old) = st.blocks.insert(p, Entry { block, used: now }) {
+                st.bytes = st.bytes.saturating_sub(old.block.bytes);
+            }
+        }
+        if st.bytes <= self.budget {
+            return;
+        }
+        let keep: HashSet<&str> = used.iter().map(|(p, _, _)| p.as_str()).collect();
+        let mut victims: Vec<(u64, String)> = st
+            .blocks
+            .iter()
+            .filter(|(p, _)| !keep.contains(p.as_str()))
+            .map(|(p, e)| (e.used, p.clone()))
+            .collect();
+        victims.sort_unstable();
+        for (_, p) in victims {
+            if st.bytes <= self.budget {
+                break;
+            }
+            if let Some(e) = st.blocks.remove(&p) {
+                st.bytes = st.bytes.saturating_sub(e.block.bytes);
+            }
+        }
+    }
+
+    /// The approximate bytes the cache holds now.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> usize {
+        lock(&self.state).bytes
     }
 }
 
-fn load(conn: &Connection, prefix: &str, gen: i64, dims: Option<usize>) -> Result<Block> {
+/// The least a block of `prefix` costs: its items and vector rows, counted
+/// on the indexes, at their fixed sizes.
+fn lower_bound(conn: &Connection, prefix: &str, dims: Option<usize>) -> Result<usize> {
+    let items: i64 = conn
+        .prepare_cached("SELECT count(*) FROM store WHERE prefix = ?1")?
+        .query_row([prefix], |r| r.get(0))?;
+    let mut bytes = (items.max(0) as usize).saturating_mul(ITEM_BYTES);
+    if let Some(dims) = dims {
+        let rows: i64 = conn
+            .prepare_cached("SELECT count(*) FROM store_vectors WHERE prefix = ?1")?
+            .query_row([prefix], |r| r.get(0))?;
+        bytes = bytes.saturating_add((rows.max(0) as usize).saturating_mul(row_bytes(dims)));
+    }
+    Ok(bytes)
+}
+
+/// Loads the block of `prefix`; `None` as soon as it would cost more than
+/// `allowance` bytes.
+fn load(
+    conn: &Connection,
+    prefix: &str,
+    gen: i64,
+    dims: Option<usize>,
+    allowance: usize,
+) -> Result<Option<Block>> {
+    // Items and vectors both in key order (each from its primary key
+    // index): a vector's item is found by walking the items alongside, and
+    // vector rows go straight into the block, each item's rows contiguous.
+    let mut bytes = 0usize;
     let mut items = vec![];
-    let mut index: HashMap<String, u32> = HashMap::new();
     {
         let mut stmt = conn.prepare_cached(
-            "SELECT key, CAST(value AS TEXT), created_at, updated_at, ttl_minutes IS NOT NULL FROM store WHERE prefix = ?1",
+            "SELECT key, CAST(value AS TEXT), created_at, updated_at, ttl_minutes IS NOT NULL FROM store \
+             WHERE prefix = ?1 ORDER BY key",
         )?;
         let mut rows = stmt.query([prefix])?;
         while let Some(r) = rows.next()? {
             let key: String = r.get(0)?;
-            let text: String = r.get(1)?;
-            let value: Value = serde_json::from_str(&text)
+            let text = r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
+            bytes = bytes.saturating_add(ITEM_BYTES + key.len() + value_bytes(text.len()));
+            if bytes > allowance {
+                return Ok(None);
+            }
+            let value: Value = serde_json::from_str(text)
                 .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))?;
-            index.insert(key.clone(), items.len() as u32);
             items.push(CachedItem {
                 key,
                 value,
@@ -158,46 +316,64 @@ fn load(conn: &Connection, prefix: &str, gen: i64, dims: Option<usize>) -> Resul
             });
         }
     }
-    let mut found: Vec<(u32, Vec<f32>)> = vec![];
-    if let Some(dims) = dims {
-        let mut stmt = conn.prepare_cached("SELECT key, embedding FROM store_vectors WHERE prefix = ?1")?;
-        let mut rows = stmt.query([prefix])?;
-        while let Some(r) = rows.next()? {
-            let key = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-            let Some(&owner) = index.get(key) else { continue };
-            let Some(blob) = r.get_ref(1)?.as_blob_or_null().map_err(rusqlite::Error::from)? else {
-                continue;
-            };
-            if blob.len() != dims * 4 {
-                return Err(Error::corrupt(format!(
-                    "vector of item {prefix}/{key} has {} bytes, expected {} ({dims} dims)",
-                    blob.len(),
-                    dims * 4
-                )));
-            }
-            let mut v: Vec<f32> =
-                blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            if normalise(&mut v) {
-                found.push((owner, v));
-            }
-        }
-    }
-    found.sort_by_key(|(o, _)| *o);
-    let dims = dims.unwrap_or(0);
-    let n = found.len();
     let mut block = Block {
         gen,
+        bytes,
         rows: vec![(0, 0); items.len()],
         items,
-        dims,
-        vectors: Vec::with_capacity(n * dims),
-        quantised: Vec::with_capacity(n * dims),
-        scale: Vec::with_capacity(n),
-        error: Vec::with_capacity(n),
-        owners: Vec::with_capacity(n),
+        dims: dims.unwrap_or(0),
+        vectors: vec![],
+        quantised: vec![],
+        scale: vec![],
+        error: vec![],
+        owners: vec![],
         columns: Mutex::default(),
     };
-    for (row, (owner, v)) in found.into_iter().enumerate() {
+    let Some(dims) = dims else { return Ok(Some(block)) };
+    // Sized once from the count (an index-only scan): no reallocation, whose
+    // old and new arrays would both be alive while it copies.
+    let count: i64 = conn
+        .prepare_cached("SELECT count(*) FROM store_vectors WHERE prefix = ?1")?
+        .query_row([prefix], |r| r.get(0))?;
+    let count = count.max(0) as usize;
+    if block.bytes.saturating_add(count.saturating_mul(row_bytes(dims))) > allowance {
+        return Ok(None);
+    }
+    block.vectors.reserve_exact(count * dims);
+    block.quantised.reserve_exact(count * dims);
+    block.scale.reserve_exact(count);
+    block.error.reserve_exact(count);
+    block.owners.reserve_exact(count);
+    let mut stmt = conn.prepare_cached(
+        "SELECT key, embedding FROM store_vectors WHERE prefix = ?1 ORDER BY key, field_name",
+    )?;
+    let mut rows = stmt.query([prefix])?;
+    let mut at = 0usize;
+    let mut v: Vec<f32> = Vec::with_capacity(dims);
+    while let Some(r) = rows.next()? {
+        let key = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+        while at < block.items.len() && block.items[at].key.as_str() < key {
+            at += 1;
+        }
+        if at == block.items.len() || block.items[at].key != key {
+            continue; // an orphan vector (files written without foreign keys)
+        }
+        let Some(blob) = r.get_ref(1)?.as_blob_or_null().map_err(rusqlite::Error::from)? else {
+            continue;
+        };
+        if blob.len() != dims * 4 {
+            return Err(Error::corrupt(format!(
+                "vector of item {prefix}/{key} has {} bytes, expected {} ({dims} dims)",
+                blob.len(),
+                dims * 4
+            )));
+        }
+        v.clear();
+        v.extend(blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+        if !normalise(&mut v) {
+            continue;
+        }
+        let row = block.owners.len() as u32;
         let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
         let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
         let mut err2 = 0f64;
@@ -209,15 +385,16 @@ fn load(conn: &Connection, prefix: &str, gen: i64, dims: Option<usize>) -> Resul
         block.vectors.extend_from_slice(&v);
         block.scale.push(scale);
         block.error.push(err2.sqrt() as f32);
-        block.owners.push(owner);
-        let r = &mut block.rows[owner as usize];
-        if r.0 == r.1 {
-            *r = (row as u32, row as u32 + 1);
+        block.owners.push(at as u32);
+        let span = &mut block.rows[at];
+        if span.0 == span.1 {
+            *span = (row, row + 1);
         } else {
-            r.1 = row as u32 + 1;
+            span.1 = row + 1;
         }
     }
-    Ok(block)
+    block.bytes = block.bytes.saturating_add(count.saturating_mul(row_bytes(dims)));
+    Ok(Some(block))
 }
 
 /// Slack added to every bound, covering f32 rounding in both dot products.
@@ -251,7 +428,7 @@ pub(crate) fn normalise(v: &mut [f32]) -> bool {
 }
 
 /// Dot product, written so the compiler vectorises it.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let (ra, rb) = (ca.remainder(), cb.remainder());
@@ -402,6 +579,35 @@ mod tests {
     }
 
     #[test]
+    fn the_cache_stays_within_its_budget_across_namespaces() {
+        use crate::store::{Put, Store, StoreConfig};
+        let db = crate::Db::open_in_memory().unwrap();
+        let store: Store = db.store(StoreConfig::new()).unwrap();
+        for ns in ["a", "b", "c"] {
+            for i in 0..20 {
+                store.put_with(Put::new(&[ns], format!("k{i}"), serde_json::json!({"t": "x"}))).unwrap();
+            }
+        }
+        let one = db
+            .read(|c| Ok(SearchCache::new(usize::MAX).blocks(c, &["a".to_string()], None)?.unwrap()))
+            .unwrap()[0]
+            .1
+            .bytes;
+        // Room for two namespaces: searching a third drops the least
+        // recently searched one.
+        let cache = SearchCache::new(2 * one + one / 2);
+        for ns in ["a", "b", "a", "c"] {
+            let got = db.read(|c| cache.blocks(c, &[ns.to_string()], None)).unwrap();
+            assert_eq!(got.map(|b| b.len()), Some(1));
+            assert!(cache.bytes() <= 2 * one + one / 2);
+        }
+        let held: HashSet<String> = lock(&cache.state).blocks.keys().cloned().collect();
+        assert_eq!(held, HashSet::from(["a".to_string(), "c".to_string()]));
+        // A search whose namespaces cannot fit together searches the file.
+        assert!(db.read(|c| cache.blocks(c, &[], None)).unwrap().is_none());
+    }
+
+    #[test]
     fn top_keeps_the_first_n_sorted() {
         let mut v = vec![5, 1, 4, 2, 3];
         top(&mut v, 3, |a, b| a.cmp(b));
@@ -437,7 +643,7 @@ mod exactness {
             )
             .unwrap();
         }
-        load(&conn, "p", 1, Some(dims)).unwrap()
+        load(&conn, "p", 1, Some(dims), usize::MAX).unwrap().unwrap()
     }
 
     proptest! {

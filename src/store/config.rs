@@ -23,23 +23,62 @@ use crate::error::{Error, Result};
 /// assert_eq!(config.index().map(|i| i.dims()), Some(64));
 /// # Ok::<(), agentstate::Error>(())
 /// ```
-#[derive(Clone, Default)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct StoreConfig {
     index: Option<IndexConfig>,
     ttl: Option<TtlConfig>,
+    search_memory: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { index: None, ttl: None, search_memory: StoreConfig::DEFAULT_SEARCH_MEMORY }
+    }
 }
 
 impl std::fmt::Debug for StoreConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreConfig").field("index", &self.index).field("ttl", &self.ttl).finish()
+        f.debug_struct("StoreConfig")
+            .field("index", &self.index)
+            .field("ttl", &self.ttl)
+            .field("search_memory", &self.search_memory)
+            .finish()
     }
 }
 
 impl StoreConfig {
-    /// A plain store: no index, no TTL.
+    /// The default [search memory](Self::with_search_memory): 256 MiB, enough
+    /// to keep about 50,000 items with one 384-dimension vector each in memory.
+    pub const DEFAULT_SEARCH_MEMORY: usize = 256 << 20;
+
+    /// A plain store: no index, no TTL, the default search memory.
     pub fn new() -> StoreConfig {
         StoreConfig::default()
+    }
+
+    /// How many bytes (approximately) the in-memory copy that search keeps of
+    /// the searched namespaces may use, across all namespaces (default
+    /// [`DEFAULT_SEARCH_MEMORY`](Self::DEFAULT_SEARCH_MEMORY)).
+    ///
+    /// Search keeps each searched namespace prefix's items and vectors in
+    /// memory while they fit, and drops the least recently searched ones to
+    /// stay under this budget. A search whose namespaces would not fit runs
+    /// from the file instead, in memory bounded by its `offset + limit`,
+    /// computing cosine distances in SQL (with sqlite-vec). Both ways give
+    /// the same results in the same order with the same scores: the budget
+    /// trades speed for memory, never exactness. `0` always searches from
+    /// the file.
+    #[must_use]
+    pub fn with_search_memory(mut self, bytes: usize) -> StoreConfig {
+        self.search_memory = bytes;
+        self
+    }
+
+    /// The search memory budget in bytes (see
+    /// [`with_search_memory`](Self::with_search_memory)).
+    pub fn search_memory(&self) -> usize {
+        self.search_memory
     }
 
     /// Adds a vector index: searches with a query rank items by similarity.

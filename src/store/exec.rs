@@ -3,17 +3,19 @@
 //! transaction.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::cache::{self, normalise};
 use super::config::ttl_minutes;
 use super::embed::{embed_documents_checked, embed_query_checked};
 use super::item::{parse_time, time_column, Item, SearchItem};
-use super::namespace::{self, prefix_glob, validate_labels, validate_namespace, Namespace, PrefixGlob};
+use super::namespace::{self, validate_labels, validate_namespace, MatchCondition, Namespace};
 use super::ops::{Get, IndexChoice, ListNamespaces, Op, OpResult, Search, TtlChoice};
 use super::path::{field_texts, per_put_fields};
+use super::stream::{self, StreamHit};
 use super::Store;
 use crate::db::Db;
 use crate::error::{Error, Result};
@@ -161,9 +163,7 @@ impl Store {
                 let mut refresh = vec![];
                 let out = run(tx, &mut refresh)?;
                 let refreshed = refresh_ttls(tx, &refresh)?;
-                for p in &puts {
-                    write_put(tx, p)?;
-                }
+                write_puts(tx, &puts)?;
                 Ok((out, refreshed))
             })?
         } else {
@@ -238,12 +238,16 @@ impl Store {
 
     fn do_get(&self, conn: &Connection, g: &Get, refresh: &mut Refresh) -> Result<Option<Item>> {
         let prefix = namespace::encode_prefix(&g.namespace);
-        let row = conn
-            .prepare_cached(&format!(
+        // Built once: a get is too cheap to format its SQL every time.
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!(
                 "SELECT CAST(value AS TEXT), created_at, updated_at, expires_at, ttl_minutes IS NOT NULL \
                  FROM store s WHERE prefix = ?1 AND key = ?2 AND {}",
                 alive("s")
-            ))?
+            )
+        });
+        let row = conn
+            .prepare_cached(&SQL)?
             .query_row([&prefix, &g.key], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
@@ -287,13 +291,16 @@ impl Store {
             return Ok(vec![]);
         }
         let dims = self.inner.config.index().map(|i| i.dims());
-        let blocks = self.inner.cache.blocks(conn, &s.prefix, dims)?;
-        let expired = expired_items(conn)?;
         // A zero query has no direction: nothing gets a score.
         let unit = query
             .map(<[f32]>::to_vec)
             .filter(|q| q.iter().any(|x| *x != 0.0))
             .and_then(|mut q| normalise(&mut q).then_some(q));
+        let Some(blocks) = self.inner.cache.blocks(conn, &s.prefix, dims)? else {
+            let hits = stream::search(conn, &s.prefix, filter, unit.as_deref(), dims, s.limit, s.offset)?;
+            return self.streamed_items(conn, s, hits, refresh);
+        };
+        let expired = expired_items(conn)?;
         let hits = cache::search(&blocks, &expired, filter, unit.as_deref(), s.limit, s.offset);
         let wants_refresh = self.refresh(s.refresh_ttl);
         let mut out = Vec::with_capacity(hits.len());
@@ -314,6 +321,53 @@ impl Store {
                 },
                 score,
             });
+        }
+        Ok(out)
+    }
+}
+
+impl Store {
+    /// The items of a page found by `stream::search`, read by primary key
+    /// in the search's snapshot.
+    fn streamed_items(
+        &self,
+        conn: &Connection,
+        s: &Search,
+        hits: Vec<StreamHit>,
+        refresh: &mut Refresh,
+    ) -> Result<Vec<SearchItem>> {
+        let wants_refresh = self.refresh(s.refresh_ttl);
+        let mut stmt = conn.prepare_cached(
+            "SELECT CAST(value AS TEXT), created_at, updated_at, expires_at, ttl_minutes IS NOT NULL \
+             FROM store WHERE prefix = ?1 AND key = ?2",
+        )?;
+        let mut out = Vec::with_capacity(hits.len());
+        for (prefix, key, score) in hits {
+            let (v, c, u, e, has_ttl) = stmt.query_row([&prefix, &key], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, bool>(4)?,
+                ))
+            })?;
+            let value: Value = serde_json::from_str(&v)
+                .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))?;
+            let time =
+                |t: Option<String>, col: &str| time_column(t.as_deref().unwrap_or(""), col, &prefix, &key);
+            let item = Item {
+                namespace: Namespace::from_labels(namespace::decode_prefix(&prefix)),
+                value,
+                created_at: time(c, "created_at")?,
+                updated_at: time(u, "updated_at")?,
+                expires_at: e.map(|e| time(Some(e), "expires_at")).transpose()?,
+                key,
+            };
+            if wants_refresh && has_ttl {
+                refresh.push((prefix, item.key.clone()));
+            }
+            out.push(SearchItem { item, score });
         }
         Ok(out)
     }
@@ -376,43 +430,114 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-fn write_put(conn: &Connection, p: &PreparedPut) -> Result<()> {
-    match &p.value {
-        None => {
-            conn.prepare_cached("DELETE FROM store WHERE prefix = ?1 AND key = ?2")?
-                .execute([&p.prefix, &p.key])?;
-            // Files written by Python without foreign keys may hold orphans.
-            conn.prepare_cached("DELETE FROM store_vectors WHERE prefix = ?1 AND key = ?2")?
-                .execute([&p.prefix, &p.key])?;
+/// The most rows one multi-row statement writes; a batch goes in chunks of
+/// powers of two up to this (few distinct statements to cache).
+const CHUNK: usize = 64;
+
+/// The sizes of the chunks `n` rows go in: `CHUNK`s, then powers of two.
+fn chunks(mut n: usize) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        if n == 0 {
+            return None;
         }
-        Some(value) => {
-            conn.prepare_cached(&format!(
-                "INSERT INTO store (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes) \
-                 VALUES (?1, ?2, ?3, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, \
-                         CASE WHEN ?4 IS NULL THEN NULL ELSE {} END, ?4) \
-                 ON CONFLICT (prefix, key) DO UPDATE SET \
-                   value = excluded.value, updated_at = excluded.updated_at, \
-                   created_at = CASE WHEN {} THEN store.created_at ELSE excluded.created_at END, \
-                   expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes",
-                expiry("?4"),
-                alive("store")
-            ))?
-            .execute(params![p.prefix, p.key, value, p.ttl])?;
-            conn.prepare_cached("DELETE FROM store_vectors WHERE prefix = ?1 AND key = ?2")?
-                .execute([&p.prefix, &p.key])?;
-            insert_vectors(conn, p)?;
-        }
+        let c = if n >= CHUNK { CHUNK } else { 1 << n.ilog2() };
+        n -= c;
+        Some(c)
+    })
+}
+
+/// Runs `sql(rows)` (a statement over `rows` rows of `width` parameters) on
+/// `args` in chunks.
+fn run_chunked(
+    conn: &Connection,
+    args: &[rusqlite::types::Value],
+    width: usize,
+    sql: impl Fn(usize) -> String,
+) -> Result<()> {
+    let mut at = 0;
+    for rows in chunks(args.len() / width) {
+        let end = at + rows * width;
+        conn.prepare_cached(&sql(rows))?.execute(params_from_iter(&args[at..end]))?;
+        at = end;
     }
     Ok(())
 }
 
-fn insert_vectors(conn: &Connection, p: &PreparedPut) -> Result<()> {
-    let mut ins = conn.prepare_cached(
-        "INSERT OR REPLACE INTO store_vectors (prefix, key, field_name, embedding) VALUES (?1, ?2, ?3, ?4)",
-    )?;
-    for (field, blob) in &p.vectors {
-        ins.execute(params![p.prefix, p.key, field, blob])?;
+/// `(?, ?), (?, ?), ...`: `rows` groups of `width` placeholders. (The
+/// deletes join these rows to the primary key index: a row-value
+/// `IN (VALUES ...)` would scan the table.)
+fn placeholders(rows: usize, width: usize) -> String {
+    let one = format!("({})", vec!["?"; width].join(", "));
+    vec![one; rows].join(", ")
+}
+
+/// Writes a batch's puts (keys are distinct): deletes, then upserts with
+/// multi-row statements, then the vectors of every put item replaced.
+fn write_puts(conn: &Connection, puts: &[PreparedPut]) -> Result<()> {
+    use rusqlite::types::Value as V;
+    let text = |s: &str| V::Text(s.to_owned());
+    let mut deletes = vec![];
+    let mut upserts = vec![];
+    let mut keys = vec![];
+    let mut vectors = vec![];
+    for p in puts {
+        keys.extend([text(&p.prefix), text(&p.key)]);
+        match &p.value {
+            None => deletes.extend([text(&p.prefix), text(&p.key)]),
+            Some(value) => {
+                let ttl = p.ttl.map_or(V::Null, V::Real);
+                upserts.extend([text(&p.prefix), text(&p.key), text(value), ttl]);
+                for (field, blob) in &p.vectors {
+                    vectors.extend([text(&p.prefix), text(&p.key), text(field), V::Blob(blob.clone())]);
+                }
+            }
+        }
     }
+    run_chunked(conn, &deletes, 2, |n| {
+        format!(
+            "DELETE FROM store WHERE rowid IN (SELECT s.rowid FROM (VALUES {}) AS t \
+             CROSS JOIN store s ON s.prefix = t.column1 AND s.key = t.column2)",
+            placeholders(n, 2)
+        )
+    })?;
+    run_chunked(conn, &upserts, 4, |n| {
+        // Row i binds ?(4i+1)..?(4i+4): prefix, key, value, TTL minutes.
+        let rows: Vec<String> = (0..n)
+            .map(|i| {
+                let (p, k, v, t) = (4 * i + 1, 4 * i + 2, 4 * i + 3, 4 * i + 4);
+                format!(
+                    "(?{p}, ?{k}, ?{v}, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, \
+                     CASE WHEN ?{t} IS NULL THEN NULL ELSE {} END, ?{t})",
+                    expiry(&format!("?{t}"))
+                )
+            })
+            .collect();
+        format!(
+            "INSERT INTO store (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes) \
+             VALUES {} \
+             ON CONFLICT (prefix, key) DO UPDATE SET \
+               value = excluded.value, updated_at = excluded.updated_at, \
+               created_at = CASE WHEN {} THEN store.created_at ELSE excluded.created_at END, \
+               expires_at = excluded.expires_at, ttl_minutes = excluded.ttl_minutes",
+            rows.join(", "),
+            alive("store")
+        )
+    })?;
+    // Files written by Python without foreign keys may hold orphans, so the
+    // vectors of deleted items go explicitly too.
+    run_chunked(conn, &keys, 2, |n| {
+        format!(
+            "DELETE FROM store_vectors WHERE rowid IN (SELECT v.rowid FROM (VALUES {}) AS t \
+             CROSS JOIN store_vectors v ON v.prefix = t.column1 AND v.key = t.column2)",
+            placeholders(n, 2)
+        )
+    })?;
+    run_chunked(conn, &vectors, 4, |n| {
+        format!(
+            "INSERT OR REPLACE INTO store_vectors (prefix, key, field_name, embedding) VALUES {}",
+            placeholders(n, 4)
+        )
+    })?;
     Ok(())
 }
 
@@ -420,49 +545,106 @@ fn do_list(conn: &Connection, l: &ListNamespaces) -> Result<Vec<Namespace>> {
     if l.limit == 0 {
         return Ok(vec![]);
     }
-    // Push one literal prefix down to the index; match the rest on the
-    // encoded text, sort in tuple order, and decode only the page.
-    let mut sql = format!(
-        "SELECT DISTINCT prefix FROM store s INDEXED BY agentstate_store_prefix_expires WHERE {}",
-        alive("s")
-    );
-    let mut args: Vec<String> = vec![];
-    if let Some(lit) = l.conditions.iter().find_map(|c| c.literal_prefix()) {
-        if let Some(PrefixGlob { exact, glob }) = prefix_glob(&lit) {
-            sql.push_str(" AND ");
-            sql.push_str(&PrefixGlob::sql("s.prefix"));
-            args.push(exact);
-            args.push(glob);
+    // Push one literal prefix down to the index as a range (a bound GLOB
+    // pattern would make SQLite re-prepare the statement on every call);
+    // match the rest on the encoded text.
+    let pushed = l.conditions.iter().position(|c| c.literal_prefix().is_some());
+    let (exact, below) = match pushed.and_then(|i| l.conditions[i].literal_prefix()) {
+        Some(lit) if !lit.is_empty() => {
+            let exact = namespace::encode_prefix(&lit);
+            (Some(exact.clone()), format!("{exact}{}", namespace::SEPARATOR))
+        }
+        _ => (None, String::new()),
+    };
+    let rest: Vec<&MatchCondition> =
+        l.conditions.iter().enumerate().filter(|(i, _)| Some(*i) != pushed).map(|(_, c)| c).collect();
+    let holds = |p: &str| {
+        exact.as_ref().is_none_or(|e| p == e.as_str() || p.starts_with(&below))
+            && rest.iter().all(|c| c.matches_encoded(p))
+    };
+    fn cut(p: &str, depth: Option<usize>) -> &str {
+        match depth {
+            Some(0) => "",
+            Some(d) => p.match_indices('.').nth(d - 1).map_or(p, |(i, _)| &p[..i]),
+            None => p,
         }
     }
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query(params_from_iter(args.iter()))?;
-    let mut found: Vec<String> = vec![];
-    while let Some(r) = rows.next()? {
-        let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-        if l.conditions.iter().all(|c| c.matches_encoded(p)) {
-            let cut = match l.max_depth {
-                Some(d) => p.match_indices('.').nth(d.wrapping_sub(1)).map_or(p, |(i, _)| &p[..i]),
-                None => p,
-            };
-            let cut = if l.max_depth == Some(0) { "" } else { cut };
-            if found.last().map(String::as_str) != Some(cut) {
-                found.push(cut.to_string());
+    static ALL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT DISTINCT prefix FROM store s INDEXED BY agentstate_store_prefix_expires WHERE {}",
+            alive("s")
+        )
+    });
+    static RANGE: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT DISTINCT prefix FROM store s INDEXED BY agentstate_store_prefix_expires \
+             WHERE {} AND s.prefix >= ?1 AND s.prefix < ?2",
+            alive("s")
+        )
+    });
+    let mut stmt = conn.prepare_cached(if exact.is_some() { &RANGE } else { &ALL })?;
+    let upper = exact.as_ref().map(|e| format!("{e}/"));
+    let args: Vec<&str> = exact.iter().chain(&upper).map(String::as_str).collect();
+    // SQLite returns byte order, which is tuple order unless a label holds a
+    // byte that sorts below the '.' separator. While no namespace seen has
+    // one, no later one can sort before those seen: decode the page as the
+    // rows come and stop once it is full. Otherwise collect everything and
+    // sort.
+    let want = l.offset.saturating_add(l.limit);
+    let mut page: Vec<Namespace> = Vec::with_capacity(l.limit.min(1024));
+    let mut last = String::new();
+    let mut distinct = 0usize;
+    let mut unusual = false;
+    {
+        let mut rows = stmt.query(params_from_iter(&args))?;
+        while let Some(r) = rows.next()? {
+            let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+            if !holds(p) {
+                continue;
+            }
+            if p.bytes().any(|b| b < b'.') {
+                unusual = true;
+                break;
+            }
+            let c = cut(p, l.max_depth);
+            if distinct > 0 && last == c {
+                continue;
+            }
+            last.clear();
+            last.push_str(c);
+            if distinct >= l.offset {
+                page.push(decode(c));
+            }
+            distinct += 1;
+            if distinct >= want {
+                break;
             }
         }
     }
-    // SQLite returned byte order, which is tuple order unless a label holds a
-    // byte that sorts below the '.' separator.
-    if found.iter().any(|p| p.bytes().any(|b| b < b'.')) {
-        found.sort_by(|a, b| namespace::cmp_encoded(a, b));
+    if !unusual {
+        return Ok(page);
     }
+    let mut found: Vec<String> = vec![];
+    let mut rows = stmt.query(params_from_iter(&args))?;
+    while let Some(r) = rows.next()? {
+        let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+        if holds(p) {
+            found.push(cut(p, l.max_depth).to_string());
+        }
+    }
+    found.sort_by(|a, b| namespace::cmp_encoded(a, b));
     found.dedup();
-    Ok(found
-        .iter()
-        .skip(l.offset)
-        .take(l.limit)
-        .map(|p| Namespace::from_labels(if p.is_empty() { vec![] } else { namespace::decode_prefix(p) }))
-        .collect())
+    Ok(found.iter().skip(l.offset).take(l.limit).map(|p| decode(p)).collect())
+}
+
+/// An encoded prefix as a namespace (`""`: the empty namespace).
+fn decode(p: &str) -> Namespace {
+    if p.is_empty() {
+        return Namespace::from_labels(vec![]);
+    }
+    let mut labels = Vec::with_capacity(p.bytes().filter(|b| *b == b'.').count() + 1);
+    labels.extend(p.split(namespace::SEPARATOR).map(str::to_owned));
+    Namespace::from_labels(labels)
 }
 
 pub(crate) fn sweep(db: &Db) -> Result<usize> {

@@ -40,6 +40,7 @@ mod path;
 mod python;
 mod refresh;
 mod reindex;
+mod stream;
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -155,7 +156,7 @@ impl Store {
                 })?;
             sweeper = Some((stop, handle));
         }
-        let cache = SearchCache::default();
+        let cache = SearchCache::new(config.search_memory());
         Ok(Store { inner: Arc::new(Inner { db, config, fields, sweeper, cache }) })
     }
 
@@ -227,7 +228,9 @@ impl Store {
     /// every scored one, newest first) or, without a query, newest first;
     /// then `offset` and `limit` over that one sequence. Exact: every vector
     /// of every candidate is scored, over an in-memory copy of the searched
-    /// prefixes that later searches reuse.
+    /// prefixes that later searches reuse, or, if that copy would exceed
+    /// the [search memory](StoreConfig::with_search_memory), from the file
+    /// in memory bounded by `offset + limit` (same results, slower).
     ///
     /// # Errors
     /// [`Error::InvalidNamespace`]; [`Error::InvalidFilter`];
