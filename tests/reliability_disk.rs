@@ -140,7 +140,7 @@ impl Workload {
 /// Runs `op` against `db`, as the one `Checkpointer` and `Store` of a
 /// caller would.
 fn run(db: &Db, op: &Value) -> agentstate::Result<()> {
-    execute(&db.checkpointer(), &db.store(store_config(DIMS))?, op)
+    execute(&db.checkpointer(), &db.store(store_config(DIMS))?, op).map(|_| ())
 }
 
 fn check(path: &Path) {
