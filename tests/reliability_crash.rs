@@ -162,7 +162,8 @@ fn crash_child() {
             change("messages", Value::Array(messages), &mut values);
             change("count", json!(step), &mut values);
             // The log only grows (an incremental blob once it is long).
-            let mut log: Vec<Value> = values.get("log").and_then(Value::as_array).cloned().unwrap_or_default();
+            let mut log: Vec<Value> =
+                values.get("log").and_then(Value::as_array).cloned().unwrap_or_default();
             if log.len() >= LOG_CAP {
                 log.clear();
             }
@@ -536,7 +537,9 @@ fn check_round(path: &Path, lines: &[String], ready: bool, model: &mut State, fi
 /// Incremental blobs in the file (lists stored as a tail over a base).
 fn delta_blobs(path: &Path) -> u64 {
     common::raw_ro(path)
-        .query_row("SELECT COUNT(*) FROM checkpoint_blobs WHERE base_version IS NOT NULL", [], |r| r.get::<_, i64>(0))
+        .query_row("SELECT COUNT(*) FROM checkpoint_blobs WHERE base_version IS NOT NULL", [], |r| {
+            r.get::<_, i64>(0)
+        })
         .unwrap() as u64
 }
 
