@@ -192,7 +192,9 @@ fn within<T: Send + 'static>(limit: Duration, what: &str, f: impl FnOnce() -> T 
 fn watchdog_fails_a_hang_without_waiting_for_it() {
     assert_eq!(within(Duration::from_secs(1), "quick", || 7), 7);
     let start = Instant::now();
-    let hung = catch_unwind(|| within(Duration::from_millis(200), "sleeper", || std::thread::sleep(Duration::from_secs(30))));
+    let hung = catch_unwind(|| {
+        within(Duration::from_millis(200), "sleeper", || std::thread::sleep(Duration::from_secs(30)))
+    });
     assert!(hung.is_err() && start.elapsed() < Duration::from_secs(5));
     let panicked = catch_unwind(|| within(Duration::from_secs(5), "panicker", || panic!("inner")));
     assert!(panicked.is_err());
@@ -533,7 +535,8 @@ fn unopenable_paths_fail_fast() {
     let missing = dir.path().join("no").join("such").join("dir.db");
     for path in [missing, dir.path().to_path_buf()] {
         let p = path.clone();
-        let err = within(LIMIT, &path.display().to_string(), move || Db::open(p).expect_err("cannot be opened"));
+        let err =
+            within(LIMIT, &path.display().to_string(), move || Db::open(p).expect_err("cannot be opened"));
         assert_eq!(err.sqlite_code(), Some(rusqlite::ErrorCode::CannotOpen), "{err:?}");
     }
 }
