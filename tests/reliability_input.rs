@@ -865,7 +865,7 @@ fn hostile_configs_ids_and_numbers() {
                 .search(Search::new(&["a"]).limit(a).offset(b))
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(hits.len(), usize::from(a > 0 && b == 0));
-            let ab = vec!["a".to_string(), "b".to_string()];
+            let ab = ["a".to_string(), "b".to_string()];
             // `max_depth(d)` cuts ["a", "b"] to its first d labels; then
             // offset, then limit.
             for (depth, limit, offset) in [(a, b, a), (b, a, 0)] {
