@@ -322,6 +322,8 @@ fn crash_child() {
             run(&mut out, &json!({"op": "reindex"}));
         } else if roll < 98 {
             run(&mut out, &json!({"op": "sweep"}));
+        } else if roll < 99 {
+            run(&mut out, &json!({"op": "vacuum"}));
         }
     }
 }

@@ -21,7 +21,8 @@
 //! - `fork_with`: `t`, `ns`, `at` (id), `set` (channel -> value), `values`
 //!   and `meta` as expected after; the new id as for `next`.
 //! - `retain`: `keep` (`apply_retention` with `Retention::keep_last`),
-//!   `exempt` (threads); `delete_runs`: `runs`; `reindex`; `sweep`.
+//!   `exempt` (threads); `delete_runs`: `runs`; `reindex`; `sweep`;
+//!   `vacuum` (`Db::vacuum`).
 //!
 //! A Store item in `put` may carry a fourth element, a TTL in milliseconds:
 //! the workloads give 0, so the item has expired by the time it is observed
@@ -101,6 +102,9 @@ pub fn execute(saver: &Checkpointer, store: &Store, op: &Value) -> agentstate::R
         }
         "sweep" => {
             store.sweep_expired()?;
+        }
+        "vacuum" => {
+            saver.db().vacuum()?;
         }
         "step" => {
             let mut cp = Checkpoint::with_id(s(&op["id"]));
@@ -232,7 +236,7 @@ impl State {
                 let runs = &op["runs"].as_array().unwrap();
                 self.cps.retain(|_, cp| !cp.meta.get("run_id").is_some_and(|r| runs.contains(r)));
             }
-            "reindex" | "sweep" => {}
+            "reindex" | "sweep" | "vacuum" => {}
             "step" => {
                 let key = (s(&op["t"]), s(&op["ns"]), s(&op["id"]));
                 let cp = Cp {
