@@ -53,8 +53,11 @@ struct Workload {
     /// The step-API thread "ds": its head, and every checkpoint's (parent,
     /// step, values).
     ds_head: Option<String>,
-    ds: BTreeMap<String, (Option<String>, i64, Map<String, Value>)>,
+    ds: BTreeMap<String, DsCheckpoint>,
 }
+
+/// A checkpoint of "ds": (parent, step, values).
+type DsCheckpoint = (Option<String>, i64, Map<String, Value>);
 
 impl Workload {
     fn new(seed: u64) -> Workload {
@@ -68,8 +71,9 @@ impl Workload {
         let size = if big { 400_000 } else { self.rng.range(100, 9_000) as usize };
         let t = self.rng.pick(&THREADS).to_string();
         let roll = self.rng.below(100);
-        if !big && self.rng.chance(25) {
-            return self.maintenance(size);
+        if !big && self.rng.chance(15) {
+            let kind = self.rng.below(8);
+            return self.maintenance(kind, size);
         }
         if roll < 35 || big && roll < 50 {
             let head = self.heads.get(&t);
@@ -128,9 +132,9 @@ impl Workload {
     /// The operations beyond steps, writes and Store puts: the step API and
     /// fork_with on "ds", retention of one thread, a run's deletion, TTL
     /// puts and the sweep, reindex, vacuum.
-    fn maintenance(&mut self, size: usize) -> Value {
+    fn maintenance(&mut self, kind: u64, size: usize) -> Value {
         let n = self.n;
-        match self.rng.below(8) {
+        match kind {
             0 | 1 => {
                 // A step-API step on "ds", appending to its log.
                 let (parent, step, mut values) = match &self.ds_head {
@@ -368,7 +372,14 @@ fn faults_at_every_write_are_all_or_nothing() {
                 work.applied(&op);
             }
             for n in 0..40 * soak(10) {
-                let mut op = work.next(n % 7 == 3);
+                // Every fourth operation is one of the maintenance kinds in
+                // turn, so that each meets faults at several positions.
+                let mut op = if n % 4 == 1 {
+                    work.n += 1;
+                    work.maintenance((n / 4) % 8, 2_000)
+                } else {
+                    work.next(n % 7 == 3)
+                };
                 // (An operation makes one fsync per commit in FULL mode and
                 // none in NORMAL mode but at WAL checkpoints: the first few
                 // are the ones to fail.)
