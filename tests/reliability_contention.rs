@@ -2,7 +2,8 @@
 //! their own) and threads of two child processes work on one fresh file at
 //! once for a few seconds: checkpoint steps, pending writes (many of them on
 //! one shared checkpoint), store puts with vectors (many in one shared
-//! namespace), deletes, prunes, copies, and reads of each other's data.
+//! namespace), deletes, prunes, copies, fork_with, steps with retention on
+//! write, delete_for_runs, TTL sweeps, and reads of each other's data.
 //!
 //! No error of any kind may reach a caller (in particular no `Error::Busy`
 //! or "database is locked"), every worker reads its own writes at once, and
@@ -23,8 +24,9 @@ use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use agentstate::checkpoint::Retention;
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersion, ChannelVersions};
-use agentstate::store::{ListNamespaces, Search};
+use agentstate::store::{ListNamespaces, Put, Search};
 use agentstate::{Checkpoint, CheckpointConfig, Db, Durability, ListQuery, Metadata, PruneStrategy};
 use common::harness::{child_command, child_env, soaking, store_config};
 use common::{check_file, report, seed_from_env, Blobs, Rng};
@@ -193,6 +195,58 @@ fn work(db: &Db, id: &str, seed: u64, until: Instant, shared_cp: &CheckpointConf
             saver.copy_thread(&thread, &dst).map_err(e("copy_thread"))?;
             timed(&mut m, start);
             m.copies.insert(dst, m.checkpoints.keys().cloned().collect());
+        } else if roll < 72 {
+            // A fork_with of its own thread's head: the new head.
+            let Some(h) = &head else { continue };
+            let values: serde_json::Map<String, Value> =
+                [("note".to_string(), json!(n))].into_iter().collect();
+            let config = saver.fork_with(&h.0, values).map_err(e("fork_with"))?;
+            timed(&mut m, start);
+            let got = saver.get_tuple(&config).map_err(e("get_tuple of the fork"))?;
+            let got = got.ok_or_else(|| format!("worker {id}: its fork is not there"))?;
+            let values = Value::Object(got.checkpoint.values_json());
+            m.checkpoints.insert(got.checkpoint.id.clone(), 0);
+            m.latest = Some(values.clone());
+            let step = got.metadata.step().unwrap_or(0);
+            // The next step (a `put` of messages and count) drops the note.
+            let mut versions = got.checkpoint.channel_versions.clone();
+            versions.remove("note");
+            head = Some((config, versions, values, step));
+        } else if roll < 74 {
+            // Steps with retention on write on a side thread, and a run
+            // deleted on another.
+            let side = CheckpointConfig::thread(format!("w{id}-retained"));
+            let kept = saver.clone().with_retention(Retention::keep_last(3));
+            let prev = kept.get_tuple(&side).map_err(e("get_tuple retained"))?;
+            let next = match &prev {
+                Some(p) => kept.step(p),
+                None => kept.start(&side),
+            };
+            let tuple = next.append("log", [json!({"n": n})]).commit().map_err(e("step with retention"))?;
+            let runs = CheckpointConfig::thread(format!("w{id}-runs"));
+            let doomed = Metadata::new().with("run_id", format!("{id}-doomed")).with("step", 0);
+            saver.start(&runs).metadata(doomed).commit().map_err(e("start a doomed run"))?;
+            saver.delete_for_runs(&[format!("{id}-doomed")]).map_err(e("delete_for_runs"))?;
+            timed(&mut m, start);
+            let left = kept.list(&ListQuery::from_config(&side)).map_err(e("list retained"))?;
+            if left.first().map(|t| &t.checkpoint.id) != Some(&tuple.checkpoint.id) || left.len() > 3 + 8 {
+                return Err(format!("worker {id}: retention on write left {} checkpoints", left.len()));
+            }
+            if saver.get_tuple(&runs).map_err(e("get_tuple of a deleted run"))?.is_some() {
+                return Err(format!("worker {id}: delete_for_runs left its run"));
+            }
+        } else if roll < 76 {
+            // An item that expires at once, swept.
+            let ns = ["tmp", id];
+            let put = Put::new(&ns, format!("k{n}"), json!({"text": "gone", "n": n})).ttl(Duration::ZERO);
+            store.put_with(put).map_err(e("put with a TTL"))?;
+            // Live for the rest of its millisecond.
+            std::thread::sleep(Duration::from_millis(2));
+            store.sweep_expired().map_err(e("sweep_expired"))?;
+            timed(&mut m, start);
+            if store.get(&ns, &format!("k{n}")).map_err(e("get of a swept item"))?.is_some() {
+                return Err(format!("worker {id}: an expired item is still there"));
+            }
         } else {
             // Reads of everyone's data.
             match rng.below(6) {
@@ -319,6 +373,14 @@ fn verify(path: &Path, models: &[Model]) -> Result<(), String> {
         if own != m.items {
             return Err(format!("worker {}: {} items, acknowledged {}", m.id, own.len(), m.items.len()));
         }
+    }
+    // Whatever expired is gone after one more sweep.
+    store.sweep_expired().map_err(|e| e.to_string())?;
+    let tmp: i64 = common::raw_ro(path)
+        .query_row("SELECT COUNT(*) FROM store WHERE prefix LIKE 'tmp.%'", [], |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    if tmp != 0 {
+        return Err(format!("{tmp} expired items left after a sweep"));
     }
     let shared =
         saver.get_tuple(&CheckpointConfig::thread(SHARED_THREAD)).map_err(|e| e.to_string())?.unwrap();

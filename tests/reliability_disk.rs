@@ -29,11 +29,16 @@ use agentstate::checkpoint::next_version;
 use agentstate::{Db, Durability, Error};
 use common::harness::{soak, store_config};
 use common::ops::{check_vectors, diff, execute, observe, observe_file, s, State};
-use common::{check_file, report, seed_from_env, Blobs, Rng};
+use common::{check_file_with, report, seed_from_env, Blobs, Parents, Rng};
 use faultvfs::Fault;
 use serde_json::{json, Map, Value};
 
+/// The threads `put` steps write (tracked by the workload).
 const THREADS: [&str; 3] = ["d0", "d1", "d2"];
+/// Every thread observed: also "ds", written only through the step API
+/// (`next`, `fork_with`), and "dx", whose checkpoints belong to a run that
+/// `delete_runs` removes.
+const OBSERVED: [&str; 5] = ["d0", "d1", "d2", "ds", "dx"];
 const DIMS: usize = 16;
 
 /// The newest checkpoint of a thread: (id, step, values, versions).
@@ -45,11 +50,18 @@ struct Workload {
     rng: Rng,
     n: u64,
     heads: BTreeMap<String, Head>,
+    /// The step-API thread "ds": its head, and every checkpoint's (parent,
+    /// step, values).
+    ds_head: Option<String>,
+    ds: BTreeMap<String, DsCheckpoint>,
 }
+
+/// A checkpoint of "ds": (parent, step, values).
+type DsCheckpoint = (Option<String>, i64, Map<String, Value>);
 
 impl Workload {
     fn new(seed: u64) -> Workload {
-        Workload { rng: Rng::new(seed), n: 0, heads: BTreeMap::new() }
+        Workload { rng: Rng::new(seed), n: 0, heads: BTreeMap::new(), ds_head: None, ds: BTreeMap::new() }
     }
 
     /// The next operation; `big` makes its values large (hundreds of KB).
@@ -59,6 +71,10 @@ impl Workload {
         let size = if big { 400_000 } else { self.rng.range(100, 9_000) as usize };
         let t = self.rng.pick(&THREADS).to_string();
         let roll = self.rng.below(100);
+        if !big && self.rng.chance(15) {
+            let kind = self.rng.below(8);
+            return self.maintenance(kind, size);
+        }
         if roll < 35 || big && roll < 50 {
             let head = self.heads.get(&t);
             let step = head.map_or(-1, |h| h.1) + 1;
@@ -113,9 +129,83 @@ impl Workload {
         }
     }
 
-    /// `op` was applied.
+    /// The operations beyond steps, writes and Store puts: the step API and
+    /// fork_with on "ds", retention of one thread, a run's deletion, TTL
+    /// puts and the sweep, reindex, vacuum.
+    fn maintenance(&mut self, kind: u64, size: usize) -> Value {
+        let n = self.n;
+        match kind {
+            0 | 1 => {
+                // A step-API step on "ds", appending to its log.
+                let (parent, step, mut values) = match &self.ds_head {
+                    Some(h) => (Some(h.clone()), self.ds[h].1 + 1, self.ds[h].2.clone()),
+                    None => (None, 0, Map::new()),
+                };
+                let items: Vec<Value> =
+                    (0..3).map(|i| json!({"n": n, "i": i, "pad": "l".repeat(size / 3)})).collect();
+                let mut log = values.get("log").and_then(Value::as_array).cloned().unwrap_or_default();
+                log.extend(items.iter().cloned());
+                values.insert("log".into(), Value::Array(log));
+                json!({"op": "next", "t": "ds", "ns": "", "parent": parent, "fork": false, "set": {},
+                       "append": {"log": items}, "retain": null, "values": values,
+                       "meta": {"source": "loop", "step": step}})
+            }
+            2 => {
+                // fork_with from the head's parent.
+                let Some(at) = self.ds_head.as_ref().and_then(|h| self.ds[h].0.clone()) else {
+                    return json!({"op": "reindex"});
+                };
+                let (_, step, mut values) = self.ds[&at].clone();
+                values.insert("note".into(), json!({"n": n}));
+                json!({"op": "fork_with", "t": "ds", "ns": "", "at": at, "set": {"note": {"n": n}},
+                       "values": values, "meta": {"source": "update", "step": step + 1, "parents": {}}})
+            }
+            3 => {
+                // Retention of one thread (one transaction).
+                let t = self.rng.pick(&THREADS).to_string();
+                let exempt: Vec<&str> = OBSERVED.iter().copied().filter(|o| *o != t).collect();
+                json!({"op": "retain", "keep": self.rng.range(1, 4), "exempt": exempt})
+            }
+            4 => {
+                // A run on "dx", or its deletion.
+                if self.rng.chance(50) {
+                    let id = agentstate::checkpoint::uuid6(Some(n as i64)).to_string();
+                    json!({"op": "step", "t": "dx", "ns": "", "id": id, "parent": null,
+                           "values": {"x": {"pad": "x".repeat(size)}}, "versions": {"x": format!("{n}")},
+                           "new": ["x"], "meta": {"source": "loop", "step": 0, "run_id": "doomed"}})
+                } else {
+                    json!({"op": "delete_runs", "runs": ["doomed"]})
+                }
+            }
+            5 => {
+                // Items that expire at once, then the sweep.
+                if self.rng.chance(50) {
+                    let items: Vec<Value> = (0..3)
+                        .map(|i| json!([["disk", "tmp"], format!("t{n}-{i}"), {"text": "gone", "pad": "t".repeat(size / 3)}, 0]))
+                        .collect();
+                    json!({"op": "put", "items": items})
+                } else {
+                    json!({"op": "sweep"})
+                }
+            }
+            6 => json!({"op": "reindex"}),
+            _ => json!({"op": "vacuum"}),
+        }
+    }
+
+    /// `op` was applied (a `next` or `fork_with` with its `id`).
     fn applied(&mut self, op: &Value) {
         match op["op"].as_str().unwrap() {
+            "next" | "fork_with" => {
+                let id = s(&op["id"]);
+                let parent = if op["op"] == "next" { op["parent"].as_str() } else { op["at"].as_str() };
+                let step = op["meta"]["step"].as_i64().unwrap();
+                self.ds.insert(
+                    id.clone(),
+                    (parent.map(String::from), step, op["values"].as_object().unwrap().clone()),
+                );
+                self.ds_head = Some(id);
+            }
             "step" => {
                 let head = (
                     s(&op["id"]),
@@ -139,12 +229,40 @@ impl Workload {
 
 /// Runs `op` against `db`, as the one `Checkpointer` and `Store` of a
 /// caller would.
-fn run(db: &Db, op: &Value) -> agentstate::Result<()> {
-    execute(&db.checkpointer(), &db.store(store_config(DIMS))?, op)
+fn run(db: &Db, op: &mut Value) -> agentstate::Result<()> {
+    let id = execute(&db.checkpointer(), &db.store(store_config(DIMS))?, op)?;
+    if let Some(id) = id {
+        op["id"] = json!(id);
+    }
+    Ok(())
+}
+
+/// `model` with `op` applied; for a `next` or `fork_with` whose id the
+/// caller never learnt (it failed), the one new checkpoint of its thread in
+/// `seen`, if any.
+fn applied(model: &State, op: &Value, seen: &State) -> State {
+    let mut op = op.clone();
+    if (op["op"] == "next" || op["op"] == "fork_with") && op.get("id").is_none() {
+        let fresh = seen.cps.keys().find(|k| k.0 == "ds" && !model.cps.contains_key(*k));
+        op["id"] = json!(fresh.map(|k| k.2.clone()).unwrap_or_default());
+    }
+    let mut with = model.clone();
+    with.apply(&op);
+    with
+}
+
+/// The id a `next` or `fork_with` that failed created anyway, as `seen`
+/// shows it (added to `op`).
+fn learn_id(model: &State, op: &mut Value, seen: &State) {
+    if (op["op"] == "next" || op["op"] == "fork_with") && op.get("id").is_none() {
+        if let Some(k) = seen.cps.keys().find(|k| k.0 == "ds" && !model.cps.contains_key(*k)) {
+            op["id"] = json!(k.2.clone());
+        }
+    }
 }
 
 fn check(path: &Path) {
-    if let Err(bad) = check_file(path, Blobs::AllPresent) {
+    if let Err(bad) = check_file_with(path, Blobs::AllPresent, Parents::MayDangle) {
         panic!("{}", bad.join("\n"));
     }
     check_vectors(path, DIMS).unwrap();
@@ -167,8 +285,8 @@ fn disk_full_is_typed_rolled_back_and_recoverable() {
     let mut work = Workload::new(seed_from_env("AGENTSTATE_SEED"));
     let mut model = State::default();
     for _ in 0..15 {
-        let op = work.next(false);
-        run(&db, &op).unwrap();
+        let mut op = work.next(false);
+        run(&db, &mut op).unwrap();
         model.apply(&op);
         work.applied(&op);
     }
@@ -178,12 +296,12 @@ fn disk_full_is_typed_rolled_back_and_recoverable() {
     // Large operations need space: refused, rolled back, file valid.
     let mut big_ops = vec![];
     for _ in 0..6 {
-        let op = work.next(true);
-        match run(&db, &op) {
+        let mut op = work.next(true);
+        match run(&db, &mut op) {
             Err(Error::DiskFull) => refused += 1,
             other => panic!("a {} of hundreds of KB on a full disk: {other:?}", op["op"]),
         }
-        let live = observe(&db, &THREADS, store_config(DIMS)).unwrap();
+        let live = observe(&db, &OBSERVED, store_config(DIMS)).unwrap();
         assert!(live == model, "a refused operation left traces:\n{}", diff(&live, &model));
         check(&path);
         big_ops.push(op);
@@ -191,8 +309,8 @@ fn disk_full_is_typed_rolled_back_and_recoverable() {
     // Small ones may fit in space the file already has (freed pages, the
     // WAL's tail); each is all or nothing.
     for _ in 0..40 {
-        let op = work.next(false);
-        match run(&db, &op) {
+        let mut op = work.next(false);
+        match run(&db, &mut op) {
             Ok(()) => {
                 model.apply(&op);
                 work.applied(&op);
@@ -201,7 +319,7 @@ fn disk_full_is_typed_rolled_back_and_recoverable() {
             Err(Error::DiskFull) => refused += 1,
             Err(e) => panic!("{} on a full disk: {e:?}", op["op"]),
         }
-        let live = observe(&db, &THREADS, store_config(DIMS)).unwrap();
+        let live = observe(&db, &OBSERVED, store_config(DIMS)).unwrap();
         assert!(live == model, "after {}:\n{}", op["op"], diff(&live, &model));
     }
     check(&path);
@@ -211,14 +329,14 @@ fn disk_full_is_typed_rolled_back_and_recoverable() {
     for op in big_ops {
         // (A step or writes refused earlier was made for the heads of its
         // time: fresh ones replace them.)
-        let op = if op["op"] == "step" || op["op"] == "writes" { work.next(true) } else { op };
-        run(&db, &op).unwrap();
+        let mut op = if op["op"] == "step" || op["op"] == "writes" { work.next(true) } else { op };
+        run(&db, &mut op).unwrap();
         model.apply(&op);
         work.applied(&op);
     }
-    assert_eq!(observe(&db, &THREADS, store_config(DIMS)).unwrap(), model);
+    assert_eq!(observe(&db, &OBSERVED, store_config(DIMS)).unwrap(), model);
     drop(db);
-    assert_eq!(observe_file(&path, &THREADS, store_config(DIMS)).unwrap(), model);
+    assert_eq!(observe_file(&path, &OBSERVED, store_config(DIMS)).unwrap(), model);
     check(&path);
     report("disk_full", &[("refused", refused), ("small_ops_fitting_while_full", accepted_while_full)]);
 }
@@ -237,6 +355,7 @@ fn faults_at_every_write_are_all_or_nothing() {
     let seed = seed_from_env("AGENTSTATE_SEED");
     eprintln!("disk fault sweep: AGENTSTATE_SEED={seed}");
     let mut tally: BTreeMap<String, u64> = BTreeMap::new();
+    let mut refused_ops: BTreeMap<String, u64> = BTreeMap::new();
     let dir = tempfile::tempdir().unwrap();
     for kind in ["full", "write", "sync"] {
         for durability in [Durability::Full, Durability::Normal] {
@@ -247,23 +366,29 @@ fn faults_at_every_write_are_all_or_nothing() {
             let mut work = Workload::new(seed ^ kind.len() as u64 ^ durability as u64);
             let mut model = State::default();
             for _ in 0..10 {
-                let op = work.next(false);
-                run(&db, &op).unwrap();
+                let mut op = work.next(false);
+                run(&db, &mut op).unwrap();
                 model.apply(&op);
                 work.applied(&op);
             }
             for n in 0..40 * soak(10) {
-                let op = work.next(n % 7 == 3);
-                let mut with = model.clone();
-                with.apply(&op);
+                // Every fourth operation is one of the maintenance kinds in
+                // turn, so that each meets faults at several positions.
+                let mut op = if n % 4 == 1 {
+                    work.n += 1;
+                    work.maintenance((n / 4) % 8, 2_000)
+                } else {
+                    work.next(n % 7 == 3)
+                };
                 // (An operation makes one fsync per commit in FULL mode and
                 // none in NORMAL mode but at WAL checkpoints: the first few
                 // are the ones to fail.)
                 disk.arm(fault(kind, if kind == "sync" { n % 3 } else { n % 40 }));
-                let result = run(&db, &op);
+                let result = run(&db, &mut op);
                 let injected = disk.disarm();
-                let live = observe(&db, &THREADS, store_config(DIMS))
+                let live = observe(&db, &OBSERVED, store_config(DIMS))
                     .unwrap_or_else(|e| panic!("{kind}/{durability:?} n={n}: reading after the fault: {e}"));
+                let with = applied(&model, &op, &live);
                 let where_ = format!("{kind}/{durability:?} n={n} {}", op["op"]);
                 if result.is_err() {
                     // What a process killed right after the failure would
@@ -280,7 +405,8 @@ fn faults_at_every_write_are_all_or_nothing() {
                         }
                     }
                     let _ = std::fs::remove_file(format!("{}-shm", copy.display()));
-                    let after_kill = observe_file(&copy, &THREADS, store_config(DIMS)).unwrap();
+                    let after_kill = observe_file(&copy, &OBSERVED, store_config(DIMS)).unwrap();
+                    let with = applied(&model, &op, &after_kill);
                     assert!(
                         after_kill == model || after_kill == with,
                         "{where_}: killed after the failure, the file is half-applied:\n{}",
@@ -323,9 +449,11 @@ fn faults_at_every_write_are_all_or_nothing() {
                             );
                         }
                         *tally.entry(format!("refused_{kind}")).or_default() += 1;
+                        *refused_ops.entry(s(&op["op"])).or_default() += 1;
                     }
                 }
                 if live == with {
+                    learn_id(&model, &mut op, &live);
                     model = with;
                     work.applied(&op);
                 }
@@ -335,34 +463,39 @@ fn faults_at_every_write_are_all_or_nothing() {
                     drop(db);
                     db = open();
                     assert!(
-                        observe(&db, &THREADS, store_config(DIMS)).unwrap() == model,
+                        observe(&db, &OBSERVED, store_config(DIMS)).unwrap() == model,
                         "{where_}: reopened"
                     );
                 }
                 // Work resumes at once.
-                let next = work.next(false);
-                run(&db, &next).unwrap_or_else(|e| panic!("{where_}: the next operation failed: {e:?}"));
+                let mut next = work.next(false);
+                run(&db, &mut next).unwrap_or_else(|e| panic!("{where_}: the next operation failed: {e:?}"));
                 model.apply(&next);
                 work.applied(&next);
                 // Every few rounds: a fresh Db sees the same (the others
                 // keep their connections open, then they are reopened too).
                 if n % 5 == 4 {
-                    assert_eq!(observe_file(&path, &THREADS, store_config(DIMS)).unwrap(), model, "{where_}");
+                    assert_eq!(
+                        observe_file(&path, &OBSERVED, store_config(DIMS)).unwrap(),
+                        model,
+                        "{where_}"
+                    );
                     check(&path);
                     drop(db);
                     db = open();
                     assert_eq!(
-                        observe(&db, &THREADS, store_config(DIMS)).unwrap(),
+                        observe(&db, &OBSERVED, store_config(DIMS)).unwrap(),
                         model,
                         "{where_} after reopen"
                     );
                 }
             }
             drop(db);
-            assert_eq!(observe_file(&path, &THREADS, store_config(DIMS)).unwrap(), model);
+            assert_eq!(observe_file(&path, &OBSERVED, store_config(DIMS)).unwrap(), model);
             check(&path);
         }
     }
     let figures: Vec<(&str, u64)> = tally.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     report("disk_fault_sweep", &figures);
+    eprintln!("disk fault sweep: operations refused by a fault, by kind: {refused_ops:?}");
 }

@@ -126,6 +126,14 @@ fn exercise(path: &Path) -> Outcome {
     note(saver.prune(&["t1"], agentstate::PruneStrategy::KeepLatest));
     note(saver.copy_thread("t0", "t0-copy"));
     note(saver.delete_thread("t2"));
+    note(saver.delete_for_runs(&["r1"]));
+    note(saver.apply_retention(&agentstate::checkpoint::Retention::keep_last(2)).map(drop));
+    if let Ok(Some(head)) = saver.get_tuple(&CheckpointConfig::thread("t0")) {
+        note(saver.fork_with(&head.config, serde_json::Map::new()).map(drop));
+    }
+    if let Ok(Some(head)) = saver.get_tuple(&CheckpointConfig::thread("t1")) {
+        note(saver.step(&head).append("log", [json!({"more": 1})]).commit().map(drop));
+    }
     match db.store(store_config(DIMS)) {
         Err(e) => out.use_errors.push(variant(&e)),
         Ok(store) => {
@@ -139,6 +147,7 @@ fn exercise(path: &Path) -> Outcome {
             note(store.put(&["mem", "alice"], "k3", json!({"text": "rewritten"})));
             note(store.delete(&["docs"], "k4"));
             note(store.sweep_expired().map(drop));
+            note(store.reindex().map(drop));
         }
     }
     out
@@ -152,11 +161,43 @@ fn case(dir: &Path, name: &str, bytes: &[u8]) -> Outcome {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
     std::fs::write(&path, bytes).unwrap();
+    let what = format!("{name} ({} bytes)", bytes.len());
+    within(LIMIT, &what, move || exercise(&path))
+}
+
+/// The longest a file may take to open and use.
+const LIMIT: Duration = Duration::from_secs(5);
+
+/// Runs `f` on a thread of its own and returns its result; fails the test
+/// if `f` panics or has not returned after `limit` (a hang, or a retry loop
+/// waiting for a timeout), without waiting for it: the thread is left
+/// behind and the test process ends with the failure.
+fn within<T: Send + 'static>(limit: Duration, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name(format!("watched: {what}"))
+        .spawn(move || {
+            let _ = tx.send(catch_unwind(AssertUnwindSafe(f)));
+        })
+        .unwrap();
+    match rx.recv_timeout(limit) {
+        Ok(Ok(out)) => out,
+        Ok(Err(_)) => panic!("panicked on {what}"),
+        Err(_) => panic!("{what}: no answer after {limit:?} (hung)"),
+    }
+}
+
+/// The watchdog fails a call that hangs, and passes results through.
+#[test]
+fn watchdog_fails_a_hang_without_waiting_for_it() {
+    assert_eq!(within(Duration::from_secs(1), "quick", || 7), 7);
     let start = Instant::now();
-    let out = catch_unwind(AssertUnwindSafe(|| exercise(&path)))
-        .unwrap_or_else(|_| panic!("panicked on {name} ({} bytes)", bytes.len()));
-    assert!(start.elapsed() < Duration::from_secs(5), "{name} took {:?}", start.elapsed());
-    out
+    let hung = catch_unwind(|| {
+        within(Duration::from_millis(200), "sleeper", || std::thread::sleep(Duration::from_secs(30)))
+    });
+    assert!(hung.is_err() && start.elapsed() < Duration::from_secs(5));
+    let panicked = catch_unwind(|| within(Duration::from_secs(5), "panicker", || panic!("inner")));
+    assert!(panicked.is_err());
 }
 
 #[derive(Default)]
@@ -492,10 +533,10 @@ fn newer_schema_is_refused_untouched() {
 fn unopenable_paths_fail_fast() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no").join("such").join("dir.db");
-    for path in [missing.as_path(), dir.path()] {
-        let start = Instant::now();
-        let err = Db::open(path).expect_err("cannot be opened");
-        assert!(start.elapsed() < Duration::from_secs(5), "{} took {:?}", path.display(), start.elapsed());
+    for path in [missing, dir.path().to_path_buf()] {
+        let p = path.clone();
+        let err =
+            within(LIMIT, &path.display().to_string(), move || Db::open(p).expect_err("cannot be opened"));
         assert_eq!(err.sqlite_code(), Some(rusqlite::ErrorCode::CannotOpen), "{err:?}");
     }
 }

@@ -87,6 +87,17 @@ pub enum Blobs {
     MayBeMissing,
 }
 
+/// Which checkpoints [`check_file_with`] lets name a parent that is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parents {
+    /// Only the oldest of a (thread, namespace) (a prune or retention
+    /// removed what came before it).
+    OldestMayDangle,
+    /// Any: `delete_for_runs` removes checkpoints in the middle of a
+    /// history, and retention removes the fork point of a younger branch.
+    MayDangle,
+}
+
 /// The file's invariants, through the library's own integrity check
 /// ([`agentstate::Db::check`]) on a read-only handle, held stricter than the
 /// check holds a file in general: no finding at all is allowed except
@@ -98,6 +109,11 @@ pub enum Blobs {
 ///
 /// Returns the row counts, or every violation found.
 pub fn check_file(path: &Path, blobs: Blobs) -> Result<FileStats, Vec<String>> {
+    check_file_with(path, blobs, Parents::OldestMayDangle)
+}
+
+/// [`check_file`], with the parents that may be missing.
+pub fn check_file_with(path: &Path, blobs: Blobs, parents: Parents) -> Result<FileStats, Vec<String>> {
     let db = agentstate::Db::builder().read_only(true).open(path).map_err(|e| vec![format!("open: {e}")])?;
     let report = db.check().map_err(|e| vec![format!("check: {e}")])?;
     let bad: Vec<String> = report
@@ -105,7 +121,7 @@ pub fn check_file(path: &Path, blobs: Blobs) -> Result<FileStats, Vec<String>> {
         .iter()
         .filter(|f| match f {
             Finding::UnreferencedBlobs { .. } => false,
-            Finding::DanglingParent { oldest, .. } => !oldest,
+            Finding::DanglingParent { oldest, .. } => !oldest && parents == Parents::OldestMayDangle,
             Finding::MissingBlob { .. } => blobs == Blobs::AllPresent,
             _ => true,
         })

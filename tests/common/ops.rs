@@ -12,21 +12,100 @@
 //! - `put`: `items` (`[[namespace, key, value], ...]`): one Store `batch`;
 //! - `del`: `ns`, `key`; `prune`: `t` (thread ids, keep latest);
 //!   `delete_thread`: `t`; `copy`: `src`, `dst`.
+//! - `next`: the step API: `t`, `ns`, `parent` (id, or null for `start`),
+//!   `fork` (bool), `set` (channel -> value), `append` (channel -> items),
+//!   `meta`, `retain` (null, or `keep_last` of a `with_retention` policy the
+//!   checkpointer applies on write), and `values`: every channel after the
+//!   step, as the writer expects it. The new id is only known once the call
+//!   returned: [`execute`] returns it and the caller adds it as `id`.
+//! - `fork_with`: `t`, `ns`, `at` (id), `set` (channel -> value), `values`
+//!   and `meta` as expected after; the new id as for `next`.
+//! - `retain`: `keep` (`apply_retention` with `Retention::keep_last`),
+//!   `exempt` (threads); `delete_runs`: `runs`; `reindex`; `sweep`;
+//!   `vacuum` (`Db::vacuum`).
+//!
+//! A Store item in `put` may carry a fourth element, a TTL in milliseconds:
+//! the workloads give 0, so the item has expired by the time it is observed
+//! (the model drops it), and `sweep` removes it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use agentstate::checkpoint::{ChannelVersion, ChannelVersions};
+use std::time::Duration;
+
+use agentstate::checkpoint::{ChannelVersion, ChannelVersions, Retention};
 use agentstate::store::{HashEmbedder, Op, Put, Search};
 use agentstate::{
     Checkpoint, CheckpointConfig, Checkpointer, Db, ListQuery, Metadata, PruneStrategy, Store, StoreConfig,
 };
 use serde_json::Value;
 
-/// Runs `op` (see the module docs).
-pub fn execute(saver: &Checkpointer, store: &Store, op: &Value) -> agentstate::Result<()> {
+/// How many checkpoints over `keep_last` a checkpointer with a retention
+/// policy lets a (thread, namespace) hold before the write that notices
+/// trims it back to `keep_last` ("a few more than allowed" in the
+/// `Retention` docs; 8 today). The models need the exact number.
+pub const RETENTION_SLACK: usize = 8;
+
+/// Runs `op` (see the module docs). Returns the id of the checkpoint a
+/// `next` or `fork_with` created.
+pub fn execute(saver: &Checkpointer, store: &Store, op: &Value) -> agentstate::Result<Option<String>> {
     let strings = |v: &Value| -> Vec<String> { v.as_array().unwrap().iter().map(s).collect() };
     match op["op"].as_str().unwrap() {
+        "next" => {
+            let config = CheckpointConfig::thread(s(&op["t"])).ns(s(&op["ns"]));
+            let saver = match op["retain"].as_u64() {
+                Some(n) => saver.clone().with_retention(Retention::keep_last(n as usize)),
+                None => saver.clone(),
+            };
+            let parent = match op["parent"].as_str() {
+                Some(id) => Some(saver.get_tuple(&config.clone().at(id))?.ok_or_else(|| {
+                    agentstate::Error::NotFound(format!("the workload's parent {id} is gone"))
+                })?),
+                None => None,
+            };
+            let mut step = match &parent {
+                Some(p) => saver.step(p),
+                None => saver.start(&config),
+            };
+            if op["fork"].as_bool() == Some(true) {
+                step = step.fork();
+            }
+            for (ch, v) in op["set"].as_object().unwrap() {
+                step = step.set(ch.clone(), v.clone());
+            }
+            for (ch, items) in op["append"].as_object().unwrap() {
+                step = step.append(ch.clone(), items.as_array().unwrap().iter().cloned());
+            }
+            let tuple = step.metadata(Metadata(op["meta"].as_object().unwrap().clone())).commit()?;
+            assert_eq!(
+                Value::Object(tuple.checkpoint.values_json()),
+                op["values"],
+                "commit returned other values than the step made"
+            );
+            return Ok(Some(tuple.checkpoint.id));
+        }
+        "fork_with" => {
+            let config = CheckpointConfig::thread(s(&op["t"])).ns(s(&op["ns"])).at(s(&op["at"]));
+            let new = saver.fork_with(&config, op["set"].as_object().unwrap().clone())?;
+            return Ok(new.checkpoint_id);
+        }
+        "retain" => {
+            let mut policy = Retention::keep_last(op["keep"].as_u64().unwrap() as usize);
+            for t in strings(&op["exempt"]) {
+                policy = policy.exempt(t);
+            }
+            saver.apply_retention(&policy)?;
+        }
+        "delete_runs" => saver.delete_for_runs(&strings(&op["runs"]))?,
+        "reindex" => {
+            store.reindex()?;
+        }
+        "sweep" => {
+            store.sweep_expired()?;
+        }
+        "vacuum" => {
+            saver.db().vacuum()?;
+        }
         "step" => {
             let mut cp = Checkpoint::with_id(s(&op["id"]));
             cp.set_values(op["values"].as_object().unwrap().clone());
@@ -55,7 +134,13 @@ pub fn execute(saver: &Checkpointer, store: &Store, op: &Value) -> agentstate::R
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|i| Op::Put(Put::new(&strings(&i[0]), s(&i[1]), i[2].clone()).no_ttl()))
+                .map(|i| {
+                    let put = Put::new(&strings(&i[0]), s(&i[1]), i[2].clone());
+                    Op::Put(match i.get(3).and_then(Value::as_u64) {
+                        Some(ms) => put.ttl(Duration::from_millis(ms)),
+                        None => put.no_ttl(),
+                    })
+                })
                 .collect();
             store.batch(ops)?;
         }
@@ -69,7 +154,7 @@ pub fn execute(saver: &Checkpointer, store: &Store, op: &Value) -> agentstate::R
         "copy" => saver.copy_thread(&s(&op["src"]), &s(&op["dst"]))?,
         other => panic!("unknown op {other}"),
     }
-    Ok(())
+    Ok(None)
 }
 
 /// One checkpoint as the API returns it.
@@ -103,9 +188,55 @@ pub fn s(v: &Value) -> String {
 }
 
 impl State {
-    /// Applies an operation the child reported.
+    /// The ids of (thread, ns), oldest first.
+    pub fn ids_of(&self, t: &str, ns: &str) -> Vec<String> {
+        self.cps.keys().filter(|(kt, kns, _)| kt == t && kns == ns).map(|(_, _, id)| id.clone()).collect()
+    }
+
+    /// Keeps the newest `n` checkpoints of (t, ns).
+    pub fn keep_last(&mut self, t: &str, ns: &str, n: usize) {
+        let ids = self.ids_of(t, ns);
+        let cut = ids.len().saturating_sub(n.max(1));
+        for id in &ids[..cut] {
+            self.cps.remove(&(t.to_string(), ns.to_string(), id.clone()));
+        }
+    }
+
+    /// Applies an operation the child reported (a `next` or `fork_with`
+    /// with the `id` it created added).
     pub fn apply(&mut self, op: &Value) {
         match op["op"].as_str().unwrap() {
+            "next" | "fork_with" => {
+                let (t, ns) = (s(&op["t"]), s(&op["ns"]));
+                let parent = if op["op"] == "next" { op["parent"].as_str() } else { op["at"].as_str() };
+                let cp = Cp {
+                    parent: parent.map(String::from),
+                    meta: op["meta"].clone(),
+                    values: op["values"].clone(),
+                    writes: vec![],
+                };
+                self.cps.insert((t.clone(), ns.clone(), s(&op["id"])), cp);
+                if let Some(n) = op["retain"].as_u64() {
+                    if self.ids_of(&t, &ns).len() > n.max(1) as usize + RETENTION_SLACK {
+                        self.keep_last(&t, &ns, n as usize);
+                    }
+                }
+            }
+            "retain" => {
+                let exempt: Vec<String> = op["exempt"].as_array().unwrap().iter().map(s).collect();
+                let pairs: std::collections::BTreeSet<(String, String)> =
+                    self.cps.keys().map(|(t, ns, _)| (t.clone(), ns.clone())).collect();
+                for (t, ns) in pairs {
+                    if !exempt.contains(&t) {
+                        self.keep_last(&t, &ns, op["keep"].as_u64().unwrap() as usize);
+                    }
+                }
+            }
+            "delete_runs" => {
+                let runs = &op["runs"].as_array().unwrap();
+                self.cps.retain(|_, cp| !cp.meta.get("run_id").is_some_and(|r| runs.contains(r)));
+            }
+            "reindex" | "sweep" | "vacuum" => {}
             "step" => {
                 let key = (s(&op["t"]), s(&op["ns"]), s(&op["id"]));
                 let cp = Cp {
@@ -140,7 +271,12 @@ impl State {
             "put" => {
                 for item in op["items"].as_array().unwrap() {
                     let ns: Vec<String> = item[0].as_array().unwrap().iter().map(s).collect();
-                    self.items.insert((ns, s(&item[1])), item[2].clone());
+                    if item.get(3).is_some() {
+                        // A TTL of 0: expired by the time anyone looks.
+                        self.items.remove(&(ns, s(&item[1])));
+                    } else {
+                        self.items.insert((ns, s(&item[1])), item[2].clone());
+                    }
                 }
             }
             "del" => {
