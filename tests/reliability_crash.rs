@@ -666,7 +666,6 @@ fn recorded_dims(path: &Path) -> usize {
 }
 
 #[test]
-#[ignore = "library bug: Db::reindex_store records the new embedder in one transaction and replaces the vectors in another, so a kill in between leaves the file recording dimensions its vectors do not have"]
 fn sigkill_during_reindex_to_other_dims_leaves_one_embedder() {
     let seed = seed_from_env("AGENTSTATE_SEED");
     let mut rng = Rng::new(seed);

@@ -958,7 +958,6 @@ fn retention_numbers_keep_the_newest_checkpoint() {
 /// The same with extreme numbers: `keep_last` up to `usize::MAX`, ages up
 /// to `Duration::MAX`.
 #[test]
-#[ignore = "library bug: Retention::keep_last(usize::MAX) overflows (n + slack panics in debug, wraps in release) and its 'as i64' becomes -1, so apply_retention removes every checkpoint, the newest included"]
 fn hostile_retention_numbers_keep_the_newest_checkpoint() {
     let keep =
         prop_oneof![Just(usize::MAX), Just(usize::MAX - 8), Just(i64::MAX as usize + 1), any::<usize>()];
@@ -1062,7 +1061,6 @@ const DIMS_PARENT: &str = "absurd_index_dims_are_refused_before_anything_changes
 /// calls run in a child process limited to 4 GB of address space, so that
 /// the bug, while it lasts, cannot take the machine's memory.
 #[test]
-#[ignore = "library bug: IndexConfig::hashed accepts any dims and reindex_store records them before embedding; 2^32 dims allocate 32 GB per vector and abort the process"]
 fn absurd_index_dims_are_refused_before_anything_changes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dims.db");

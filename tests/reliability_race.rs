@@ -385,7 +385,6 @@ fn maintenance_beside_writers_removes_only_what_it_should() {
 }
 
 #[test]
-#[ignore = "library bug: Store::reindex reads the items before its write transaction, then deletes every vector, so a put acknowledged in between loses its vector"]
 fn reindex_beside_puts_keeps_every_acknowledged_vector() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("reindex.db");
