@@ -1,0 +1,1317 @@
+#!/usr/bin/env python3
+"""Generate golden fixtures of the checkpoints real LangGraph writes.
+
+Each scenario builds a small StateGraph, runs it against LangGraph's own
+checkpointer (InMemorySaver), and writes tests/fixtures/engine/<scenario>.json
+holding:
+
+* the graph in a neutral form (hand-written spec + what LangGraph compiled),
+* every call made (invoke / update_state / get_state), its input, output or
+  error, and how many times each node function ran during it,
+* every checkpoint of every thread and namespace, oldest first, with its
+  pending writes and `get_state` at that checkpoint,
+* for every task and interrupt, the exact inputs LangGraph hashed to get its
+  id, re-derived here with an independent implementation (asserted),
+* a normalised view (ordinal ids, integer versions, no timestamps) that is
+  identical from run to run.
+
+Usage (from the repository root):
+
+    python tools/engine_goldens/generate.py            # write fixtures
+    python tools/engine_goldens/generate.py --check    # compare a fresh run's
+                                                       # normalised views with
+                                                       # the committed files
+
+Every scenario is run three times per invocation of this script: twice with
+InMemorySaver and once with SqliteSaver(":memory:"); the three normalised
+views must be equal or the script fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import operator
+import os
+import re
+import sqlite3
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any, Callable
+
+import xxhash
+from langchain_core.messages import BaseMessage, RemoveMessage
+from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.channels.ephemeral_value import EphemeralValue
+from langgraph.channels.named_barrier_value import NamedBarrierValue
+from langgraph.channels.topic import Topic
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, Interrupt, Send, StateSnapshot, interrupt
+from typing_extensions import TypedDict
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FIXTURE_DIR = REPO_ROOT / "tests" / "fixtures" / "engine"
+FIXTURE_FORMAT = 1
+
+# LangGraph's reserved names (copied, not imported, so that the derivation
+# below is an independent re-implementation; asserted equal further down).
+PULL = "__pregel_pull"
+PUSH = "__pregel_push"
+NS_SEP = "|"
+NS_END = ":"
+NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
+INTERRUPT_CH = "__interrupt__"
+INPUT_CH = "__input__"
+
+
+def _assert_constants() -> None:
+    from langgraph._internal import _constants as c
+
+    assert (c.PULL, c.PUSH, c.NS_SEP, c.NS_END) == (PULL, PUSH, NS_SEP, NS_END)
+    assert (c.NULL_TASK_ID, c.INTERRUPT, c.INPUT) == (
+        NULL_TASK_ID,
+        INTERRUPT_CH,
+        INPUT_CH,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Independent re-implementation of LangGraph's id derivations
+# ---------------------------------------------------------------------------
+
+
+def derive_task_id(checkpoint_id: str, parts: list[str]) -> str:
+    """xxh3_128(uuid_bytes(checkpoint_id) ++ utf8(concat(parts))) as a UUID string.
+
+    (LangGraph's `_xxhash_str`, used for every checkpoint with v > 1.)
+    """
+    digest = xxhash.xxh3_128_hexdigest(
+        uuid.UUID(checkpoint_id).bytes + "".join(parts).encode("utf-8")
+    )
+    return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+
+def derive_interrupt_id(task_checkpoint_ns: str, answered: int = 0) -> str:
+    """xxh3_128 hex of the task's own namespace ("<ns>:<task_id>")."""
+    key = f"{task_checkpoint_ns}{NS_SEP}{answered}" if answered else task_checkpoint_ns
+    return xxhash.xxh3_128_hexdigest(key.encode("utf-8"))
+
+
+def task_ns_for(parent_ns: str, name: str) -> str:
+    return f"{parent_ns}{NS_SEP}{name}" if parent_ns else name
+
+
+def task_id_parts(
+    parent_ns: str, step: int, name: str, path: list, triggers: list[str]
+) -> list[str]:
+    ns = task_ns_for(parent_ns, name)
+    if path[0] == PULL:
+        return [ns, str(step), name, PULL, *sorted(triggers)]
+    if path[0] == PUSH and len(path) == 3 and isinstance(path[1], int):
+        # a Send consumed from __pregel_tasks: (PUSH, idx, False)
+        return [ns, str(step), name, PUSH, str(path[1])]
+    raise ValueError(f"unsupported task path {path!r}")
+
+
+# ---------------------------------------------------------------------------
+# JSON conversion
+# ---------------------------------------------------------------------------
+
+
+def J(x: Any) -> Any:
+    """Convert a LangGraph value to plain JSON."""
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    if isinstance(x, dict):
+        return {str(k): J(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [J(v) for v in x]
+    if isinstance(x, (set, frozenset)):
+        return {"__set__": sorted(J(v) for v in x)}
+    if isinstance(x, Interrupt):
+        d = {"__type__": "Interrupt", "value": J(x.value), "id": x.id}
+        if getattr(x, "response_schema", None) is not None:
+            d["response_schema"] = J(x.response_schema)
+        return d
+    if isinstance(x, Send):
+        return {"__type__": "Send", "node": x.node, "arg": J(x.arg)}
+    if isinstance(x, Command):
+        d = {"__type__": "Command"}
+        for f in ("graph", "update", "resume", "goto"):
+            v = getattr(x, f)
+            if v is not None and v != ():
+                d[f] = J(v)
+        return d
+    if isinstance(x, BaseMessage):
+        d = x.model_dump()
+        return {"__type__": "message", **J(d)}
+    if isinstance(x, BaseException):
+        return {"__type__": "exception", "class": type(x).__name__, "str": str(x)}
+    if isinstance(x, bytes):
+        return {"__type__": "bytes", "hex": x.hex()}
+    raise TypeError(f"cannot convert {type(x)!r} to JSON: {x!r}")
+
+
+def snapshot_json(s: StateSnapshot, full: bool) -> dict:
+    d: dict[str, Any] = {
+        "values": J(s.values),
+        "next": list(s.next),
+        "tasks": [task_json(t) for t in s.tasks],
+        "interrupts": J(s.interrupts),
+    }
+    if full:
+        d["config"] = J(s.config)
+        d["parent_config"] = J(s.parent_config)
+        d["metadata"] = J(s.metadata)
+        d["created_at"] = s.created_at
+    return d
+
+
+def task_json(t) -> dict:
+    d = {
+        "id": t.id,
+        "name": t.name,
+        "path": J(t.path),
+        "error": J(t.error),
+        "interrupts": J(t.interrupts),
+        "result": J(t.result),
+    }
+    if t.state is not None:
+        d["state"] = (
+            snapshot_json(t.state, full=True)
+            if isinstance(t.state, StateSnapshot)
+            else J(t.state)
+        )
+    return d
+
+
+# ---------------------------------------------------------------------------
+# Graph introspection
+# ---------------------------------------------------------------------------
+
+
+def _fn_name(f: Any) -> str:
+    return getattr(f, "__name__", None) or type(f).__name__
+
+
+def introspect(g) -> dict:
+    """What LangGraph compiled: channels, nodes' triggers and reads, edges."""
+    channels = {}
+    for name in sorted(g.channels):
+        ch = g.channels[name]
+        d: dict[str, Any] = {"kind": type(ch).__name__}
+        if isinstance(ch, BinaryOperatorAggregate):
+            d["operator"] = _fn_name(ch.operator)
+        if isinstance(ch, NamedBarrierValue):
+            d["names"] = sorted(ch.names)
+        if isinstance(ch, Topic):
+            d["accumulate"] = ch.accumulate
+        channels[name] = d
+    nodes = {}
+    for name, p in g.nodes.items():
+        writes: list[str] = []
+        for w in p.writers:
+            for e in getattr(w, "writes", ()):
+                if hasattr(e, "channel"):
+                    writes.append(e.channel)
+                elif getattr(e, "static", None):
+                    writes.extend(s[0] for s in e.static)
+        nodes[name] = {
+            "triggers": list(p.triggers),
+            "reads": J(p.channels),
+            "static_writes": sorted(set(writes)),
+            "is_subgraph": bool(p.subgraphs),
+        }
+    b = g.builder
+    branches = {}
+    for src, specs in b.branches.items():
+        branches[src] = {
+            bname: {"ends": J(dict(spec.ends)) if spec.ends else None}
+            for bname, spec in specs.items()
+        }
+    return {
+        "channels": channels,
+        "nodes": nodes,
+        "edges": sorted([list(e) for e in b.edges]),
+        "waiting_edges": sorted([[sorted(s), d] for s, d in b.waiting_edges]),
+        "branches": branches,
+        "input_channels": J(g.input_channels),
+        "output_channels": J(g.output_channels),
+        "stream_channels": J(g.stream_channels),
+        "interrupt_before": J(g.interrupt_before_nodes),
+        "interrupt_after": J(g.interrupt_after_nodes),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Node execution counting
+# ---------------------------------------------------------------------------
+
+_EXEC = Counter()
+_EXEC_LOCK = threading.Lock()
+
+
+def counted(name: str, fn: Callable) -> Callable:
+    def wrapper(state):
+        with _EXEC_LOCK:
+            _EXEC[name] += 1
+        return fn(state)
+
+    wrapper.__name__ = name
+    return wrapper
+
+
+# ---------------------------------------------------------------------------
+# Scenario harness
+# ---------------------------------------------------------------------------
+
+
+class Harness:
+    def __init__(self, saver_kind: str):
+        self.saver_kind = saver_kind
+        if saver_kind == "memory":
+            self.saver = InMemorySaver()
+        else:
+            conn = sqlite3.connect(":memory:", check_same_thread=False)
+            self.saver = SqliteSaver(conn)
+            self.saver.setup()
+        self.graphs: dict[str, Any] = {}
+        self.thread_graph: dict[str, str] = {}
+        self.calls: list[dict] = []
+
+    # -- recording helpers -------------------------------------------------
+    def _all_ids(self) -> set[str]:
+        return {t.config["configurable"]["checkpoint_id"] for t in self.saver.list(None)}
+
+    def compile(self, key: str, builder: StateGraph, **kw):
+        g = builder.compile(checkpointer=self.saver, **kw)
+        self.graphs[key] = g
+        return g
+
+    def _record(self, entry: dict, fn: Callable) -> Any:
+        before = self._all_ids()
+        _EXEC.clear()
+        try:
+            out = fn()
+            if not isinstance(out, StateSnapshot):
+                entry["output"] = J(out)
+            result = out
+        except Exception as e:  # noqa: BLE001 - recorded, not swallowed silently
+            entry["error"] = {"class": type(e).__name__, "str": str(e)}
+            result = None
+        entry["node_executions"] = dict(sorted(_EXEC.items()))
+        entry["checkpoints_created"] = sorted(self._all_ids() - before)
+        self.calls.append(entry)
+        return result
+
+    def invoke(self, key: str, thread: str, inp: Any, config=None, **kw) -> Any:
+        kw.setdefault("durability", "sync")
+        config = config or {"configurable": {"thread_id": thread}}
+        self.thread_graph.setdefault(thread, key)
+        entry = {
+            "call": "invoke",
+            "graph": key,
+            "thread_id": thread,
+            "input": J(inp),
+            "config": J(config),
+            "kwargs": J(kw),
+        }
+        return self._record(entry, lambda: self.graphs[key].invoke(inp, config, **kw))
+
+    def update_state(self, key: str, config: dict, values: Any, as_node: str) -> dict:
+        entry = {
+            "call": "update_state",
+            "graph": key,
+            "thread_id": config["configurable"]["thread_id"],
+            "config": J(config),
+            "values": J(values),
+            "as_node": as_node,
+        }
+        return self._record(
+            entry, lambda: self.graphs[key].update_state(config, values, as_node=as_node)
+        )
+
+    def get_state(self, key: str, config: dict, subgraphs: bool) -> StateSnapshot:
+        entry = {
+            "call": "get_state",
+            "graph": key,
+            "thread_id": config["configurable"]["thread_id"],
+            "config": J(config),
+            "subgraphs": subgraphs,
+        }
+        snap = self._record(
+            entry, lambda: self.graphs[key].get_state(config, subgraphs=subgraphs)
+        )
+        entry["state"] = snapshot_json(snap, full=True)
+        return snap
+
+    def checkpoint_config(self, thread: str, pick: Callable[[Any], bool]) -> dict:
+        """Config of the unique root-namespace checkpoint of `thread` matching pick."""
+        hits = [
+            t
+            for t in self.saver.list({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+            if pick(t)
+        ]
+        assert len(hits) == 1, f"expected one checkpoint, got {len(hits)}"
+        return hits[0].config
+
+    # -- dumping the saver -------------------------------------------------
+    def _writes(self, thread: str, ns: str, cid: str) -> list[dict]:
+        if self.saver_kind == "memory":
+            stored = self.saver.writes.get((thread, ns, cid), {})
+            rows = [
+                (v[0], k[1], v[1], v[2][0], v[2], v[3]) for k, v in stored.items()
+            ]
+        else:
+            cur = self.saver.conn.execute(
+                "SELECT task_id, idx, channel, type, value, task_path FROM writes "
+                "WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?",
+                (thread, ns, cid),
+            )
+            rows = [(r[0], r[1], r[2], r[3], (r[3], r[4]), r[5]) for r in cur]
+        out = []
+        for task_id, idx, channel, typ, typed, task_path in sorted(
+            rows, key=lambda r: (r[5], r[0], r[1])
+        ):
+            out.append(
+                {
+                    "task_id": task_id,
+                    "idx": idx,
+                    "channel": channel,
+                    "value": J(self.saver.serde.loads_typed(typed)),
+                    "serde_type": typ,
+                    "task_path": task_path,
+                }
+            )
+        return out
+
+    def dump(self) -> list[dict]:
+        self._task_namespaces: set[str] = set()
+        tuples = sorted(
+            self.saver.list(None), key=lambda t: t.config["configurable"]["checkpoint_id"]
+        )
+        out = []
+        for t in tuples:
+            conf = t.config["configurable"]
+            thread, ns, cid = conf["thread_id"], conf["checkpoint_ns"], conf["checkpoint_id"]
+            gkey = self.thread_graph[thread]
+            g = self.graphs[gkey]
+            snap = g.get_state(t.config)
+            assert snap.config["configurable"]["checkpoint_id"] == cid
+            assert J(snap.metadata) == J(t.metadata)
+            ckpt = {k: J(v) for k, v in t.checkpoint.items()}
+            parent = t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None
+            rec = {
+                "thread_id": thread,
+                "checkpoint_ns": ns,
+                "checkpoint_id": cid,
+                "parent_checkpoint_id": parent,
+                "checkpoint": ckpt,
+                "metadata": J(t.metadata),
+                "pending_writes": self._writes(thread, ns, cid),
+                "state": snapshot_json(snap, full=False),
+            }
+            rec["derivations"] = self._derive(g, ns, cid, t.metadata, snap)
+            out.append(rec)
+        by_hash = {derive_interrupt_id(n): n for n in self._task_namespaces}
+        for rec in out:
+            for d in rec["derivations"]["interrupts"]:
+                own = d.pop("own_task_ns")
+                key = by_hash.get(d["interrupt_id"])
+                assert key is not None, f"no namespace hashes to interrupt {d['interrupt_id']}"
+                assert key == own or key.startswith(own + NS_SEP), (key, own)
+                d["hash"] = "xxh3_128"
+                d["input"] = key
+        return out
+
+    def _graph_for_ns(self, root, ns: str):
+        g = root
+        if not ns:
+            return g
+        for seg in ns.split(NS_SEP):
+            node = seg.split(NS_END)[0]
+            subs = g.nodes[node].subgraphs
+            assert len(subs) == 1, (ns, node)
+            g = subs[0]
+        return g
+
+    def _derive(self, root, ns: str, cid: str, metadata: dict, snap: StateSnapshot) -> dict:
+        step = metadata["step"] + 1
+        g = self._graph_for_ns(root, ns)
+        u = uuid.UUID(cid)
+        tasks = []
+        interrupts = []
+        for t in snap.tasks:
+            triggers = list(g.nodes[t.name].triggers) if t.path[0] == PULL else [PUSH]
+            parts = task_id_parts(ns, step, t.name, list(t.path), triggers)
+            got = derive_task_id(cid, parts)
+            assert got == t.id, f"task id mismatch for {t.name} at {cid}: {got} != {t.id}"
+            tasks.append(
+                {
+                    "task_id": t.id,
+                    "name": t.name,
+                    "hash": "xxh3_128",
+                    "checkpoint_id": cid,
+                    "parts": parts,
+                }
+            )
+            task_ns = f"{task_ns_for(ns, t.name)}{NS_END}{t.id}"
+            self._task_namespaces.add(task_ns)
+            for intr in t.interrupts:
+                # resolved in dump(), once every namespace is known: an
+                # interrupt raised inside a subgraph surfaces on the parent's
+                # task but is keyed by the inner task's namespace
+                interrupts.append({"interrupt_id": intr.id, "own_task_ns": task_ns})
+        return {
+            "uuid_version": u.version,
+            "clock_seq": u.clock_seq,
+            "step_plus_one": step,
+            "tasks": tasks,
+            "interrupts": interrupts,
+        }
+
+    def result(self) -> dict:
+        return {"calls": self.calls, "checkpoints": self.dump()}
+
+
+# ---------------------------------------------------------------------------
+# Normalisation
+# ---------------------------------------------------------------------------
+
+VERSION_RE = re.compile(r"^(\d{32})\.(.+)$")
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+HEX32_RE = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
+DROP_KEYS = {"ts", "created_at"}
+
+
+def id_names(raw: dict) -> dict[str, str]:
+    """raw id -> stable name for every checkpoint, task and interrupt id."""
+    names: dict[str, str] = {}
+    for i, c in enumerate(raw["checkpoints"]):
+        cid = c["checkpoint_id"]
+        cname = f"c{i}"
+        names[cid] = cname
+        u = uuid.UUID(cid)
+        # ids LangGraph derives with uuid5 for update_state / delta-channel input writes
+        names[str(uuid.uuid5(u, INTERRUPT_CH))] = f"update({cname})"
+        names[str(uuid.uuid5(u, INPUT_CH))] = f"input({cname})"
+    for c in raw["checkpoints"]:
+        cname = names[c["checkpoint_id"]]
+        for t in c["state"]["tasks"]:
+            path = t["path"]
+            if path[0] == PULL:
+                tname = f"task({cname},{t['name']})"
+            else:
+                tname = f"task({cname},{t['name']},push{path[1]})"
+            assert names.get(t["id"], tname) == tname
+            names[t["id"]] = tname
+            for intr in t["interrupts"]:
+                names[intr["id"]] = f"interrupt({tname})"
+    return names
+
+
+def normalise(raw: dict, names: dict[str, str]) -> dict:
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(names, key=len, reverse=True)))
+
+    def s(x: str) -> Any:
+        m = VERSION_RE.match(x)
+        if m:
+            return int(m.group(1))
+        return pattern.sub(lambda m: names[m.group(0)], x) if names else x
+
+    def walk(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {s(k): walk(v) for k, v in x.items() if k not in DROP_KEYS}
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        if isinstance(x, str):
+            return s(x)
+        return x
+
+    out = walk(raw)
+    # writes of one step sorted by (task_path, task name, idx): raw task ids
+    # are random from run to run, their names are not
+    for c in out["checkpoints"]:
+        c["pending_writes"].sort(key=lambda w: (w["task_path"], w["task_id"], w["idx"]))
+        c.pop("derivations", None)
+    text = json.dumps(out)
+    left = [m for m in UUID_RE.findall(text) if m != NULL_TASK_ID] + HEX32_RE.findall(text)
+    assert not left, f"ids left un-normalised: {sorted(set(left))[:5]}"
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Scenarios
+# ---------------------------------------------------------------------------
+
+SCENARIOS: dict[str, Callable[[Harness], dict]] = {}
+
+
+def scenario(fn: Callable[[Harness], dict]) -> Callable[[Harness], dict]:
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+class ListCount(TypedDict):
+    items: Annotated[list, operator.add]
+    count: int
+
+
+def _linear_builder() -> StateGraph:
+    def step(tag: str):
+        return lambda s: {"items": [tag], "count": s["count"] + 1}
+
+    b = StateGraph(ListCount)
+    for n in ("a", "b", "c"):
+        b.add_node(n, counted(n, step(n)))
+    b.add_edge(START, "a")
+    b.add_edge("a", "b")
+    b.add_edge("b", "c")
+    b.add_edge("c", END)
+    return b
+
+
+LINEAR_SPEC = {
+    "state": {
+        "items": {"type": "list", "reducer": "operator.add (list concatenation)"},
+        "count": {"type": "int", "reducer": "last value"},
+    },
+    "nodes": [
+        {"node": n, "writes": {"items": {"literal": [n]}, "count": {"expr": "state.count + 1"}}}
+        for n in ("a", "b", "c")
+    ],
+    "edges": [["__start__", "a"], ["a", "b"], ["b", "c"], ["c", "__end__"]],
+    "prose": "Each of a, b, c appends its own name to items and writes count = count + 1.",
+}
+
+
+@scenario
+def linear(h: Harness) -> dict:
+    h.compile("main", _linear_builder())
+    h.invoke("main", "linear", {"items": ["in"], "count": 0})
+    return {
+        "description": "START -> a -> b -> c -> END, one invoke with input.",
+        "graphs": {"main": {"spec": LINEAR_SPEC}},
+    }
+
+
+@scenario
+def conditional_loop(h: Harness) -> dict:
+    class S(TypedDict):
+        count: int
+        trace: Annotated[list, operator.add]
+
+    def inc(s):
+        return {"count": s["count"] + 1, "trace": [f"inc{s['count'] + 1}"]}
+
+    def route(s):
+        return "inc" if s["count"] < 3 else END
+
+    b = StateGraph(S)
+    b.add_node("inc", counted("inc", inc))
+    b.add_edge(START, "inc")
+    b.add_conditional_edges("inc", route)
+    h.compile("main", b)
+    h.invoke("main", "loop", {"count": 0, "trace": []})
+    return {
+        "description": "inc loops on itself through a conditional edge until count >= 3.",
+        "graphs": {
+            "main": {
+                "spec": {
+                    "state": {
+                        "count": {"type": "int", "reducer": "last value"},
+                        "trace": {"type": "list", "reducer": "operator.add"},
+                    },
+                    "nodes": [
+                        {
+                            "node": "inc",
+                            "writes": {
+                                "count": {"expr": "state.count + 1"},
+                                "trace": {"expr": "['inc' + str(state.count + 1)]"},
+                            },
+                        }
+                    ],
+                    "edges": [["__start__", "inc"]],
+                    "conditional_edges": [
+                        {
+                            "source": "inc",
+                            "rule": "'inc' if state.count < 3 else END",
+                            "path_map": None,
+                        }
+                    ],
+                    "prose": "inc writes count+1 and appends 'inc<new count>' to trace; "
+                    "after it, the router (reading the state after inc's write) "
+                    "goes back to inc while count < 3, else to END.",
+                }
+            }
+        },
+    }
+
+
+@scenario
+def send_fanout_join(h: Harness) -> dict:
+    class S(TypedDict):
+        topics: list
+        results: Annotated[list, operator.add]
+        joined: str
+
+    def plan(s):
+        return {"topics": ["t1", "t2", "t3"]}
+
+    def fan_out(s):
+        return [Send("worker", {"topic": t}) for t in s["topics"]]
+
+    def worker(arg):
+        return {"results": [f"done:{arg['topic']}"]}
+
+    def join(s):
+        return {"joined": ",".join(s["results"])}
+
+    b = StateGraph(S)
+    b.add_node("plan", counted("plan", plan))
+    b.add_node("worker", counted("worker", worker))
+    b.add_node("join", counted("join", join))
+    b.add_edge(START, "plan")
+    b.add_conditional_edges("plan", fan_out, ["worker"])
+    b.add_edge("worker", "join")
+    b.add_edge("join", END)
+    h.compile("send", b)
+    h.invoke("send", "send", {"results": []})
+
+    class B(TypedDict):
+        results: Annotated[list, operator.add]
+        joined: str
+
+    def tag(n):
+        return lambda s: {"results": [n]}
+
+    def join2(s):
+        return {"joined": "+".join(s["results"])}
+
+    b2 = StateGraph(B)
+    for n in ("x", "y1", "y"):
+        b2.add_node(n, counted(n, tag(n)))
+    b2.add_node("join", counted("join", join2))
+    b2.add_edge(START, "x")
+    b2.add_edge(START, "y1")
+    b2.add_edge("y1", "y")
+    b2.add_edge(["x", "y"], "join")
+    b2.add_edge("join", END)
+    h.compile("barrier", b2)
+    h.invoke("barrier", "barrier", {"results": []})
+    return {
+        "description": "Thread 'send': plan's conditional edge returns three Sends to worker, "
+        "worker -> join. Thread 'barrier': START -> x and START -> y1 -> y, "
+        "add_edge(['x','y'], 'join') (NamedBarrierValue), x finishes a step before y.",
+        "graphs": {
+            "send": {
+                "spec": {
+                    "state": {
+                        "topics": {"type": "list", "reducer": "last value"},
+                        "results": {"type": "list", "reducer": "operator.add"},
+                        "joined": {"type": "str", "reducer": "last value"},
+                    },
+                    "nodes": [
+                        {"node": "plan", "writes": {"topics": {"literal": ["t1", "t2", "t3"]}}},
+                        {
+                            "node": "worker",
+                            "input": "the Send arg {'topic': t}, not the state",
+                            "writes": {"results": {"expr": "['done:' + arg.topic]"}},
+                        },
+                        {"node": "join", "writes": {"joined": {"expr": "','.join(state.results)"}}},
+                    ],
+                    "edges": [["__start__", "plan"], ["worker", "join"], ["join", "__end__"]],
+                    "conditional_edges": [
+                        {
+                            "source": "plan",
+                            "rule": "[Send('worker', {'topic': t}) for t in state.topics]",
+                            "path_map": ["worker"],
+                        }
+                    ],
+                    "prose": "plan writes topics; its conditional edge sends one worker task per "
+                    "topic (PUSH tasks from __pregel_tasks); each worker appends "
+                    "'done:<topic>'; join runs once after all workers.",
+                }
+            },
+            "barrier": {
+                "spec": {
+                    "state": {
+                        "results": {"type": "list", "reducer": "operator.add"},
+                        "joined": {"type": "str", "reducer": "last value"},
+                    },
+                    "nodes": [
+                        {"node": n, "writes": {"results": {"literal": [n]}}}
+                        for n in ("x", "y1", "y")
+                    ]
+                    + [{"node": "join", "writes": {"joined": {"expr": "'+'.join(state.results)"}}}],
+                    "edges": [
+                        ["__start__", "x"],
+                        ["__start__", "y1"],
+                        ["y1", "y"],
+                        ["join", "__end__"],
+                    ],
+                    "waiting_edges": [[["x", "y"], "join"]],
+                    "prose": "x and y1 run in step 1, y in step 2; join waits for both x and y "
+                    "(channel 'join:x+y:join', NamedBarrierValue) and runs in step 3.",
+                }
+            },
+        },
+    }
+
+
+_APPROVE_SPEC_STATE = {
+    "items": {"type": "list", "reducer": "operator.add"},
+    "count": {"type": "int", "reducer": "last value"},
+    "answer": {"type": "str", "reducer": "last value"},
+}
+
+
+@scenario
+def interrupt_resume(h: Harness) -> dict:
+    class S(TypedDict):
+        items: Annotated[list, operator.add]
+        count: int
+        answer: str
+
+    def prep(s):
+        return {"items": ["prep"], "count": s["count"] + 1}
+
+    def ask(s):
+        ans = interrupt("approve?")
+        return {"items": ["ask"], "answer": ans}
+
+    def finish(s):
+        return {"items": [f"finish:{s['answer']}"], "count": s["count"] + 1}
+
+    b = StateGraph(S)
+    b.add_node("prep", counted("prep", prep))
+    b.add_node("ask", counted("ask", ask))
+    b.add_node("finish", counted("finish", finish))
+    b.add_edge(START, "prep")
+    b.add_edge("prep", "ask")
+    b.add_edge("ask", "finish")
+    b.add_edge("finish", END)
+    h.compile("interrupt", b)
+    cfg = {"configurable": {"thread_id": "interrupt"}}
+    h.invoke("interrupt", "interrupt", {"items": [], "count": 0})
+    h.invoke("interrupt", "interrupt", Command(resume="yes"), cfg)
+
+    h.compile("before", _linear_builder(), interrupt_before=["b"])
+    h.invoke("before", "before", {"items": ["in"], "count": 0})
+    h.invoke("before", "before", None, {"configurable": {"thread_id": "before"}})
+
+    h.compile("after", _linear_builder(), interrupt_after=["a"])
+    h.invoke("after", "after", {"items": ["in"], "count": 0})
+    h.invoke("after", "after", None, {"configurable": {"thread_id": "after"}})
+    return {
+        "description": "Thread 'interrupt': prep -> ask -> finish, ask calls interrupt('approve?'); "
+        "first invoke stops, invoke(Command(resume='yes')) finishes. Thread 'before': the "
+        "linear graph compiled with interrupt_before=['b'], resumed with invoke(None). "
+        "Thread 'after': the linear graph with interrupt_after=['a'], resumed with invoke(None).",
+        "graphs": {
+            "interrupt": {
+                "spec": {
+                    "state": _APPROVE_SPEC_STATE,
+                    "nodes": [
+                        {"node": "prep", "writes": {"items": {"literal": ["prep"]}, "count": {"expr": "state.count + 1"}}},
+                        {
+                            "node": "ask",
+                            "calls": "answer = interrupt('approve?')",
+                            "writes": {"items": {"literal": ["ask"]}, "answer": {"expr": "answer"}},
+                        },
+                        {
+                            "node": "finish",
+                            "writes": {
+                                "items": {"expr": "['finish:' + state.answer]"},
+                                "count": {"expr": "state.count + 1"},
+                            },
+                        },
+                    ],
+                    "edges": [["__start__", "prep"], ["prep", "ask"], ["ask", "finish"], ["finish", "__end__"]],
+                    "prose": "ask raises GraphInterrupt on its first run (no writes of its own "
+                    "are kept); on resume it runs again from the start and interrupt() returns "
+                    "the resume value.",
+                }
+            },
+            "before": {"spec": {**LINEAR_SPEC, "interrupt_before": ["b"]}},
+            "after": {"spec": {**LINEAR_SPEC, "interrupt_after": ["a"]}},
+        },
+    }
+
+
+@scenario
+def update_state_fork(h: Harness) -> dict:
+    h.compile("main", _linear_builder())
+    h.invoke("main", "fork", {"items": ["in"], "count": 0})
+    # the checkpoint after a ran (step 1, next = b)
+    cfg = h.checkpoint_config("fork", lambda t: t.metadata["step"] == 1)
+    new_cfg = h.update_state("main", cfg, {"count": 10}, as_node="a")
+    h.invoke("main", "fork", None, new_cfg)
+    h.get_state("main", {"configurable": {"thread_id": "fork"}}, subgraphs=False)
+
+    # time travel without an update: re-run from an earlier checkpoint
+    h.invoke("main", "replay", {"items": ["in"], "count": 0})
+    cfg = h.checkpoint_config("replay", lambda t: t.metadata["step"] == 1)
+    h.invoke("main", "replay", None, cfg)
+    h.get_state("main", {"configurable": {"thread_id": "replay"}}, subgraphs=False)
+    return {
+        "description": "Thread 'fork': run the linear graph; then update_state(config of the "
+        "step-1 checkpoint (after a ran, next=b), {'count': 10}, as_node='a'); then "
+        "invoke(None, returned config), which runs b and c on the fork. Thread 'replay': run "
+        "the linear graph, then invoke(None, config of its step-1 checkpoint) with no update "
+        "(time travel: LangGraph saves a source='fork' checkpoint and re-runs b and c). The "
+        "whole history is recorded.",
+        "graphs": {"main": {"spec": LINEAR_SPEC}},
+    }
+
+
+_FLAKY = {"fail": True}
+
+
+@scenario
+def node_error_resume(h: Harness) -> dict:
+    _FLAKY["fail"] = True
+
+    def good(s):
+        return {"items": ["good"], "count": s["count"] + 1}
+
+    def flaky(s):
+        time.sleep(0.05)  # let `good` finish first, so its writes are saved
+        if _FLAKY["fail"]:
+            raise RuntimeError("flaky failed")
+        return {"items": ["flaky"]}
+
+    def after(s):
+        return {"items": ["after"], "count": s["count"] + 1}
+
+    b = StateGraph(ListCount)
+    b.add_node("good", counted("good", good))
+    b.add_node("flaky", counted("flaky", flaky))
+    b.add_node("after", counted("after", after))
+    b.add_edge(START, "good")
+    b.add_edge(START, "flaky")
+    b.add_edge("good", "after")
+    b.add_edge("flaky", "after")
+    b.add_edge("after", END)
+    h.compile("main", b)
+    h.invoke("main", "error", {"items": [], "count": 0})
+    _FLAKY["fail"] = False
+    h.invoke("main", "error", None, {"configurable": {"thread_id": "error"}})
+    return {
+        "description": "good and flaky run in the same superstep; flaky raises RuntimeError on the "
+        "first invoke (good's writes are kept as pending writes next to flaky's __error__ write); "
+        "then the flag flips and invoke(None) resumes: only flaky re-runs, then after.",
+        "graphs": {
+            "main": {
+                "spec": {
+                    "state": LINEAR_SPEC["state"],
+                    "nodes": [
+                        {"node": "good", "writes": {"items": {"literal": ["good"]}, "count": {"expr": "state.count + 1"}}},
+                        {
+                            "node": "flaky",
+                            "raises": "RuntimeError('flaky failed') while the module flag is set (first invoke)",
+                            "writes": {"items": {"literal": ["flaky"]}},
+                        },
+                        {"node": "after", "writes": {"items": {"literal": ["after"]}, "count": {"expr": "state.count + 1"}}},
+                    ],
+                    "edges": [
+                        ["__start__", "good"],
+                        ["__start__", "flaky"],
+                        ["good", "after"],
+                        ["flaky", "after"],
+                        ["after", "__end__"],
+                    ],
+                    "prose": "flaky sleeps 50 ms before raising so good's writes are committed first.",
+                }
+            }
+        },
+    }
+
+
+@scenario
+def subgraph(h: Harness) -> dict:
+    class S(TypedDict):
+        trace: Annotated[list, operator.add]
+        count: int
+
+    def mk(n):
+        return lambda s: {"trace": [n], "count": s["count"] + 1}
+
+    def s2_ask(s):
+        ans = interrupt("sub approve?")
+        return {"trace": [f"s2:{ans}"], "count": s["count"] + 1}
+
+    def build(with_interrupt: bool) -> StateGraph:
+        sb = StateGraph(S)
+        sb.add_node("s1", counted("s1", mk("s1")))
+        sb.add_node("s2", counted("s2", s2_ask if with_interrupt else mk("s2")))
+        sb.add_edge(START, "s1")
+        sb.add_edge("s1", "s2")
+        sb.add_edge("s2", END)
+        child = sb.compile()
+        pb = StateGraph(S)
+        pb.add_node("pre", counted("pre", mk("pre")))
+        pb.add_node("sub", child)
+        pb.add_node("post", counted("post", mk("post")))
+        pb.add_edge(START, "pre")
+        pb.add_edge("pre", "sub")
+        pb.add_edge("sub", "post")
+        pb.add_edge("post", END)
+        return pb
+
+    h.compile("plain", build(False))
+    h.invoke("plain", "plain", {"trace": [], "count": 0})
+    h.get_state("plain", {"configurable": {"thread_id": "plain"}}, subgraphs=True)
+
+    h.compile("interrupted", build(True))
+    cfg = {"configurable": {"thread_id": "interrupted"}}
+    h.invoke("interrupted", "interrupted", {"trace": [], "count": 0})
+    h.get_state("interrupted", cfg, subgraphs=True)
+    h.invoke("interrupted", "interrupted", Command(resume="ok"), cfg)
+    h.get_state("interrupted", cfg, subgraphs=True)
+    sub_spec = {
+        "state": {
+            "trace": {"type": "list", "reducer": "operator.add"},
+            "count": {"type": "int", "reducer": "last value"},
+        },
+        "nodes": [
+            {"node": "s1", "writes": {"trace": {"literal": ["s1"]}, "count": {"expr": "state.count + 1"}}},
+            {"node": "s2", "writes": {"trace": {"literal": ["s2"]}, "count": {"expr": "state.count + 1"}}},
+        ],
+        "edges": [["__start__", "s1"], ["s1", "s2"], ["s2", "__end__"]],
+        "compiled": "sb.compile() with no checkpointer argument: it inherits the parent's "
+        "and checkpoints in its own namespace 'sub:<task id>'",
+    }
+    parent_nodes = [
+        {"node": "pre", "writes": {"trace": {"literal": ["pre"]}, "count": {"expr": "state.count + 1"}}},
+        {"node": "sub", "subgraph": "child", "input": "the parent state", "writes": "the subgraph's final state (trace = whole list, so operator.add appends it again!)"},
+        {"node": "post", "writes": {"trace": {"literal": ["post"]}, "count": {"expr": "state.count + 1"}}},
+    ]
+    parent_edges = [["__start__", "pre"], ["pre", "sub"], ["sub", "post"], ["post", "__end__"]]
+    sub_int = dict(sub_spec)
+    sub_int["nodes"] = [
+        sub_spec["nodes"][0],
+        {
+            "node": "s2",
+            "calls": "answer = interrupt('sub approve?')",
+            "writes": {"trace": {"expr": "['s2:' + answer]"}, "count": {"expr": "state.count + 1"}},
+        },
+    ]
+    return {
+        "description": "Parent pre -> sub -> post where sub is a compiled StateGraph s1 -> s2 with "
+        "the same state schema. Thread 'plain' runs through; thread 'interrupted' uses a child "
+        "whose s2 calls interrupt('sub approve?'), is inspected with get_state(subgraphs=True), "
+        "resumed with Command(resume='ok'), and inspected again.",
+        "graphs": {
+            "plain": {
+                "spec": {
+                    "state": sub_spec["state"],
+                    "nodes": parent_nodes,
+                    "edges": parent_edges,
+                    "subgraphs": {"child": sub_spec},
+                }
+            },
+            "interrupted": {
+                "spec": {
+                    "state": sub_spec["state"],
+                    "nodes": parent_nodes,
+                    "edges": parent_edges,
+                    "subgraphs": {"child": sub_int},
+                }
+            },
+        },
+    }
+
+
+@scenario
+def messages_reducer(h: Harness) -> dict:
+    class S(TypedDict):
+        messages: Annotated[list, add_messages]
+
+    def reply(s):
+        return {"messages": [{"role": "assistant", "content": "hello", "id": "m2"}]}
+
+    def edit(s):
+        return {"messages": [{"role": "assistant", "content": "hello (edited)", "id": "m2"}]}
+
+    def prune(s):
+        if any(m.id == "m1" for m in s["messages"]):
+            return {"messages": [RemoveMessage(id="m1")]}
+        return {}
+
+    b = StateGraph(S)
+    b.add_node("reply", counted("reply", reply))
+    b.add_node("edit", counted("edit", edit))
+    b.add_node("prune", counted("prune", prune))
+    b.add_edge(START, "reply")
+    b.add_edge("reply", "edit")
+    b.add_edge("edit", "prune")
+    b.add_edge("prune", END)
+    h.compile("main", b)
+    cfg = {"configurable": {"thread_id": "messages"}}
+    h.invoke("main", "messages", {"messages": [{"role": "user", "content": "hi", "id": "m1"}]})
+    h.invoke("main", "messages", {"messages": [{"role": "user", "content": "again", "id": "m3"}]}, cfg)
+    return {
+        "description": "messages uses add_messages: reply appends AI message m2, edit replaces m2 "
+        "by id, prune removes m1 with RemoveMessage (only while m1 exists). Invoked twice on "
+        "the same thread: the second input adds user message m3, reply/edit rewrite m2 in "
+        "place, prune writes nothing.",
+        "graphs": {
+            "main": {
+                "spec": {
+                    "state": {"messages": {"type": "list[message]", "reducer": "add_messages"}},
+                    "nodes": [
+                        {"node": "reply", "writes": {"messages": {"literal": [{"role": "assistant", "content": "hello", "id": "m2"}]}}},
+                        {"node": "edit", "writes": {"messages": {"literal": [{"role": "assistant", "content": "hello (edited)", "id": "m2"}]}}},
+                        {
+                            "node": "prune",
+                            "writes": {"messages": {"literal": [{"__type__": "RemoveMessage", "id": "m1"}]}},
+                            "only_if": "a message with id 'm1' is in state.messages; otherwise it returns {} (no state writes)",
+                        },
+                    ],
+                    "edges": [["__start__", "reply"], ["reply", "edit"], ["edit", "prune"], ["prune", "__end__"]],
+                    "prose": "Messages are written as dicts / RemoveMessage; add_messages turns dicts "
+                    "into langchain_core messages (fixture values are their model_dump() dicts, "
+                    "tagged __type__='message'). Same id replaces in place; RemoveMessage deletes.",
+                }
+            }
+        },
+    }
+
+
+def add_ints(a: int, b: int) -> int:
+    return a + b
+
+
+@scenario
+def custom_channels(h: Harness) -> dict:
+    class S(TypedDict):
+        total: Annotated[int, add_ints]
+        scratch: Annotated[str, EphemeralValue(str)]
+        log: Annotated[list, Topic(str, accumulate=True)]
+        out: str
+
+    def p(s):
+        return {"total": 5, "scratch": "tmp-p", "log": "p"}
+
+    def q(s):
+        return {"total": 7, "log": ["q1", "q2"], "out": f"saw:{s.get('scratch')}"}
+
+    def r(s):
+        return {"out": f"{s['out']}|scratch:{s.get('scratch')}|total:{s['total']}"}
+
+    b = StateGraph(S)
+    b.add_node("p", counted("p", p))
+    b.add_node("q", counted("q", q))
+    b.add_node("r", counted("r", r))
+    b.add_edge(START, "p")
+    b.add_edge("p", "q")
+    b.add_edge("q", "r")
+    b.add_edge("r", END)
+    h.compile("main", b)
+    h.invoke("main", "channels", {"total": 1, "log": "in"})
+    return {
+        "description": "A user binary reducer (add_ints -> BinaryOperatorAggregate), an "
+        "EphemeralValue channel (cleared the step after it is written) and an accumulating "
+        "Topic channel.",
+        "graphs": {
+            "main": {
+                "spec": {
+                    "state": {
+                        "total": {"type": "int", "reducer": "user function add_ints(a, b) = a + b"},
+                        "scratch": {"type": "str", "reducer": "EphemeralValue(str)"},
+                        "log": {"type": "list[str]", "reducer": "Topic(str, accumulate=True)"},
+                        "out": {"type": "str", "reducer": "last value"},
+                    },
+                    "nodes": [
+                        {"node": "p", "writes": {"total": {"literal": 5}, "scratch": {"literal": "tmp-p"}, "log": {"literal": "p"}}},
+                        {"node": "q", "writes": {"total": {"literal": 7}, "log": {"literal": ["q1", "q2"]}, "out": {"expr": "'saw:' + str(state.get('scratch'))"}}},
+                        {"node": "r", "writes": {"out": {"expr": "state.out + '|scratch:' + str(state.get('scratch')) + '|total:' + str(state.total)"}}},
+                    ],
+                    "edges": [["__start__", "p"], ["p", "q"], ["q", "r"], ["r", "__end__"]],
+                }
+            }
+        },
+    }
+
+
+@scenario
+def command_goto(h: Harness) -> dict:
+    class S(TypedDict):
+        items: Annotated[list, operator.add]
+        count: int
+
+    def router(s):
+        target = "left" if s["count"] % 2 == 0 else "right"
+        return Command(update={"items": ["router"], "count": s["count"] + 1}, goto=target)
+
+    def mk(n):
+        return lambda s: {"items": [n]}
+
+    b = StateGraph(S)
+    b.add_node("router", counted("router", router), destinations=("left", "right"))
+    b.add_node("left", counted("left", mk("left")))
+    b.add_node("right", counted("right", mk("right")))
+    b.add_edge(START, "router")
+    b.add_edge("left", END)
+    b.add_edge("right", END)
+    h.compile("main", b)
+    h.invoke("main", "goto", {"items": [], "count": 0})
+    return {
+        "description": "router returns Command(update=..., goto='left' if count is even else "
+        "'right'); no static edge leaves router.",
+        "graphs": {
+            "main": {
+                "spec": {
+                    "state": LINEAR_SPEC["state"],
+                    "nodes": [
+                        {
+                            "node": "router",
+                            "returns": "Command(update={'items': ['router'], 'count': state.count + 1}, goto='left' if state.count % 2 == 0 else 'right')",
+                            "destinations": ["left", "right"],
+                        },
+                        {"node": "left", "writes": {"items": {"literal": ["left"]}}},
+                        {"node": "right", "writes": {"items": {"literal": ["right"]}}},
+                    ],
+                    "edges": [["__start__", "router"], ["left", "__end__"], ["right", "__end__"]],
+                }
+            }
+        },
+    }
+
+
+@scenario
+def durability_modes(h: Harness) -> dict:
+    h.compile("main", _linear_builder())
+    h.invoke("main", "exit", {"items": ["in"], "count": 0}, durability="exit")
+    h.invoke("main", "async", {"items": ["in"], "count": 0}, durability="async")
+    return {
+        "description": "The linear graph run with durability='exit' (thread 'exit': only the "
+        "last checkpoint is saved) and durability='async' (thread 'async': the same "
+        "checkpoints as 'sync', saved in the background).",
+        "graphs": {"main": {"spec": LINEAR_SPEC}},
+    }
+
+
+# ---------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------
+
+
+def run_scenario(name: str, saver_kind: str) -> dict:
+    h = Harness(saver_kind)
+    meta = SCENARIOS[name](h)
+    raw = h.result()
+    for key, g in h.graphs.items():
+        meta["graphs"][key]["compiled"] = introspect(g)
+        subs = {n: introspect(p.subgraphs[0]) for n, p in g.nodes.items() if p.subgraphs}
+        if subs:
+            meta["graphs"][key]["compiled_subgraphs"] = subs
+    meta["threads"] = dict(h.thread_graph)
+    names = id_names(raw)
+    norm = normalise({"calls": raw["calls"], "checkpoints": raw["checkpoints"]}, names)
+    text = json.dumps(raw)
+    raw["id_names"] = {k: v for k, v in names.items() if k in text}
+    return {"meta": meta, "raw": raw, "normalized": norm}
+
+
+def dumps(x: Any, indent: int = 0, width: int = 120, lead: int = 0) -> str:
+    """JSON, one space of indent per level, containers on one line where they fit."""
+    flat = json.dumps(x, ensure_ascii=False)
+    if indent + lead + len(flat) <= width or not isinstance(x, (dict, list)) or not x:
+        return flat
+    pad = " " * (indent + 1)
+    if isinstance(x, dict):
+        items = []
+        for k, v in x.items():
+            key = json.dumps(k, ensure_ascii=False) + ": "
+            items.append(pad + key + dumps(v, indent + 1, width, len(key)))
+        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+    items = [pad + dumps(v, indent + 1, width) for v in x]
+    return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
+
+
+def versions() -> dict:
+    v = {
+        p: importlib.metadata.version(p)
+        for p in (
+            "langgraph",
+            "langgraph-checkpoint",
+            "langgraph-checkpoint-sqlite",
+            "langchain-core",
+            "xxhash",
+        )
+    }
+    v["python"] = sys.version.split()[0]
+    return v
+
+
+def build_fixture(name: str) -> dict:
+    first = run_scenario(name, "memory")
+    second = run_scenario(name, "memory")
+    third = run_scenario(name, "sqlite")
+    if first["normalized"] != second["normalized"]:
+        raise AssertionError(f"{name}: two InMemorySaver runs differ once normalised")
+    if first["normalized"] != third["normalized"]:
+        raise AssertionError(f"{name}: InMemorySaver and SqliteSaver differ once normalised")
+    meta = first["meta"]
+    return {
+        "fixture_format": FIXTURE_FORMAT,
+        "scenario": name,
+        "generator": "tools/engine_goldens/generate.py",
+        "versions": versions(),
+        "description": meta.pop("description"),
+        "threads": meta.pop("threads"),
+        "graphs": meta.pop("graphs"),
+        "checked": [
+            "task and interrupt ids re-derived from the formula (every checkpoint)",
+            "normalized view equal across two InMemorySaver runs",
+            "normalized view equal between InMemorySaver and SqliteSaver(':memory:')",
+        ],
+        "raw": first["raw"],
+        "normalized": first["normalized"],
+    }
+
+
+def main() -> int:
+    # LangGraph keeps a graph's edges in a set, so the order of the writes a
+    # node makes to several static out-edges (and so their `idx`) follows
+    # str hash order. Pin the hash seed so that order is the same every run.
+    if os.environ.get("PYTHONHASHSEED") is None:
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable, *sys.argv])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="compare normalised views with committed fixtures; write nothing")
+    ap.add_argument("--only", nargs="*", help="scenario names (default: all)")
+    ap.add_argument("--out", type=Path, default=FIXTURE_DIR)
+    args = ap.parse_args()
+    _assert_constants()
+    names = args.only or list(SCENARIOS)
+    failed = 0
+    for name in names:
+        fx = build_fixture(name)
+        path = args.out / f"{name}.json"
+        text = dumps(fx) + "\n"
+        assert json.loads(text) == fx
+        if args.check:
+            old = json.loads(path.read_text())
+            ok = old["normalized"] == fx["normalized"] and old["graphs"] == fx["graphs"]
+            print(f"{name}: {'ok' if ok else 'DIFFERS'}")
+            failed += not ok
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"{name}: {len(fx['raw']['checkpoints'])} checkpoints, {len(text)} bytes -> {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
