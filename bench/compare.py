@@ -39,7 +39,8 @@ def run(cmd: list[str], out_json: str | None = None) -> tuple[dict, float, float
         with open(out_json) as f:
             data = json.load(f)["median"]
     else:
-        data = json.loads(out.decode().strip().splitlines()[-1])
+        lines = out.decode().strip().splitlines()
+        data = json.loads(lines[-1]) if lines else {}
     return data, el, 0.0
 
 

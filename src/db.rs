@@ -436,10 +436,13 @@ impl Db {
 /// error rolls everything back. While the database is busy (another writer),
 /// the whole transaction is retried until `busy` has passed.
 pub(crate) fn write_on<T>(
-    conn: &mut Connection,
+    conn: &mut Pooled<'_>,
     busy: Duration,
     mut f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>,
 ) -> Result<T> {
+    // Writers of this process take turns before SQLite's lock (see
+    // `Pool::write_turn`).
+    let _turn = conn.pool().write_turn(busy);
     let deadline = Instant::now() + busy;
     let mut pause = Duration::from_millis(1);
     loop {

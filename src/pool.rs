@@ -9,6 +9,12 @@
 //! push or pop and a counter update), so the lock can never guard
 //! half-updated state; a poisoned lock (a panic elsewhere in a thread that
 //! held it) is therefore safe to take over, and is.
+//!
+//! Writers of one pool also take turns here ([`Pool::write_turn`]) before
+//! they ask SQLite for the write lock: SQLite's busy handler makes a
+//! connection that finds the lock taken sleep (1, 2, 5, 10 ... ms), so
+//! threads of one process contending through SQLite alone would spend most
+//! of their time asleep. Another process still meets SQLite's lock.
 
 use std::ops::Deref;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
@@ -26,6 +32,9 @@ pub(crate) struct Pool {
     max: usize,
     timeout: Duration,
     open: Open,
+    /// Whether a writer of this pool has its turn.
+    writing: Mutex<bool>,
+    turn_over: Condvar,
 }
 
 struct State {
@@ -44,7 +53,32 @@ impl Pool {
             max: max.max(1),
             timeout,
             open,
+            writing: Mutex::new(false),
+            turn_over: Condvar::new(),
         }
+    }
+
+    /// Waits (at most `timeout`) until no other writer of this pool is
+    /// writing, and holds the turn until the returned value drops. After
+    /// `timeout` it returns without the turn: the caller then meets SQLite's
+    /// own lock and busy timeout, as it would have without the pool (so a
+    /// writer that somehow waits on itself is delayed, never deadlocked).
+    pub(crate) fn write_turn(&self, timeout: Duration) -> WriteTurn<'_> {
+        let deadline = Instant::now() + timeout;
+        let mut writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        while *writing {
+            let now = Instant::now();
+            if now >= deadline {
+                return WriteTurn { pool: None };
+            }
+            writing = self
+                .turn_over
+                .wait_timeout(writing, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        *writing = true;
+        WriteTurn { pool: Some(self) }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -101,6 +135,20 @@ impl Pool {
     }
 }
 
+/// A writer's turn (see [`Pool::write_turn`]); the next writer's on drop.
+pub(crate) struct WriteTurn<'a> {
+    pool: Option<&'a Pool>,
+}
+
+impl Drop for WriteTurn<'_> {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool {
+            *pool.writing.lock().unwrap_or_else(PoisonError::into_inner) = false;
+            pool.turn_over.notify_one();
+        }
+    }
+}
+
 /// A connection lent by the [`Pool`]; it goes back on drop.
 pub(crate) struct Pooled<'a> {
     pool: &'a Pool,
@@ -121,6 +169,13 @@ impl std::ops::DerefMut for Pooled<'_> {
     }
 }
 
+impl<'a> Pooled<'a> {
+    /// The pool this connection came from.
+    pub(crate) fn pool(&self) -> &'a Pool {
+        self.pool
+    }
+}
+
 impl Drop for Pooled<'_> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
@@ -136,6 +191,23 @@ mod tests {
     fn pool(max: usize, timeout: Duration) -> Pool {
         let first = Connection::open_in_memory().unwrap();
         Pool::new(first, max, timeout, Box::new(|| Ok(Connection::open_in_memory()?)))
+    }
+
+    #[test]
+    fn writers_take_turns_and_a_turn_waited_for_too_long_is_skipped() {
+        let p = pool(2, Duration::from_millis(10));
+        let first = p.write_turn(Duration::from_secs(1));
+        assert!(first.pool.is_some());
+        let skipped = p.write_turn(Duration::from_millis(5));
+        assert!(skipped.pool.is_none(), "no turn while another writer has it");
+        drop(skipped);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| p.write_turn(Duration::from_secs(5)).pool.is_some());
+            std::thread::sleep(Duration::from_millis(20));
+            drop(first);
+            assert!(waiter.join().unwrap(), "the next writer gets the turn when it is over");
+        });
+        assert!(p.write_turn(Duration::ZERO).pool.is_some());
     }
 
     #[test]

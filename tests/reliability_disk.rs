@@ -499,3 +499,82 @@ fn faults_at_every_write_are_all_or_nothing() {
     report("disk_fault_sweep", &figures);
     eprintln!("disk fault sweep: operations refused by a fault, by kind: {refused_ops:?}");
 }
+
+/// Write-behind on a full disk: a queued step the disk refuses is rolled
+/// back whole, the steps queued after it (continuing it) are refused, and
+/// the caller hears of it from `flush` (or its next write), never silently.
+/// What the file holds is exactly a prefix of the acknowledged chain, every
+/// checkpoint with its blobs; with space back the thread continues from the
+/// head the file holds.
+#[test]
+fn write_behind_on_a_full_disk_keeps_a_whole_prefix_and_reports_the_rest() {
+    use agentstate::{CheckpointConfig, ListQuery};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("behind_full.db");
+    let (disk, uri) = faultvfs::disk(&path);
+    let db = Db::builder().write_behind(true).open(&uri).unwrap();
+    let saver = db.checkpointer();
+    let config = CheckpointConfig::thread("wb");
+    let mut head = saver.start(&config).set("n", json!(0)).commit().unwrap();
+    let mut acked = vec![head.checkpoint.id.clone()];
+    for i in 1..10 {
+        head = saver.step(&head).set("n", json!(i)).append("log", [json!("x".repeat(200))]).commit().unwrap();
+        acked.push(head.checkpoint.id.clone());
+    }
+    db.flush().unwrap();
+    let before_fault = acked.len();
+
+    disk.arm(Fault::Full(0));
+    let mut reported = 0u64;
+    for i in 10..20 {
+        let step = saver.step(&head).set("n", json!(i)).set("doc", json!("y".repeat(300_000)));
+        match step.commit() {
+            Ok(t) => {
+                head = t;
+                acked.push(head.checkpoint.id.clone());
+            }
+            // An earlier queued step's failure, reported by this write.
+            Err(Error::DiskFull | Error::Conflict(_)) => reported += 1,
+            Err(e) => panic!("step {i} on a full disk: {e:?}"),
+        }
+    }
+    match db.flush() {
+        Ok(()) => assert!(reported > 0, "every queued step failed and nobody said so"),
+        Err(Error::DiskFull | Error::Conflict(_)) => reported += 1,
+        Err(e) => panic!("flush on a full disk: {e:?}"),
+    }
+    disk.disarm();
+
+    // The file holds a prefix of the acknowledged chain, at least what was
+    // flushed before the fault, and nothing else.
+    let stored: Vec<String> = {
+        let mut ids: Vec<String> =
+            saver.list(&ListQuery::thread("wb")).unwrap().into_iter().map(|t| t.checkpoint.id).collect();
+        ids.reverse();
+        ids
+    };
+    assert!(
+        stored.len() >= before_fault && stored.len() < acked.len(),
+        "{} of {}",
+        stored.len(),
+        acked.len()
+    );
+    assert_eq!(stored[..], acked[..stored.len()], "not a prefix of the acknowledged chain");
+    drop((saver, db));
+    check(&path);
+
+    // Space is back: the thread continues from the head the file holds.
+    let db = Db::builder().write_behind(true).open(&uri).unwrap();
+    let saver = db.checkpointer();
+    let latest = saver.get_tuple(&config).unwrap().unwrap();
+    assert_eq!(&latest.checkpoint.id, stored.last().unwrap());
+    let n = latest.checkpoint.values_json()["n"].as_i64().unwrap();
+    saver.step(&latest).set("n", json!(n + 1)).commit().unwrap();
+    db.flush().unwrap();
+    drop((saver, db));
+    check(&path);
+    report(
+        "write_behind_full",
+        &[("acknowledged_while_full", (acked.len() - before_fault) as u64), ("reported", reported)],
+    );
+}

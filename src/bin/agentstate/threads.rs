@@ -638,8 +638,9 @@ pub fn retain(
         if !m.is_finite() || m < 0.0 {
             return Err(Failure::usage("--max-age-minutes must be a number >= 0"));
         }
-        let age = std::time::Duration::try_from_secs_f64(m * 60.0)
-            .map_err(|_| Failure::usage(format!("--max-age-minutes {m} is too large")))?;
+        let age = std::time::Duration::try_from_secs_f64(m * 60.0).map_err(|_| {
+            Failure::usage(format!("--max-age-minutes {m:e} is too large (at most about 3e17)"))
+        })?;
         policy.max_age = Some(age);
     }
     policy.exempt = exempt.into_iter().collect();
