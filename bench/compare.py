@@ -74,10 +74,11 @@ CKPT = [
     ("get_tuple_latest_us", "lower", 10, "get_tuple latest (long thread), warm: the writing process"),
     ("get_tuple_by_id_mid_us", "lower", 10, "get_tuple by id (middle), warm"),
     ("multi_get_tuple_latest_us", "lower", 10, "get_tuple latest, 50-step thread, warm"),
-    ("get_tuple_latest_cold_us", "lower", 3, "get_tuple latest, cold: a fresh Db, empty caches", "get_tuple_latest_us"),
-    ("get_tuple_by_id_mid_cold_us", "lower", 3, "get_tuple by id (middle), cold", "get_tuple_by_id_mid_us"),
-    ("multi_get_tuple_latest_cold_us", "lower", 3, "get_tuple latest, 50-step thread, cold",
-     "multi_get_tuple_latest_us"),
+    # Cold on both sides: a fresh connection whose schema work is done, empty
+    # caches (Python's from bench/py_cold.py).
+    ("get_tuple_latest_cold_us", "lower", 3, "get_tuple latest, cold: a fresh Db / connection, empty caches"),
+    ("get_tuple_by_id_mid_cold_us", "lower", 3, "get_tuple by id (middle), cold"),
+    ("multi_get_tuple_latest_cold_us", "lower", 3, "get_tuple latest, 50-step thread, cold"),
     ("list_full_ms", "lower", 20, "list() full history, every message touched"),
     ("list_limit10_ms", "lower", 10, "list(limit=10)"),
     ("list_filter_ms", "lower", 20, "list(filter={source, step}) on the thread"),
@@ -86,10 +87,12 @@ CKPT = [
 ]
 STORE = [
     ("put_batch_us_per_item_excl_embed", "lower", 5, "batch put of 100, per item, embedding excluded"),
-    ("get_us@{s}", "lower", 3, "get, N={s}"),
-    ("get_us@{l}", "lower", 3, "get, N={l}"),
+    ("get_us@{s}", "lower", 5, "get, N={s}"),
+    ("get_us@{l}", "lower", 5, "get, N={l}"),
     ("vsearch_ms@{s}", "lower", None, "vector search limit 10, N={s}"),
-    ("vsearch_ms@{l}", "lower", 10, "vector search limit 10, N={l} x 384 dims"),
+    ("vsearch_ms@{l}", "lower", 25, "vector search limit 10, N={l} x 384 dims"),
+    ("vsearch_ms@{l}_search_memory_16777216", "lower", 3,
+     "same search with a 16 MiB search memory budget (streams from the file, exact)", "vsearch_ms@{l}"),
     ("vsearch_ms@{l}_plus_{l}_elsewhere", "rust", None, "vector search N={l} with {l} more items in other namespaces"),
     ("filter_search_ms@{s}", "lower", 3, "filter-only search, N={s}"),
     ("filter_search_ms@{l}", "lower", 3, "filter-only search, N={l}"),
@@ -192,8 +195,10 @@ def main():
                 out = os.path.join(args.out, f"py_ckpt_{steps}_{sync}_{rep}.json")
                 d, _, rss = run_rss([args.python, os.path.join(PEER, "bench_checkpointer.py"), "--steps", str(steps),
                                      "--synchronous", sync, "--repeats", "1", "--dir", work, "--json", out], out)
-                py_runs.append(d)
                 py_rss.append(rss)
+                cold, _, _ = run([args.python, os.path.join(HERE, "py_cold.py"), "--steps", str(steps)])
+                d.update(cold)
+                py_runs.append(d)
                 d, _, rss = run_rss([rs_ck, "--steps", str(steps)] + rs_flag)
                 rs_runs.append(d)
                 rs_rss.append(rss)
@@ -243,9 +248,11 @@ def main():
         rs_rss.append(rss)
         print(f"# store repeat {rep + 1}/{args.store_reps}", file=sys.stderr)
     raw["store"] = {"python": py_runs, "rust": rs_runs, "py_rss": py_rss, "rs_rss": rs_rss}
-    rows = [(k.format(s=s, l=l), b, t, n.format(s=s, l=l)) for k, b, t, n in STORE]
-    rss_row = (f"| peak RSS of the whole run (MiB) | {statistics.median(py_rss):.0f} | "
-               f"{statistics.median(rs_rss):.0f} | {statistics.median(py_rss) / statistics.median(rs_rss):.1f}x | | |")
+    rows = [tuple(x.format(s=s, l=l) if isinstance(x, str) else x for x in row) for row in STORE]
+    rss_ratio = statistics.median(rs_rss) / statistics.median(py_rss)
+    rss_row = (f"| peak RSS of the whole run (MiB), Rust / Python | {statistics.median(py_rss):.0f} | "
+               f"{statistics.median(rs_rss):.0f} | {rss_ratio:.1f}x | <= 1.5x | "
+               f"{'yes' if rss_ratio <= 1.5 else '**no**'} |")
     report.append(table(f"Store, {s} and {l} items x 384 dims, synchronous=FULL on both sides", rows, py_runs,
                         rs_runs, [rss_row]))
     with open(os.path.join(args.out, "raw.json"), "w") as f:

@@ -370,16 +370,27 @@ impl Db {
     pub(crate) fn snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         self.settle();
         let conn = self.conn()?;
-        conn.prepare_cached("BEGIN")?.execute([])?;
-        let out = f(&conn);
-        let end = conn
-            .prepare_cached(if out.is_ok() { "COMMIT" } else { "ROLLBACK" })
-            .and_then(|mut s| s.execute([]));
-        match (out, end) {
-            (Ok(v), Ok(_)) => Ok(v),
-            (Err(e), _) => Err(e),
-            (Ok(_), Err(e)) => Err(e.into()),
+        in_read_transaction(&conn, f)
+    }
+
+    /// Like [`snapshot`](Self::snapshot) for a read whose result the caller
+    /// caches: `hit(g)` may answer from what was cached at generation `g` (no
+    /// transaction then); otherwise `f(conn, g)` reads, and what it returns
+    /// may be cached at `g`. The generation moves with every write through
+    /// this `Db` and every commit by another connection or process (see
+    /// `pool`), so an answer cached at the current generation is current.
+    pub(crate) fn cached_snapshot<T>(
+        &self,
+        hit: impl FnOnce(u64) -> Option<T>,
+        f: impl FnOnce(&Connection, u64) -> Result<T>,
+    ) -> Result<T> {
+        self.settle();
+        let mut conn = self.conn()?;
+        let generation = conn.generation()?;
+        if let Some(v) = hit(generation) {
+            return Ok(v);
         }
+        in_read_transaction(&conn, |c| f(c, generation))
     }
 
     /// Runs `f` inside a `BEGIN IMMEDIATE` transaction and commits; any error
@@ -429,6 +440,19 @@ impl Db {
             Some(c) => c.flush(),
             None => Ok(()),
         }
+    }
+}
+
+/// Runs `f` inside a read (deferred) transaction on `conn`.
+fn in_read_transaction<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    conn.prepare_cached("BEGIN")?.execute([])?;
+    let out = f(conn);
+    let end =
+        conn.prepare_cached(if out.is_ok() { "COMMIT" } else { "ROLLBACK" }).and_then(|mut s| s.execute([]));
+    match (out, end) {
+        (Ok(v), Ok(_)) => Ok(v),
+        (Err(e), _) => Err(e),
+        (Ok(_), Err(e)) => Err(e.into()),
     }
 }
 

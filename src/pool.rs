@@ -10,6 +10,13 @@
 //! half-updated state; a poisoned lock (a panic elsewhere in a thread that
 //! held it) is therefore safe to take over, and is.
 //!
+//! The pool also keeps a generation ([`Pooled::generation`]) that moves
+//! whenever the file may have changed: when a connection of the pool comes
+//! back having changed rows, and when a connection finds (by SQLite's
+//! `PRAGMA data_version`) that another connection, in this process or
+//! another, committed since it last looked. A reader that cached something
+//! at generation `g` may serve it again while the generation is still `g`.
+//!
 //! Writers of one pool also take turns here ([`Pool::write_turn`]) before
 //! they ask SQLite for the write lock: SQLite's busy handler makes a
 //! connection that finds the lock taken sleep (1, 2, 5, 10 ... ms), so
@@ -17,6 +24,7 @@
 //! of their time asleep. Another process still meets SQLite's lock.
 
 use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -35,10 +43,18 @@ pub(crate) struct Pool {
     /// Whether a writer of this pool has its turn.
     writing: Mutex<bool>,
     turn_over: Condvar,
+    generation: AtomicU64,
+}
+
+/// An idle connection and the `data_version` it last saw (`None`: never
+/// asked).
+struct Slot {
+    conn: Connection,
+    data_version: Option<i64>,
 }
 
 struct State {
-    idle: Vec<Connection>,
+    idle: Vec<Slot>,
     /// Connections that exist: idle, lent out, or being opened.
     total: usize,
 }
@@ -48,13 +64,14 @@ impl Pool {
     /// with `open`; a caller waits at most `timeout` for one.
     pub(crate) fn new(first: Connection, max: usize, timeout: Duration, open: Open) -> Pool {
         Pool {
-            state: Mutex::new(State { idle: vec![first], total: 1 }),
+            state: Mutex::new(State { idle: vec![Slot { conn: first, data_version: None }], total: 1 }),
             returned: Condvar::new(),
             max: max.max(1),
             timeout,
             open,
             writing: Mutex::new(false),
             turn_over: Condvar::new(),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -95,14 +112,15 @@ impl Pool {
         let deadline = Instant::now() + self.timeout;
         let mut state = self.lock();
         loop {
-            if let Some(conn) = state.idle.pop() {
-                return Ok(Pooled { pool: self, conn: Some(conn) });
+            if let Some(slot) = state.idle.pop() {
+                drop(state);
+                return Ok(Pooled::lend(self, slot));
             }
             if state.total < self.max {
                 state.total += 1;
                 drop(state);
                 return match (self.open)() {
-                    Ok(conn) => Ok(Pooled { pool: self, conn: Some(conn) }),
+                    Ok(conn) => Ok(Pooled::lend(self, Slot { conn, data_version: None })),
                     Err(e) => {
                         self.lock().total -= 1;
                         self.returned.notify_one();
@@ -119,15 +137,21 @@ impl Pool {
         }
     }
 
-    fn put_back(&self, conn: Connection) {
+    fn put_back(&self, slot: Slot, changes_at_loan: u64) {
+        let conn = slot.conn;
         // A connection left inside a transaction (a panic in a caller's
         // closure) is rolled back before anyone else gets it; one that cannot
         // be is dropped.
         let conn =
             if conn.is_autocommit() || conn.execute_batch("ROLLBACK").is_ok() { Some(conn) } else { None };
+        // It changed rows (committed, or rolled back: either way what a
+        // reader cached may be stale).
+        if conn.as_ref().is_none_or(|c| c.total_changes() != changes_at_loan) {
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        }
         let mut state = self.lock();
         match conn {
-            Some(c) => state.idle.push(c),
+            Some(c) => state.idle.push(Slot { conn: c, data_version: slot.data_version }),
             None => state.total -= 1,
         }
         drop(state);
@@ -153,6 +177,8 @@ impl Drop for WriteTurn<'_> {
 pub(crate) struct Pooled<'a> {
     pool: &'a Pool,
     conn: Option<Connection>,
+    data_version: Option<i64>,
+    changes_at_loan: u64,
 }
 
 impl Deref for Pooled<'_> {
@@ -170,6 +196,27 @@ impl std::ops::DerefMut for Pooled<'_> {
 }
 
 impl<'a> Pooled<'a> {
+    fn lend(pool: &'a Pool, slot: Slot) -> Pooled<'a> {
+        let changes_at_loan = slot.conn.total_changes();
+        Pooled { pool, conn: Some(slot.conn), data_version: slot.data_version, changes_at_loan }
+    }
+
+    /// The pool's generation (see the module docs), after moving it if
+    /// another connection committed since this one last looked. Call it
+    /// outside a transaction, before the reads whose results are cached
+    /// with it.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub(crate) fn generation(&mut self) -> Result<u64> {
+        let now: i64 = self.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?;
+        if self.data_version != Some(now) {
+            self.pool.generation.fetch_add(1, Ordering::SeqCst);
+            self.data_version = Some(now);
+        }
+        Ok(self.pool.generation.load(Ordering::SeqCst))
+    }
+
     /// The pool this connection came from.
     pub(crate) fn pool(&self) -> &'a Pool {
         self.pool
@@ -179,7 +226,7 @@ impl<'a> Pooled<'a> {
 impl Drop for Pooled<'_> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.pool.put_back(conn);
+            self.pool.put_back(Slot { conn, data_version: self.data_version }, self.changes_at_loan);
         }
     }
 }

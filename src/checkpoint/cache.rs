@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use super::types::CheckpointTuple;
 use super::value::ChannelValue;
 
 /// The default budget: 64 MiB of encoded values.
@@ -108,5 +109,45 @@ mod tests {
         // Too big for the cache: not kept.
         c.insert(key("a", "big"), Some(json!(1).into()), 600);
         assert_eq!(c.get(&key("a", "big")), None);
+    }
+}
+
+/// (thread, namespace, checkpoint id or `None` for the latest).
+pub(crate) type TupleKey = (String, String, Option<String>);
+
+/// How many tuples [`TupleCache`] holds before it is emptied.
+const TUPLES: usize = 256;
+
+/// The tuples `get_tuple` returned, each with the generation of the file it
+/// was read at (see `Pooled::generation`): one is handed out again only while
+/// the generation has not moved, so nothing written since, by anyone, can be
+/// missing from it. Channel values inside are shared (`Arc`), so a hit costs
+/// the clone of a few small maps.
+#[derive(Default)]
+pub(crate) struct TupleCache {
+    inner: Mutex<HashMap<TupleKey, (u64, CheckpointTuple)>>,
+}
+
+impl TupleCache {
+    fn lock(&self) -> MutexGuard<'_, HashMap<TupleKey, (u64, CheckpointTuple)>> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The tuple cached for `key` at `generation`, if any.
+    pub(crate) fn get(&self, key: &TupleKey, generation: u64) -> Option<CheckpointTuple> {
+        let map = self.lock();
+        map.get(key).filter(|(g, _)| *g == generation).map(|(_, t)| t.clone())
+    }
+
+    /// Caches `tuple` as read at `generation`.
+    pub(crate) fn put(&self, key: TupleKey, generation: u64, tuple: &CheckpointTuple) {
+        let mut map = self.lock();
+        if map.len() >= TUPLES {
+            map.retain(|_, (g, _)| *g == generation);
+            if map.len() >= TUPLES {
+                map.clear();
+            }
+        }
+        map.insert(key, (generation, tuple.clone()));
     }
 }

@@ -86,6 +86,7 @@ pub struct Checkpointer {
     serde: Arc<dyn Serializer>,
     bases: Arc<delta::BaseCache>,
     values: Arc<cache::ValueCache>,
+    tuples: Arc<cache::TupleCache>,
     retention: Option<Arc<Retention>>,
 }
 
@@ -103,6 +104,7 @@ impl Db {
             serde: Arc::new(JsonPlusSerializer),
             bases: Arc::default(),
             values: Arc::new(cache::ValueCache::new(cache::DEFAULT_BUDGET)),
+            tuples: Arc::default(),
             retention: None,
         }
     }
@@ -116,6 +118,7 @@ impl Checkpointer {
         self.serde = Arc::new(serializer);
         self.bases = Arc::default();
         self.values = Arc::new(cache::ValueCache::new(self.values.budget()));
+        self.tuples = Arc::default();
         self
     }
 
@@ -123,9 +126,16 @@ impl Checkpointer {
     /// `bytes` (counted as the encoded size of the values; default 64 MiB;
     /// 0 turns it off). Values are immutable per version, so the cache is
     /// never stale; it only saves decoding.
+    ///
+    /// The checkpointer also remembers its last few hundred
+    /// [`get_tuple`](Self::get_tuple) answers and gives one again, without
+    /// a query, while the file has not changed since: no write through this
+    /// `Db` and no commit by any other connection or process (SQLite's
+    /// `PRAGMA data_version`, asked once per call). `0` turns that off too.
     #[must_use]
     pub fn with_value_cache(mut self, bytes: usize) -> Checkpointer {
         self.values = Arc::new(cache::ValueCache::new(bytes));
+        self.tuples = Arc::default();
         self
     }
 

@@ -99,7 +99,10 @@ impl Checkpointer {
     /// - database errors.
     pub fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         require_thread(config)?;
-        self.db.snapshot(|tx| {
+        let key = (config.thread_id.clone(), config.checkpoint_ns.clone(), config.checkpoint_id.clone());
+        let tuples = self.values.budget() > 0;
+        let hit = |generation| tuples.then(|| self.tuples.get(&key, generation)).flatten().map(Some);
+        self.db.cached_snapshot(hit, |tx, generation| {
             let row = match &config.checkpoint_id {
                 Some(id) => tx
                     .prepare_cached(&format!(
@@ -117,8 +120,11 @@ impl Checkpointer {
                     .optional()?,
             };
             let Some(row) = row else { return Ok(None) };
-            let mut out = self.assemble(tx, vec![row], &mut Memo::new())?;
-            Ok(out.pop())
+            let out = self.assemble(tx, vec![row], &mut Memo::new())?.pop();
+            if let (true, Some(t)) = (tuples, &out) {
+                self.tuples.put(key.clone(), generation, t);
+            }
+            Ok(out)
         })
     }
 
