@@ -316,6 +316,17 @@ fn maintenance_beside_writers_removes_only_what_it_should() {
                     Err(e) => panic!("fork_with: {e:?}"),
                 }
                 store.sweep_expired().unwrap();
+                // A copy of the exempt thread, deleted at once, beside its
+                // writer; now and then a vacuum.
+                let scratch = format!("scratch-{n}");
+                match saver.copy_thread("m0", &scratch) {
+                    Ok(()) | Err(Error::NotFound(_)) => {}
+                    Err(e) => panic!("copy_thread: {e:?}"),
+                }
+                saver.delete_thread(&scratch).unwrap();
+                if n % 25 == 0 {
+                    db.vacuum().unwrap();
+                }
                 *passes.lock().unwrap() += 1;
             }
         });
@@ -327,6 +338,8 @@ fn maintenance_beside_writers_removes_only_what_it_should() {
     let saver = db.checkpointer();
     saver.delete_for_runs(&["doomed"]).unwrap();
     saver.apply_retention(&Retention::keep_last(keep).exempt("m0")).unwrap();
+    let scratch = db.threads().unwrap().into_iter().filter(|t| t.thread_id.starts_with("scratch-")).count();
+    assert_eq!(scratch, 0, "a deleted copy left checkpoints");
     let mut stored_total = 0;
     for (w, acked) in acked.iter().enumerate() {
         let acked = acked.lock().unwrap();

@@ -493,13 +493,7 @@ fn write_puts(conn: &Connection, puts: &[PreparedPut]) -> Result<()> {
             }
         }
     }
-    run_chunked(conn, &deletes, 2, |n| {
-        format!(
-            "DELETE FROM store WHERE rowid IN (SELECT s.rowid FROM (VALUES {}) AS t \
-             CROSS JOIN store s ON s.prefix = t.column1 AND s.key = t.column2)",
-            placeholders(n, 2)
-        )
-    })?;
+    delete_keys(conn, "store", &deletes)?;
     run_chunked(conn, &upserts, 4, |n| {
         // Row i binds ?(4i+1)..?(4i+4): prefix, key, value, TTL minutes.
         let rows: Vec<String> = (0..n)
@@ -525,13 +519,7 @@ fn write_puts(conn: &Connection, puts: &[PreparedPut]) -> Result<()> {
     })?;
     // Files written by Python without foreign keys may hold orphans, so the
     // vectors of deleted items go explicitly too.
-    run_chunked(conn, &keys, 2, |n| {
-        format!(
-            "DELETE FROM store_vectors WHERE rowid IN (SELECT v.rowid FROM (VALUES {}) AS t \
-             CROSS JOIN store_vectors v ON v.prefix = t.column1 AND v.key = t.column2)",
-            placeholders(n, 2)
-        )
-    })?;
+    delete_keys(conn, "store_vectors", &keys)?;
     run_chunked(conn, &vectors, 4, |n| {
         format!(
             "INSERT OR REPLACE INTO store_vectors (prefix, key, field_name, embedding) VALUES {}",
@@ -539,6 +527,18 @@ fn write_puts(conn: &Connection, puts: &[PreparedPut]) -> Result<()> {
         )
     })?;
     Ok(())
+}
+
+/// Deletes the rows of `table` (`store` or `store_vectors`) whose
+/// (prefix, key) is one of the pairs flattened in `keys`.
+fn delete_keys(conn: &Connection, table: &str, keys: &[rusqlite::types::Value]) -> Result<()> {
+    run_chunked(conn, keys, 2, |n| {
+        format!(
+            "DELETE FROM {table} WHERE rowid IN (SELECT x.rowid FROM (VALUES {}) AS t \
+             CROSS JOIN {table} x ON x.prefix = t.column1 AND x.key = t.column2)",
+            placeholders(n, 2)
+        )
+    })
 }
 
 fn do_list(conn: &Connection, l: &ListNamespaces) -> Result<Vec<Namespace>> {
