@@ -117,13 +117,43 @@ impl CheckpointConfig {
 /// `"{counter:032}.{random:016}"`, or an integer (the
 /// conformance suite and older graphs use integers). All versions of one
 /// thread should be of one kind.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(untagged)]
 pub enum ChannelVersion {
     /// An integer version.
     Int(i64),
     /// A string version, ordered by its zero-padded counter.
     Str(String),
+}
+
+/// An integer or a string, read directly: an untagged derive would try the
+/// integer first and build (and format) an error for every string version,
+/// which showed up as a tenth of a history read.
+impl<'de> Deserialize<'de> for ChannelVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ChannelVersion;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a channel version (an integer or a string)")
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ChannelVersion, E> {
+                Ok(ChannelVersion::Int(n))
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<ChannelVersion, E> {
+                i64::try_from(n)
+                    .map(ChannelVersion::Int)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(n), &self))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ChannelVersion, E> {
+                Ok(ChannelVersion::Str(s.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<ChannelVersion, E> {
+                Ok(ChannelVersion::Str(s))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl ChannelVersion {
@@ -411,6 +441,26 @@ impl std::str::FromStr for PruneStrategy {
             other => Err(Error::InvalidArgument(format!(
                 "unknown prune strategy '{other}': use \"keep_latest\" or \"delete\""
             ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::ChannelVersion;
+
+    #[test]
+    fn versions_read_as_integers_or_strings_and_nothing_else() {
+        let read = |s: &str| serde_json::from_str::<ChannelVersion>(s);
+        assert_eq!(read("7").unwrap(), ChannelVersion::Int(7));
+        assert_eq!(read("-3").unwrap(), ChannelVersion::Int(-3));
+        assert_eq!(read("\"00000000000000000000000000000002.0.5\"").unwrap().counter(), 2);
+        assert!(read("18446744073709551615").is_err(), "u64::MAX is no i64");
+        assert!(read("1.5").is_err());
+        assert!(read("null").is_err());
+        assert!(read("[1]").is_err());
+        for v in [ChannelVersion::Int(i64::MIN), ChannelVersion::Str("x.y".into())] {
+            assert_eq!(read(&serde_json::to_string(&v).unwrap()).unwrap(), v);
         }
     }
 }
