@@ -150,6 +150,9 @@ impl Checkpointer {
             "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
              WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
         )?;
+        // With one row nothing else will use the versions a chain passes
+        // through: only the row's own goes to the memo.
+        let share = rows.len() > 1;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let stored: StoredRow = serde_json::from_str(&row.checkpoint)
@@ -165,7 +168,7 @@ impl Checkpointer {
                     continue;
                 }
                 let key = (row.thread_id.clone(), row.ns.clone(), ch.clone(), version.to_string());
-                if let Some(v) = self.load_value(conn, &mut stmt, &key, memo)? {
+                if let Some(v) = self.load_value(conn, &mut stmt, &key, memo, share)? {
                     values.insert(ch.clone(), v);
                 }
             }
@@ -200,14 +203,16 @@ impl Checkpointer {
     /// this read, the shared cache, or the file. A blob stored as a delta is
     /// its base's list plus its own elements: the chain back to a value
     /// already decoded (or to its root) is read in one range query, and every
-    /// version on the way is built from the one before (sharing it) and
-    /// cached, so reading a long history decodes each element once.
+    /// version on the way is built from the one before (sharing it) and,
+    /// with `share` (more rows to come in this read), kept in the memo, so
+    /// reading a long history decodes each element once.
     fn load_value(
         &self,
         conn: &Connection,
         stmt: &mut rusqlite::CachedStatement<'_>,
         key: &BlobKey,
         memo: &mut Memo,
+        share: bool,
     ) -> Result<Option<ChannelValue>> {
         if let Some(v) = self.known(key, memo) {
             return Ok(v);
@@ -306,8 +311,10 @@ impl Checkpointer {
             let v = tip.prefix(start_len + end);
             if k == key.3 {
                 self.values.insert(key.clone(), v.clone(), cost);
+                memo.insert(key.clone(), v);
+            } else if share {
+                memo.insert(key_of(&k), v);
             }
-            memo.insert(key_of(&k), v);
         }
         Ok(Some(tip))
     }
