@@ -166,6 +166,42 @@ def long_runs(rs_ck: str, out: str) -> str:
     return "\n".join(lines)
 
 
+def graph_runs(python: str, rs_graph: str, out: str, work: str, reps: int) -> str:
+    """bench_graph.py's graph (3 nodes, add_messages, 200 invokes on one
+    thread) on LangGraph + SqliteSaver and on agentstate's engine."""
+    py_runs, rs_runs, rs_mem = [], [], []
+    modes = "none_carry,sqlite,sqlite_sync,sqlite_exit"
+    for rep in range(reps):
+        path = os.path.join(out, f"py_graph_{rep}.json")
+        d, _, _ = run([python, os.path.join(PEER, "bench_graph.py"), "--modes", modes, "--repeats", "1",
+                       "--dir", work, "--json", path], path)
+        py_runs.append(d)
+        rs_runs.append(run([rs_graph])[0])
+        rs_mem.append(run([rs_graph, "--memory"])[0])
+        print(f"# graph repeat {rep + 1}/{reps}", file=sys.stderr)
+
+    def med(runs, key, mode=None):
+        return statistics.median([(r[mode] if mode else r)[key] for r in runs])
+
+    rust = med(rs_runs, "invokes_per_s")
+    lines = ["\n### Graph engine: bench_graph.py's graph, 200 invokes on one thread\n",
+             "| metric | Python median | Rust median | ratio | target | met |", "|---|---:|---:|---:|---:|:-:|"]
+    for mode, what, target in (("sqlite", "LangGraph's default durability (async)", 50),
+                               ("sqlite_sync", "durability=sync (the engine's mode)", None),
+                               ("sqlite_exit", "durability=exit", None)):
+        p = med(py_runs, "invokes_per_s", mode)
+        met = "" if target is None else ("yes" if rust / p >= target else "**no**")
+        lines.append(f"| invokes/s, SqliteSaver {what} vs the engine on a file (`Normal`) | {fmt(p)} | "
+                     f"{fmt(rust)} | {rust / p:.1f}x | {'>= %dx' % target if target else ''} | {met} |")
+    pov = med(py_runs, "ms_per_invoke_mean", "sqlite") / med(py_runs, "ms_per_invoke_mean", "none_carry")
+    rov = (1 / rust) / (1 / med(rs_mem, "invokes_per_s"))
+    lines.append(f"| persistence cost: ms per invoke with a file / without (`none_carry`; Rust: in-memory Db) | "
+                 f"{pov:.1f}x | {rov:.1f}x | | <= 2x (Rust) | {'yes' if rov <= 2 else '**no**'} |")
+    pb, rb = med(py_runs, "db_bytes_after_close", "sqlite_sync"), med(rs_runs, "db_bytes_after_close")
+    lines.append(f"| file after 200 invokes (bytes), sync | {fmt(pb)} | {fmt(rb)} | {pb / rb:.1f}x | | |")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", required=True, help="the venv python with the pinned LangGraph packages")
@@ -182,6 +218,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     rs_ck = os.path.join(args.rust_dir, "bench_checkpointer")
     rs_st = os.path.join(args.rust_dir, "bench_store")
+    rs_graph = os.path.join(args.rust_dir, "bench_graph")
     report = [f"Machine: {platform.platform()}, {os.cpu_count()} CPUs; Python {args.python}; "
               f"{args.reps} alternating repeats per checkpointer row, {args.store_reps} per store row; "
               "medians of the repeats (each Python repeat is itself one --repeats 1 run)."]
@@ -255,6 +292,8 @@ def main():
                f"{'yes' if rss_ratio <= 1.5 else '**no**'} |")
     report.append(table(f"Store, {s} and {l} items x 384 dims, synchronous=FULL on both sides", rows, py_runs,
                         rs_runs, [rss_row]))
+    if os.path.exists(rs_graph):
+        report.append(graph_runs(args.python, rs_graph, args.out, work, args.reps))
     with open(os.path.join(args.out, "raw.json"), "w") as f:
         json.dump(raw, f, indent=1)
     print("\n".join(report))
