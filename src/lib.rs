@@ -9,6 +9,8 @@ mod error;
 pub mod filter;
 pub mod inspect;
 mod json;
+#[cfg(feature = "tokio")]
+pub mod nonblocking;
 mod pool;
 pub mod store;
 mod vector;
