@@ -1,0 +1,68 @@
+//! A superstep graph runtime whose checkpoints are LangGraph 1.2's.
+//!
+//! Build a graph with [`Graph::builder`] (state keys and their
+//! [channels](ChannelSpec), nodes, edges, conditional edges with [`Send`]
+//! fan-out, join edges), [`compile`](GraphBuilder::compile) it onto a
+//! [`Checkpointer`](crate::Checkpointer) and [`invoke`](CompiledGraph::invoke)
+//! it. Every checkpoint and pending write it stores is the one LangGraph
+//! would store for the same graph with `durability="sync"`: same channel
+//! versions (every channel changed in a superstep gets the same next
+//! version), `versions_seen`, `updated_channels`, task ids (XXH3 over the
+//! checkpoint id, see [`task_id()`]) and task paths, so a LangGraph process
+//! can resume a thread this crate ran, and the reverse.
+//!
+//! ```
+//! # fn main() -> agentstate::Result<()> {
+//! use agentstate::engine::{ChannelSpec, Graph, Reducer, Update, END, START};
+//! use agentstate::{CheckpointConfig, Db};
+//! use serde_json::json;
+//!
+//! let graph = Graph::builder()
+//!     .state("items", ChannelSpec::reducer(Reducer::Append))
+//!     .node("a", |_| Ok(Update::new().set("items", json!(["a"]))))
+//!     .node("b", |_| Ok(Update::new().set("items", json!(["b"]))))
+//!     .edge(START, "a")
+//!     .edge("a", "b")
+//!     .edge("b", END)
+//!     .compile(Db::open_in_memory()?.checkpointer())?;
+//! let out = graph.invoke(Some(json!({"items": ["in"]})), &CheckpointConfig::thread("t"))?;
+//! assert_eq!(out["items"], json!(["in", "a", "b"]));
+//! # Ok(()) }
+//! ```
+//!
+//! Not yet: async nodes, `interrupt()` and breakpoints, `update_state` /
+//! `get_state`, subgraphs, durability modes other than `sync`, streaming.
+
+mod algo;
+mod channel;
+mod graph;
+mod messages;
+mod run;
+mod task_id;
+
+pub use channel::{ChannelSpec, Reducer, ReducerFn};
+pub use graph::{Goto, Graph, GraphBuilder, NodeError, NodeFn, RouterFn, Send, State, SyncNodeFn, Update};
+pub use messages::remove_message;
+pub use run::{CompiledGraph, PendingTask};
+pub use task_id::{checkpoint_id_bytes, interrupt_id, task_id};
+
+/// The virtual node that receives the graph input.
+pub const START: &str = "__start__";
+/// The virtual node that ends a path.
+pub const END: &str = "__end__";
+/// The topic channel holding the Sends of a superstep.
+pub const TASKS: &str = "__pregel_tasks";
+/// The name of the input pseudo-task in `versions_seen`.
+pub const INPUT: &str = "__input__";
+/// The interrupt channel / `versions_seen` entry of a resumed run.
+pub const INTERRUPT: &str = "__interrupt__";
+/// The channel of a failed task's error write (write idx -1).
+pub const ERROR: &str = "__error__";
+/// The channel of a resume value (write idx -4).
+pub const RESUME: &str = "__resume__";
+/// The write a task that wrote nothing stores.
+pub const NO_WRITES: &str = "__no_writes__";
+/// The task kind of a node triggered by its channels.
+pub const PULL: &str = "__pregel_pull";
+/// The task kind of a Send.
+pub const PUSH: &str = "__pregel_push";

@@ -1,0 +1,347 @@
+//! [`CompiledGraph::invoke`]: supersteps run and persisted exactly as
+//! LangGraph persists them with `durability="sync"`: the input checkpoint,
+//! each task's writes as it finishes (`put_writes`, with LangGraph's task ids
+//! and paths), then a checkpoint per superstep.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::algo::{
+    apply_writes, finished_writes, prepare_next_tasks, read_state, send_value, Channels, CpState, Task,
+    TaskWrites,
+};
+use super::channel::Channel;
+use super::graph::{Compiled, Goto, NodeError, NodeFn};
+use super::{END, ERROR, INPUT, INTERRUPT, NO_WRITES, START, TASKS};
+use crate::checkpoint::{CheckpointConfig, CheckpointTuple, Checkpointer, Metadata};
+use crate::error::{Error, Result};
+
+/// A graph ready to run, persisting to a [`Checkpointer`]. Cheap to clone.
+#[derive(Clone)]
+pub struct CompiledGraph {
+    graph: Arc<Compiled>,
+    saver: Checkpointer,
+}
+
+impl std::fmt::Debug for CompiledGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledGraph")
+            .field("nodes", &self.graph.nodes.iter().map(|n| &n.name).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A task the next superstep of a thread would run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PendingTask {
+    /// Its id (LangGraph's, derived from the checkpoint id).
+    pub id: String,
+    /// The node.
+    pub name: String,
+    /// LangGraph's task path string (`~__pregel_pull, a`).
+    pub path: String,
+}
+
+/// A thread's state loaded from its latest checkpoint.
+struct Loaded {
+    tuple: Option<CheckpointTuple>,
+    cp: CpState,
+    channels: Channels,
+    step: i64,
+    pending: Vec<(String, String, Value)>,
+}
+
+impl CompiledGraph {
+    pub(crate) fn new(graph: Arc<Compiled>, saver: Checkpointer) -> CompiledGraph {
+        CompiledGraph { graph, saver }
+    }
+
+    /// The checkpointer the graph persists to.
+    pub fn checkpointer(&self) -> &Checkpointer {
+        &self.saver
+    }
+
+    /// Runs the graph on `config`'s thread until no node is triggered, and
+    /// returns the state (every state key with a value).
+    ///
+    /// `Some(input)` (an object of state keys) starts a new run after the
+    /// thread's latest checkpoint; `None` resumes the thread: tasks whose
+    /// writes the latest checkpoint already holds are not run again.
+    ///
+    /// # Errors
+    /// - [`Error::Node`] if a node (or its router) fails; its `__error__`
+    ///   write and its siblings' writes are stored, so `invoke(None, ..)`
+    ///   resumes.
+    /// - [`Error::EmptyInput`] for `None` on a thread with no checkpoint.
+    /// - [`Error::InvalidUpdate`] if the input is not an object or a channel
+    ///   rejects a superstep's writes (two writes to a last-value key).
+    /// - [`Error::Recursion`] after the graph's recursion limit of supersteps.
+    /// - [`Error::InvalidArgument`] if `config` names a checkpoint id or a
+    ///   namespace (time travel and subgraphs are not supported yet).
+    /// - the checkpointer's errors ([`Error::Conflict`] if another writer
+    ///   continued the thread meanwhile).
+    pub fn invoke(&self, input: Option<Value>, config: &CheckpointConfig) -> Result<Value> {
+        if config.checkpoint_id.is_some() || !config.checkpoint_ns.is_empty() {
+            return Err(Error::InvalidArgument(
+                "invoke from a checkpoint id or in a namespace is not supported yet".into(),
+            ));
+        }
+        let thread = CheckpointConfig::thread(&config.thread_id);
+        let Loaded { tuple, mut cp, mut channels, mut step, pending } = self.load(&thread)?;
+        let mut parent = tuple;
+        let mut persisted = cp.clone();
+        let stop = step + self.graph.recursion_limit + 1;
+        let mut updated: Option<BTreeSet<String>> = None;
+        let mut pending = Some(pending);
+        match input {
+            None if cp.versions.is_empty() => return Err(Error::EmptyInput),
+            None => {
+                let all: BTreeMap<_, _> = cp
+                    .versions
+                    .iter()
+                    .filter(|(k, _)| channels.contains_key(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                cp.seen.insert(INTERRUPT.into(), all);
+            }
+            Some(input) => {
+                if !input.is_object() {
+                    return Err(Error::InvalidUpdate(format!("Expected dict, got {input}")));
+                }
+                let discard = prepare_next_tasks(&self.graph, &cp, &channels, step, "", None)?;
+                let input_writes = [(START.to_string(), input)];
+                let mut tw: Vec<TaskWrites<'_>> = discard.iter().map(TaskWrites::from).collect();
+                tw.push(TaskWrites { path: "~".into(), name: INPUT, triggers: &[], writes: &input_writes });
+                let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
+                let tuple =
+                    self.commit(parent.as_ref(), &thread, &persisted, &cp, &channels, &up, "input", step)?;
+                cp.id.clone_from(&tuple.checkpoint.id);
+                persisted = cp.clone();
+                parent = Some(tuple);
+                updated = Some(up);
+                pending = None;
+                step += 1;
+            }
+        }
+        loop {
+            if step > stop {
+                return Err(Error::Recursion { limit: self.graph.recursion_limit });
+            }
+            let mut tasks = prepare_next_tasks(&self.graph, &cp, &channels, step, "", updated.as_ref())?;
+            if tasks.is_empty() {
+                break;
+            }
+            let done = pending.take().map(|p| finished_writes(&p)).unwrap_or_default();
+            let at = thread.clone().at(cp.id.clone());
+            let mut failure: Option<(String, String, NodeError)> = None;
+            for task in &mut tasks {
+                if let Some(writes) = done.get(&task.id) {
+                    task.writes.clone_from(writes);
+                    continue;
+                }
+                let path = task.path.as_str();
+                match self.run_task(task, &channels) {
+                    Ok(writes) => {
+                        self.saver.put_writes(&at, &writes, &task.id, &path)?;
+                        task.writes = writes;
+                    }
+                    Err(e) => {
+                        self.saver.put_writes(&at, &[(ERROR, Value::String(e.repr()))], &task.id, &path)?;
+                        failure.get_or_insert((task.name.clone(), task.id.clone(), e));
+                    }
+                }
+            }
+            if let Some((node, task_id, error)) = failure {
+                return Err(Error::Node { node, task_id, error });
+            }
+            let mut tw: Vec<TaskWrites<'_>> = tasks.iter().map(TaskWrites::from).collect();
+            let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
+            let tuple =
+                self.commit(parent.as_ref(), &thread, &persisted, &cp, &channels, &up, "loop", step)?;
+            cp.id.clone_from(&tuple.checkpoint.id);
+            persisted = cp.clone();
+            parent = Some(tuple);
+            updated = Some(up);
+            step += 1;
+        }
+        Ok(read_state(&channels, &self.graph.state_keys))
+    }
+
+    /// The tasks the next superstep of `config`'s thread would run (from its
+    /// latest checkpoint, or from `config.checkpoint_id`), with their ids.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if `config.checkpoint_id` does not exist; the
+    /// checkpointer's errors.
+    pub fn next_tasks(&self, config: &CheckpointConfig) -> Result<Vec<PendingTask>> {
+        let loaded = self.load(config)?;
+        if config.checkpoint_id.is_some() && loaded.tuple.is_none() {
+            return Err(Error::NotFound(format!("checkpoint {:?}", config.checkpoint_id)));
+        }
+        let tasks = prepare_next_tasks(&self.graph, &loaded.cp, &loaded.channels, loaded.step, "", None)?;
+        Ok(tasks.into_iter().map(|t| PendingTask { path: t.path.as_str(), id: t.id, name: t.name }).collect())
+    }
+
+    /// The thread's checkpoint (latest, or `config.checkpoint_id`), its
+    /// channels restored.
+    fn load(&self, config: &CheckpointConfig) -> Result<Loaded> {
+        let tuple = self.saver.get_tuple(config)?;
+        let mut cp = CpState::default();
+        let mut channels = Channels::new();
+        let stored = tuple.as_ref().map(|t| &t.checkpoint.channel_values);
+        for (name, spec) in &self.graph.channels {
+            let value = stored.and_then(|s| s.get(name)).map(|v| v.to_value());
+            channels.insert(name.clone(), Channel::from_checkpoint(name, spec.clone(), value.as_ref())?);
+        }
+        let mut step = -1;
+        let mut pending = Vec::new();
+        if let Some(t) = &tuple {
+            cp.id.clone_from(&t.checkpoint.id);
+            cp.versions.clone_from(&t.checkpoint.channel_versions);
+            cp.seen.clone_from(&t.checkpoint.versions_seen);
+            step = t.metadata.step().map_or(-1, |s| s + 1);
+            pending = t
+                .pending_writes
+                .iter()
+                .map(|w| (w.task_id.clone(), w.channel.clone(), w.value.clone()))
+                .collect();
+        }
+        Ok(Loaded { tuple, cp, channels, step, pending })
+    }
+
+    /// Runs one task: its node (or `__start__`'s pass-through), then its
+    /// edges and routers. Returns its writes, in LangGraph's order: state
+    /// writes, static edges, routers' targets.
+    fn run_task(
+        &self,
+        task: &Task,
+        channels: &Channels,
+    ) -> std::result::Result<Vec<(String, Value)>, NodeError> {
+        let graph = &self.graph;
+        let node =
+            graph.node(&task.name).ok_or_else(|| NodeError::new(format!("unknown node {}", task.name)))?;
+        let is_key = |k: &str| graph.state_keys.iter().any(|s| s == k);
+        let mut writes: Vec<(String, Value)> = Vec::new();
+        let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
+        match &node.func {
+            None => {
+                let Value::Object(m) = &task.input else {
+                    return Err(invalid(format!("Expected dict, got {}", task.input)));
+                };
+                writes.extend(m.iter().filter(|(k, _)| is_key(k)).map(|(k, v)| (k.clone(), v.clone())));
+            }
+            Some(NodeFn::Sync(f)) => {
+                let Value::Object(state) = &task.input else {
+                    return Err(invalid(format!(
+                        "the input of {} is not an object: {}",
+                        task.name, task.input
+                    )));
+                };
+                let update = f(state)?;
+                writes.extend(update.writes.into_iter().filter(|(k, _)| is_key(k)));
+            }
+        }
+        let state_writes = writes.len();
+        writes.extend(node.static_writes.iter().cloned());
+        if !node.routers.is_empty() {
+            let state = self
+                .fresh_state(task, &writes[..state_writes], channels)
+                .map_err(|e| invalid(e.to_string()))?;
+            for router in &node.routers {
+                for goto in router(&state)? {
+                    match goto {
+                        Goto::Node(n) if n == END => {}
+                        Goto::Node(n) => {
+                            if graph.node(&n).is_none_or(|n| n.func.is_none()) {
+                                return Err(invalid(format!(
+                                    "router of {} went to unknown node {n:?}",
+                                    task.name
+                                )));
+                            }
+                            writes.push((format!("branch:to:{n}"), Value::Null));
+                        }
+                        Goto::Send(s) => {
+                            if graph.node(&s.node).is_none_or(|n| n.func.is_none()) {
+                                return Err(invalid(format!("Send to unknown node {:?}", s.node)));
+                            }
+                            writes.push((TASKS.to_string(), send_value(&s.node, &s.arg)));
+                        }
+                    }
+                }
+            }
+        }
+        if writes.is_empty() {
+            writes.push((NO_WRITES.to_string(), Value::Null));
+        }
+        Ok(writes)
+    }
+
+    /// The state a router reads: the task's own writes applied to a copy of
+    /// the state channels (LangGraph's fresh `local_read`).
+    fn fresh_state(
+        &self,
+        task: &Task,
+        writes: &[(String, Value)],
+        channels: &Channels,
+    ) -> Result<Map<String, Value>> {
+        let keys = &self.graph.state_keys;
+        let mut local: Channels =
+            channels.iter().filter(|(k, _)| keys.contains(k)).map(|(k, c)| (k.clone(), c.clone())).collect();
+        let mut cp = CpState::default();
+        let mut tw =
+            [TaskWrites { path: task.path.as_str(), name: &task.name, triggers: &task.triggers, writes }];
+        apply_writes(&mut cp, &mut local, &mut tw, false)?;
+        match read_state(&local, keys) {
+            Value::Object(m) => Ok(m),
+            _ => Ok(Map::new()),
+        }
+    }
+
+    /// Persists `cp` after `parent` through the step API: every channel
+    /// whose version moved since `persisted` gets its new value (or is
+    /// cleared) at exactly that version; changed `versions_seen` entries,
+    /// LangGraph's `updated_channels` and metadata are given explicitly.
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &self,
+        parent: Option<&CheckpointTuple>,
+        thread: &CheckpointConfig,
+        persisted: &CpState,
+        cp: &CpState,
+        channels: &Channels,
+        updated: &BTreeSet<String>,
+        source: &str,
+        step: i64,
+    ) -> Result<CheckpointTuple> {
+        let mut s = match parent {
+            Some(p) => self.saver.step(p),
+            None => self.saver.start(thread),
+        };
+        for (chan, version) in &cp.versions {
+            if persisted.versions.get(chan) == Some(version) {
+                continue;
+            }
+            s = match channels.get(chan).and_then(Channel::checkpoint) {
+                Some(v) => s.set(chan.clone(), v),
+                None => s.clear(chan.clone()),
+            };
+            s = s.version(chan.clone(), version.clone());
+        }
+        for (node, seen) in &cp.seen {
+            if persisted.seen.get(node) != Some(seen) {
+                s = s.seen(node.clone(), seen.clone());
+            }
+        }
+        s.updated_channels(updated.iter().cloned())
+            .metadata(
+                Metadata::new()
+                    .with("source", source)
+                    .with("step", step)
+                    .with("parents", Value::Object(Map::new())),
+            )
+            .commit()
+    }
+}
