@@ -193,7 +193,7 @@ pub enum Error {
         /// The failed task's id.
         task_id: String,
         /// What the node returned.
-        error: crate::engine::NodeError,
+        error: Box<crate::engine::NodeError>,
     },
 
     /// A run took more supersteps than the graph's recursion limit.

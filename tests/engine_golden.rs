@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use agentstate::engine::{
-    remove_message, task_id, ChannelSpec, CompiledGraph, Goto, Graph, GraphBuilder, NodeError, Reducer, Send,
-    State, Update, END, START,
+    interrupt, interrupt_id, remove_message, task_id, ChannelSpec, CompiledGraph, Goto, Graph, GraphBuilder,
+    NodeError, Reducer, Send, State, Update, END, NULL_TASK_ID, START,
 };
 use agentstate::{CheckpointConfig, Db, Error, JsonPlusSerializer, ListQuery, Serializer};
 use serde_json::{json, Map, Value};
@@ -104,6 +104,7 @@ impl Harness {
                 names.insert(id.clone(), format!("c{i}"));
             }
         };
+        let mut outputs = Vec::new();
         for (n, call) in fx["normalized"]["calls"].as_array().unwrap().iter().enumerate() {
             assert_eq!(call["call"], "invoke", "call {n}: only invoke is supported");
             let thread = call["thread_id"].as_str().unwrap();
@@ -111,7 +112,11 @@ impl Harness {
             let before: BTreeSet<String> = self.ids().into_iter().map(|(id, _)| id).collect();
             self.counts.lock().unwrap().clear();
             let input = Some(call["input"].clone()).filter(|v| !v.is_null());
-            let result = graph.invoke(input, &CheckpointConfig::thread(thread));
+            let cfg = CheckpointConfig::thread(thread);
+            let result = match input {
+                Some(cmd) if cmd["__type__"] == "Command" => graph.resume(cmd["resume"].clone(), &cfg),
+                input => graph.invoke(input, &cfg),
+            };
             let after = self.ids();
             name_ids(&mut names, &after);
             let created: Vec<Value> =
@@ -121,7 +126,7 @@ impl Harness {
                 self.counts.lock().unwrap().iter().map(|(k, v)| (k.clone(), json!(v))).collect();
             assert_eq!(Value::Object(counts), call["node_executions"], "call {n}: node executions");
             match (result, call.get("error")) {
-                (Ok(out), None) => assert_eq!(norm_value(&out), call["output"], "call {n}: output"),
+                (Ok(out), None) => outputs.push((n, norm_value(&out), call["output"].clone())),
                 (Err(Error::Node { error, .. }), Some(expected)) => {
                     assert_eq!(error.kind(), expected["class"], "call {n}: error class");
                     assert_eq!(error.message(), expected["str"], "call {n}: error");
@@ -129,7 +134,11 @@ impl Harness {
                 (other, expected) => panic!("call {n}: got {other:?}, expected error {expected:?}"),
             }
         }
-        let ours = self.checkpoints(fx, &names);
+        let mut renames = BTreeMap::new();
+        let ours = self.checkpoints(fx, &names, &mut renames);
+        for (n, ours, theirs) in outputs {
+            assert_eq!(rename(&ours, &renames), theirs, "call {n}: output");
+        }
         let theirs = fx["normalized"]["checkpoints"].as_array().unwrap();
         assert_eq!(ours.len(), theirs.len(), "number of checkpoints");
         for (a, b) in ours.iter().zip(theirs) {
@@ -163,7 +172,12 @@ impl Harness {
     }
 
     /// Our checkpoints in the fixture's normalised form.
-    fn checkpoints(&self, fx: &Value, names: &BTreeMap<String, String>) -> Vec<Value> {
+    fn checkpoints(
+        &self,
+        fx: &Value,
+        names: &BTreeMap<String, String>,
+        renames: &mut BTreeMap<String, String>,
+    ) -> Vec<Value> {
         let saver = self.db.checkpointer();
         self.db.flush().unwrap();
         let conn = agentstate::rusqlite::Connection::open(&self.path).unwrap();
@@ -175,10 +189,15 @@ impl Harness {
             let t = saver.get_tuple(&cfg).unwrap().unwrap();
             let step = t.metadata.step().unwrap();
             let tasks = task_names(&fx["graphs"][key]["compiled"]["nodes"], &id, step + 1, &names[&id]);
+            for (raw, name) in &tasks {
+                let node = name.trim_start_matches("task(").split(',').nth(1).unwrap().trim_end_matches(')');
+                renames.insert(interrupt_id(&format!("{node}:{raw}")), format!("interrupt({name})"));
+            }
             let tname = |raw: &str| {
                 tasks
                     .get(raw)
                     .cloned()
+                    .or_else(|| (raw == NULL_TASK_ID).then(|| raw.to_string()))
                     .unwrap_or_else(|| panic!("{}: task id {raw} not derivable", names[&id]))
             };
             let cp = &t.checkpoint;
@@ -226,7 +245,17 @@ impl Harness {
                 "state": state,
             }));
         }
-        out
+        out.into_iter().map(|v| rename(&v, renames)).collect()
+    }
+}
+
+/// `v` with every string that is a raw id replaced by its name.
+fn rename(v: &Value, names: &BTreeMap<String, String>) -> Value {
+    match v {
+        Value::String(s) => Value::String(names.get(s).cloned().unwrap_or_else(|| s.clone())),
+        Value::Array(a) => Value::Array(a.iter().map(|x| rename(x, names)).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, x)| (k.clone(), rename(x, names))).collect()),
+        other => other.clone(),
     }
 }
 
@@ -266,6 +295,10 @@ fn norm_value(v: &Value) -> Value {
                         ext["args"].as_array().unwrap().iter().map(norm_value).collect();
                     items.sort_by_key(|a| a.to_string());
                     return json!({"__set__": items});
+                }
+                if name == "Interrupt" {
+                    let id = ext["args"]["id"].as_str().unwrap();
+                    return json!({"__type__": "Interrupt", "value": norm_value(&ext["args"]["value"]), "id": id});
                 }
                 if name == "Send" {
                     return json!({"__type__": "Send", "node": ext["args"][0], "arg": norm_value(&ext["args"][1])});
@@ -401,6 +434,63 @@ fn node_error_resume() {
     h.graph("error", "main", b);
     h.check(&fx);
     assert!(!*fail.lock().unwrap(), "flaky ran twice");
+}
+
+/// The fixtures' linear a -> b -> c graph.
+fn abc(counts: &Counts) -> GraphBuilder {
+    let mut b = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value());
+    for n in ["a", "b", "c"] {
+        b = b.node(
+            n,
+            counted(counts, n, move |s| {
+                Ok(Update::new().set("items", json!([n])).set("count", json!(int(s, "count") + 1)))
+            }),
+        );
+    }
+    b.edge(START, "a").edge("a", "b").edge("b", "c").edge("c", END)
+}
+
+#[test]
+fn interrupt_resume() {
+    let fx = fixture("interrupt_resume");
+    let mut h = Harness::new();
+    let b = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value())
+        .state("answer", ChannelSpec::last_value())
+        .node(
+            "prep",
+            counted(&h.counts, "prep", |s| {
+                Ok(Update::new().set("items", json!(["prep"])).set("count", json!(int(s, "count") + 1)))
+            }),
+        )
+        .node(
+            "ask",
+            counted(&h.counts, "ask", |_| {
+                let answer = interrupt(json!("approve?"))?;
+                Ok(Update::new().set("items", json!(["ask"])).set("answer", answer))
+            }),
+        )
+        .node(
+            "finish",
+            counted(&h.counts, "finish", |s| {
+                Ok(Update::new()
+                    .set("items", json!([format!("finish:{}", py_str(s.get("answer")))]))
+                    .set("count", json!(int(s, "count") + 1)))
+            }),
+        )
+        .edge(START, "prep")
+        .edge("prep", "ask")
+        .edge("ask", "finish")
+        .edge("finish", END);
+    h.graph("interrupt", "interrupt", b);
+    let before = abc(&h.counts).interrupt_before(["b"]);
+    h.graph("before", "before", before);
+    let after = abc(&h.counts).interrupt_after(["a"]);
+    h.graph("after", "after", after);
+    h.check(&fx);
 }
 
 fn send_graph(counts: &Counts) -> GraphBuilder {

@@ -22,22 +22,40 @@ pub type State = Map<String, Value>;
 /// The error a node (or a router or reducer) returns. It is stored as the
 /// task's `__error__` write and [`invoke`](CompiledGraph::invoke) returns it
 /// as [`Error::Node`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct NodeError {
     kind: String,
     message: String,
+    interrupt: Option<Value>,
 }
 
 impl NodeError {
     /// An error with a message (stored as `NodeError('<message>')`).
     pub fn new(message: impl Into<String>) -> NodeError {
-        NodeError { kind: "NodeError".into(), message: message.into() }
+        NodeError { kind: "NodeError".into(), message: message.into(), interrupt: None }
+    }
+
+    /// The signal [`interrupt`](super::interrupt()) returns: the node is
+    /// paused, not failed.
+    pub(crate) fn interrupted(interrupt: Value) -> NodeError {
+        NodeError { kind: "GraphInterrupt".into(), message: "interrupted".into(), interrupt: Some(interrupt) }
+    }
+
+    /// Whether this is [`interrupt`](super::interrupt())'s pause rather
+    /// than a failure.
+    pub fn is_interrupt(&self) -> bool {
+        self.interrupt.is_some()
+    }
+
+    /// The stored `Interrupt` of a pause.
+    pub(crate) fn interrupt_value(&self) -> Option<&Value> {
+        self.interrupt.as_ref()
     }
 
     /// An error of a named kind, stored as `<kind>('<message>')` like a
     /// Python exception's repr (`RuntimeError('flaky failed')`).
     pub fn with_kind(kind: impl Into<String>, message: impl Into<String>) -> NodeError {
-        NodeError { kind: kind.into(), message: message.into() }
+        NodeError { kind: kind.into(), message: message.into(), interrupt: None }
     }
 
     /// The message.
@@ -178,6 +196,8 @@ pub(crate) struct Compiled {
     pub(crate) nodes: Vec<NodeSpec>,
     pub(crate) trigger_to_nodes: BTreeMap<String, Vec<String>>,
     pub(crate) recursion_limit: i64,
+    pub(crate) interrupt_before: Vec<String>,
+    pub(crate) interrupt_after: Vec<String>,
 }
 
 impl Compiled {
@@ -207,6 +227,8 @@ pub struct GraphBuilder {
     joins: Vec<(Vec<String>, String)>,
     routers: Vec<(String, RouterFn)>,
     recursion_limit: Option<i64>,
+    interrupt_before: Vec<String>,
+    interrupt_after: Vec<String>,
 }
 
 impl fmt::Debug for GraphBuilder {
@@ -272,6 +294,28 @@ impl GraphBuilder {
         self
     }
 
+    /// Breakpoints: the run stops before a superstep that would run one of
+    /// `nodes` (LangGraph's `interrupt_before`); `invoke(None, ..)` goes on.
+    pub fn interrupt_before<I, S>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.interrupt_before.extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Breakpoints: the run stops after a superstep that ran one of `nodes`
+    /// (LangGraph's `interrupt_after`); `invoke(None, ..)` goes on.
+    pub fn interrupt_after<I, S>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.interrupt_after.extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
     /// Checks the graph and compiles it to run on `checkpointer`.
     ///
     /// # Errors
@@ -320,6 +364,11 @@ impl GraphBuilder {
             if !known(from, START) {
                 return bad(format!("conditional edge from unknown node {from:?}"));
             }
+        }
+        if let Some(n) =
+            self.interrupt_before.iter().chain(&self.interrupt_after).find(|n| !names.contains(*n))
+        {
+            return bad(format!("breakpoint on unknown node {n:?}"));
         }
         if !self.edges.iter().any(|(f, _)| f == START) && !self.routers.iter().any(|(f, _)| f == START) {
             return bad("the graph has no edge from START".into());
@@ -383,7 +432,15 @@ impl GraphBuilder {
                 trigger_to_nodes.entry(t.clone()).or_default().push(n.name.clone());
             }
         }
-        Ok(Compiled { channels, state_keys, nodes, trigger_to_nodes, recursion_limit })
+        Ok(Compiled {
+            channels,
+            state_keys,
+            nodes,
+            trigger_to_nodes,
+            recursion_limit,
+            interrupt_before: self.interrupt_before,
+            interrupt_after: self.interrupt_after,
+        })
     }
 }
 

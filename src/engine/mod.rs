@@ -30,18 +30,25 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Not yet: async nodes, `interrupt()` and breakpoints, `update_state` /
+//! Pause a run with [`interrupt()`] or breakpoints
+//! ([`interrupt_before`](GraphBuilder::interrupt_before) /
+//! [`interrupt_after`](GraphBuilder::interrupt_after)) and go on with
+//! [`resume`](CompiledGraph::resume) or `invoke(None, ..)`.
+//!
+//! Not yet: async nodes, `update_state` /
 //! `get_state`, subgraphs, durability modes other than `sync`, streaming.
 
 mod algo;
 mod channel;
 mod graph;
+mod interrupt;
 mod messages;
 mod run;
 mod task_id;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
 pub use graph::{Goto, Graph, GraphBuilder, NodeError, NodeFn, RouterFn, Send, State, SyncNodeFn, Update};
+pub use interrupt::interrupt;
 pub use messages::remove_message;
 pub use run::{CompiledGraph, PendingTask};
 pub use task_id::{checkpoint_id_bytes, interrupt_id, task_id};
@@ -60,6 +67,8 @@ pub const INTERRUPT: &str = "__interrupt__";
 pub const ERROR: &str = "__error__";
 /// The channel of a resume value (write idx -4).
 pub const RESUME: &str = "__resume__";
+/// The task id of writes that belong to no task (a resume value).
+pub const NULL_TASK_ID: &str = "00000000-0000-0000-0000-000000000000";
 /// The write a task that wrote nothing stores.
 pub const NO_WRITES: &str = "__no_writes__";
 /// The task kind of a node triggered by its channels.

@@ -14,7 +14,8 @@ use super::algo::{
 };
 use super::channel::Channel;
 use super::graph::{Compiled, Goto, NodeError, NodeFn};
-use super::{END, ERROR, INPUT, INTERRUPT, NO_WRITES, START, TASKS};
+use super::interrupt::{with_scratchpad, Scratchpad};
+use super::{END, ERROR, INPUT, INTERRUPT, NO_WRITES, NULL_TASK_ID, RESUME, START, TASKS};
 use crate::checkpoint::{CheckpointConfig, CheckpointTuple, Checkpointer, Metadata};
 use crate::error::{Error, Result};
 
@@ -43,6 +44,33 @@ pub struct PendingTask {
     pub name: String,
     /// LangGraph's task path string (`~__pregel_pull, a`).
     pub path: String,
+}
+
+/// The answers task `id` consumed in earlier runs (its `__resume__` write).
+fn task_resume(pending: &[(String, String, Value)], id: &str) -> Vec<Value> {
+    match pending.iter().find(|(t, c, _)| t == id && c == RESUME).map(|(_, _, v)| v) {
+        Some(Value::Array(items)) => items.clone(),
+        Some(one) => vec![one.clone()],
+        None => Vec::new(),
+    }
+}
+
+/// LangGraph's breakpoint rule: some channel changed since the last
+/// interrupt (`versions_seen["__interrupt__"]`) and a task runs one of
+/// `nodes`.
+fn should_interrupt(cp: &CpState, nodes: &[String], tasks: &[Task]) -> bool {
+    if nodes.is_empty() || !tasks.iter().any(|t| nodes.contains(&t.name)) {
+        return false;
+    }
+    let seen = cp.seen.get(INTERRUPT);
+    cp.versions.iter().any(|(chan, v)| seen.and_then(|s| s.get(chan)) < Some(v))
+}
+
+/// What a run starts from.
+enum Input {
+    Value(Value),
+    Nothing,
+    Resume(Value),
 }
 
 /// A thread's state loaded from its latest checkpoint.
@@ -84,21 +112,48 @@ impl CompiledGraph {
     /// - the checkpointer's errors ([`Error::Conflict`] if another writer
     ///   continued the thread meanwhile).
     pub fn invoke(&self, input: Option<Value>, config: &CheckpointConfig) -> Result<Value> {
+        self.run(input.map_or(Input::Nothing, Input::Value), config)
+    }
+
+    /// Resumes a thread paused by [`interrupt()`](super::interrupt()) with
+    /// `answer` (LangGraph's `invoke(Command(resume=answer))`): the
+    /// interrupted node runs again and its `interrupt()` call returns
+    /// `answer`.
+    ///
+    /// # Errors
+    /// As [`invoke`](Self::invoke); [`Error::EmptyInput`] if the thread has
+    /// no checkpoint.
+    pub fn resume(&self, answer: Value, config: &CheckpointConfig) -> Result<Value> {
+        self.run(Input::Resume(answer), config)
+    }
+
+    fn run(&self, input: Input, config: &CheckpointConfig) -> Result<Value> {
         if config.checkpoint_id.is_some() || !config.checkpoint_ns.is_empty() {
             return Err(Error::InvalidArgument(
                 "invoke from a checkpoint id or in a namespace is not supported yet".into(),
             ));
         }
         let thread = CheckpointConfig::thread(&config.thread_id);
-        let Loaded { tuple, mut cp, mut channels, mut step, pending } = self.load(&thread)?;
+        let Loaded { tuple, mut cp, mut channels, mut step, mut pending } = self.load(&thread)?;
         let mut parent = tuple;
         let mut persisted = cp.clone();
         let stop = step + self.graph.recursion_limit + 1;
         let mut updated: Option<BTreeSet<String>> = None;
+        if let Input::Resume(answer) = &input {
+            if cp.versions.is_empty() {
+                return Err(Error::EmptyInput);
+            }
+            let at = thread.clone().at(cp.id.clone());
+            self.saver.put_writes(&at, &[(RESUME, answer.clone())], NULL_TASK_ID, "")?;
+            pending.retain(|(t, c, _)| !(t == NULL_TASK_ID && c == RESUME));
+            pending.push((NULL_TASK_ID.into(), RESUME.into(), answer.clone()));
+        }
+        let mut null_resume =
+            pending.iter().find(|(t, c, _)| t == NULL_TASK_ID && c == RESUME).map(|(_, _, v)| v.clone());
         let mut pending = Some(pending);
         match input {
-            None if cp.versions.is_empty() => return Err(Error::EmptyInput),
-            None => {
+            Input::Nothing if cp.versions.is_empty() => return Err(Error::EmptyInput),
+            Input::Nothing | Input::Resume(_) => {
                 let all: BTreeMap<_, _> = cp
                     .versions
                     .iter()
@@ -107,7 +162,7 @@ impl CompiledGraph {
                     .collect();
                 cp.seen.insert(INTERRUPT.into(), all);
             }
-            Some(input) => {
+            Input::Value(input) => {
                 if !input.is_object() {
                     return Err(Error::InvalidUpdate(format!("Expected dict, got {input}")));
                 }
@@ -134,19 +189,44 @@ impl CompiledGraph {
             if tasks.is_empty() {
                 break;
             }
-            let done = pending.take().map(|p| finished_writes(&p)).unwrap_or_default();
-            let at = thread.clone().at(cp.id.clone());
-            let mut failure: Option<(String, String, NodeError)> = None;
+            let loaded = pending.take().unwrap_or_default();
+            let done = finished_writes(&loaded);
             for task in &mut tasks {
                 if let Some(writes) = done.get(&task.id) {
                     task.writes.clone_from(writes);
+                }
+            }
+            if should_interrupt(&cp, &self.graph.interrupt_before, &tasks) {
+                return Ok(read_state(&channels, &self.graph.state_keys));
+            }
+            let at = thread.clone().at(cp.id.clone());
+            let mut failure: Option<(String, String, NodeError)> = None;
+            let mut interrupts: Vec<Value> = Vec::new();
+            for task in &mut tasks {
+                if done.contains_key(&task.id) {
                     continue;
                 }
                 let path = task.path.as_str();
-                match self.run_task(task, &channels) {
-                    Ok(writes) => {
+                let resume = task_resume(&loaded, &task.id);
+                let pad = Scratchpad::new(format!("{}:{}", task.name, task.id), resume, null_resume.take());
+                let (result, pad) = with_scratchpad(pad, || self.run_task(task, &channels));
+                null_resume = pad.null_resume.clone();
+                match result {
+                    Ok(mut writes) => {
+                        if pad.used_resume {
+                            writes.insert(0, (RESUME.to_string(), Value::Array(pad.resume.clone())));
+                        }
                         self.saver.put_writes(&at, &writes, &task.id, &path)?;
                         task.writes = writes;
+                    }
+                    Err(e) if e.is_interrupt() => {
+                        let value = e.interrupt_value().cloned().unwrap_or(Value::Null);
+                        let mut writes = vec![(INTERRUPT.to_string(), Value::Array(vec![value.clone()]))];
+                        if pad.used_resume {
+                            writes.push((RESUME.to_string(), Value::Array(pad.resume.clone())));
+                        }
+                        self.saver.put_writes(&at, &writes, &task.id, &path)?;
+                        interrupts.push(value);
                     }
                     Err(e) => {
                         self.saver.put_writes(&at, &[(ERROR, Value::String(e.repr()))], &task.id, &path)?;
@@ -154,8 +234,16 @@ impl CompiledGraph {
                     }
                 }
             }
+            null_resume = None;
             if let Some((node, task_id, error)) = failure {
-                return Err(Error::Node { node, task_id, error });
+                return Err(Error::Node { node, task_id, error: Box::new(error) });
+            }
+            if !interrupts.is_empty() {
+                let mut out = read_state(&channels, &self.graph.state_keys);
+                if let Value::Object(m) = &mut out {
+                    m.insert(INTERRUPT.into(), Value::Array(interrupts));
+                }
+                return Ok(out);
             }
             let mut tw: Vec<TaskWrites<'_>> = tasks.iter().map(TaskWrites::from).collect();
             let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
@@ -166,6 +254,9 @@ impl CompiledGraph {
             parent = Some(tuple);
             updated = Some(up);
             step += 1;
+            if should_interrupt(&cp, &self.graph.interrupt_after, &tasks) {
+                break;
+            }
         }
         Ok(read_state(&channels, &self.graph.state_keys))
     }
