@@ -493,6 +493,32 @@ fn interrupt_resume() {
     h.check(&fx);
 }
 
+#[test]
+fn command_goto() {
+    let fx = fixture("command_goto");
+    let mut h = Harness::new();
+    let b = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value())
+        .node(
+            "router",
+            counted(&h.counts, "router", |s| {
+                let to = if int(s, "count") % 2 == 0 { "left" } else { "right" };
+                Ok(Update::new()
+                    .set("items", json!(["router"]))
+                    .set("count", json!(int(s, "count") + 1))
+                    .goto(Goto::node(to)))
+            }),
+        )
+        .node("left", counted(&h.counts, "left", |_| Ok(Update::new().set("items", json!(["left"])))))
+        .node("right", counted(&h.counts, "right", |_| Ok(Update::new().set("items", json!(["right"])))))
+        .edge(START, "router")
+        .edge("left", END)
+        .edge("right", END);
+    h.graph("goto", "main", b);
+    h.check(&fx);
+}
+
 fn send_graph(counts: &Counts) -> GraphBuilder {
     Graph::builder()
         .state("topics", ChannelSpec::last_value())

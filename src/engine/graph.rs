@@ -122,11 +122,13 @@ impl Goto {
 }
 
 /// What a node returns: state writes, in order (keys that are not state
-/// keys are ignored, as in LangGraph).
+/// keys are ignored, as in LangGraph), and optionally where to go next
+/// (LangGraph's `Command(update=..., goto=...)`).
 #[derive(Clone, Debug, Default, PartialEq)]
 #[must_use]
 pub struct Update {
     pub(crate) writes: Vec<(String, Value)>,
+    pub(crate) gotos: Vec<Goto>,
 }
 
 impl Update {
@@ -141,6 +143,14 @@ impl Update {
         self
     }
 
+    /// Also goes to `goto` after this node (a node name, [`END`] or a
+    /// [`Send`]), like `Command(goto=...)`; the node's static edges still
+    /// apply.
+    pub fn goto(mut self, goto: Goto) -> Update {
+        self.gotos.push(goto);
+        self
+    }
+
     /// The writes.
     pub fn writes(&self) -> &[(String, Value)] {
         &self.writes
@@ -149,7 +159,7 @@ impl Update {
 
 impl From<Map<String, Value>> for Update {
     fn from(m: Map<String, Value>) -> Update {
-        Update { writes: m.into_iter().collect() }
+        Update { writes: m.into_iter().collect(), gotos: Vec::new() }
     }
 }
 

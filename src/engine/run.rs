@@ -316,6 +316,7 @@ impl CompiledGraph {
             graph.node(&task.name).ok_or_else(|| NodeError::new(format!("unknown node {}", task.name)))?;
         let is_key = |k: &str| graph.state_keys.iter().any(|s| s == k);
         let mut writes: Vec<(String, Value)> = Vec::new();
+        let mut gotos = Vec::new();
         let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
         match &node.func {
             None => {
@@ -333,9 +334,13 @@ impl CompiledGraph {
                 };
                 let update = f(state)?;
                 writes.extend(update.writes.into_iter().filter(|(k, _)| is_key(k)));
+                gotos = update.gotos;
             }
         }
         let state_writes = writes.len();
+        for goto in gotos {
+            writes.push(self.goto_write(&task.name, goto)?);
+        }
         writes.extend(node.static_writes.iter().cloned());
         if !node.routers.is_empty() {
             let state = self
@@ -343,31 +348,29 @@ impl CompiledGraph {
                 .map_err(|e| invalid(e.to_string()))?;
             for router in &node.routers {
                 for goto in router(&state)? {
-                    match goto {
-                        Goto::Node(n) if n == END => {}
-                        Goto::Node(n) => {
-                            if graph.node(&n).is_none_or(|n| n.func.is_none()) {
-                                return Err(invalid(format!(
-                                    "router of {} went to unknown node {n:?}",
-                                    task.name
-                                )));
-                            }
-                            writes.push((format!("branch:to:{n}"), Value::Null));
-                        }
-                        Goto::Send(s) => {
-                            if graph.node(&s.node).is_none_or(|n| n.func.is_none()) {
-                                return Err(invalid(format!("Send to unknown node {:?}", s.node)));
-                            }
-                            writes.push((TASKS.to_string(), send_value(&s.node, &s.arg)));
-                        }
-                    }
+                    writes.push(self.goto_write(&task.name, goto)?);
                 }
             }
         }
+        writes.retain(|(c, _)| !c.is_empty());
         if writes.is_empty() {
             writes.push((NO_WRITES.to_string(), Value::Null));
         }
         Ok(writes)
+    }
+
+    /// The write that sends the graph to `goto` after `from` (an empty
+    /// channel name for [`END`], dropped by the caller).
+    fn goto_write(&self, from: &str, goto: Goto) -> std::result::Result<(String, Value), NodeError> {
+        let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
+        let runnable = |n: &str| self.graph.node(n).is_some_and(|n| n.func.is_some());
+        match goto {
+            Goto::Node(n) if n == END => Ok((String::new(), Value::Null)),
+            Goto::Node(n) if runnable(&n) => Ok((format!("branch:to:{n}"), Value::Null)),
+            Goto::Node(n) => Err(invalid(format!("{from} went to unknown node {n:?}"))),
+            Goto::Send(s) if runnable(&s.node) => Ok((TASKS.to_string(), send_value(&s.node, &s.arg))),
+            Goto::Send(s) => Err(invalid(format!("Send to unknown node {:?}", s.node))),
+        }
     }
 
     /// The state a router reads: the task's own writes applied to a copy of
