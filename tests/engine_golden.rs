@@ -106,16 +106,32 @@ impl Harness {
         };
         let mut outputs = Vec::new();
         for (n, call) in fx["normalized"]["calls"].as_array().unwrap().iter().enumerate() {
-            assert_eq!(call["call"], "invoke", "call {n}: only invoke is supported");
             let thread = call["thread_id"].as_str().unwrap();
             let (_, graph) = &self.graphs[thread];
             let before: BTreeSet<String> = self.ids().into_iter().map(|(id, _)| id).collect();
             self.counts.lock().unwrap().clear();
-            let input = Some(call["input"].clone()).filter(|v| !v.is_null());
-            let cfg = CheckpointConfig::thread(thread);
-            let result = match input {
-                Some(cmd) if cmd["__type__"] == "Command" => graph.resume(cmd["resume"].clone(), &cfg),
-                input => graph.invoke(input, &cfg),
+            let raw_of =
+                |name: &Value| names.iter().find(|(_, v)| *v == name).map(|(k, _)| k.clone()).unwrap();
+            let mut cfg = CheckpointConfig::thread(thread);
+            let at = &call["config"]["configurable"]["checkpoint_id"];
+            if !at.is_null() {
+                cfg = cfg.at(raw_of(at));
+            }
+            let result = match call["call"].as_str().unwrap() {
+                "invoke" => match Some(call["input"].clone()).filter(|v| !v.is_null()) {
+                    Some(cmd) if cmd["__type__"] == "Command" => graph.resume(cmd["resume"].clone(), &cfg),
+                    input => graph.invoke(input, &cfg),
+                },
+                "update_state" => graph
+                    .update_state(&cfg, call["values"].clone(), call["as_node"].as_str().unwrap())
+                    .map(|c| json!({"configurable": {"thread_id": c.thread_id, "checkpoint_ns": c.checkpoint_ns, "checkpoint_id": c.checkpoint_id}})),
+                "get_state" => graph.get_state(&cfg).map(|s| {
+                    let conf = |c: Option<CheckpointConfig>| {
+                        c.map(|c| json!({"configurable": {"thread_id": c.thread_id, "checkpoint_ns": c.checkpoint_ns, "checkpoint_id": c.checkpoint_id}}))
+                    };
+                    json!({"values": s.values, "next": s.next, "config": conf(s.config), "parent_config": conf(s.parent_config), "metadata": s.metadata.map(|m| Value::Object(m.0))})
+                }),
+                other => panic!("call {n}: {other} is not supported"),
             };
             let after = self.ids();
             name_ids(&mut names, &after);
@@ -125,8 +141,14 @@ impl Harness {
             let counts: Map<String, Value> =
                 self.counts.lock().unwrap().iter().map(|(k, v)| (k.clone(), json!(v))).collect();
             assert_eq!(Value::Object(counts), call["node_executions"], "call {n}: node executions");
+            let expected = if call["call"] == "get_state" {
+                let st = &call["state"];
+                json!({"values": st["values"], "next": st["next"], "config": st["config"], "parent_config": st["parent_config"], "metadata": st["metadata"]})
+            } else {
+                call["output"].clone()
+            };
             match (result, call.get("error")) {
-                (Ok(out), None) => outputs.push((n, norm_value(&out), call["output"].clone())),
+                (Ok(out), None) => outputs.push((n, norm_value(&out), expected)),
                 (Err(Error::Node { error, .. }), Some(expected)) => {
                     assert_eq!(error.kind(), expected["class"], "call {n}: error class");
                     assert_eq!(error.message(), expected["str"], "call {n}: error");
@@ -134,7 +156,7 @@ impl Harness {
                 (other, expected) => panic!("call {n}: got {other:?}, expected error {expected:?}"),
             }
         }
-        let mut renames = BTreeMap::new();
+        let mut renames = names.clone();
         let ours = self.checkpoints(fx, &names, &mut renames);
         for (n, ours, theirs) in outputs {
             assert_eq!(rename(&ours, &renames), theirs, "call {n}: output");
@@ -516,6 +538,16 @@ fn command_goto() {
         .edge("left", END)
         .edge("right", END);
     h.graph("goto", "main", b);
+    h.check(&fx);
+}
+
+#[test]
+fn update_state_fork() {
+    let fx = fixture("update_state_fork");
+    let mut h = Harness::new();
+    let (fork, replay) = (abc(&h.counts), abc(&h.counts));
+    h.graph("fork", "main", fork);
+    h.graph("replay", "main", replay);
     h.check(&fx);
 }
 

@@ -53,7 +53,7 @@ pub struct Step<'a> {
     metadata: Option<Metadata>,
     fork: bool,
     versions: BTreeMap<String, ChannelVersion>,
-    updated: Option<Vec<String>>,
+    updated: Option<Option<Vec<String>>>,
 }
 
 enum Update {
@@ -192,7 +192,14 @@ impl<'a> Step<'a> {
         let mut list: Vec<String> = channels.into_iter().collect();
         list.sort();
         list.dedup();
-        self.updated = Some(list);
+        self.updated = Some(Some(list));
+        self
+    }
+
+    /// Stores no `updated_channels` at all (LangGraph's checkpoints from
+    /// `update_state` and time-travel forks have none).
+    pub fn without_updated_channels(mut self) -> Self {
+        self.updated = Some(None);
         self
     }
 
@@ -278,7 +285,10 @@ impl<'a> Step<'a> {
             changed.push(ch);
         }
         cp.versions_seen.extend(self.seen);
-        cp.updated_channels = Some(self.updated.unwrap_or_else(|| sorted(changed)));
+        cp.updated_channels = match self.updated {
+            Some(given) => given,
+            None => Some(sorted(changed)),
+        };
         let (checkpoint_json, metadata_json) = encode_row(&cp, &metadata.0)?;
         let (thread, ns) = (&self.thread, &self.ns);
         let head = match (&parent_id, self.fork) {

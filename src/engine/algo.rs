@@ -30,6 +30,8 @@ pub(crate) struct CpState {
 pub(crate) enum TaskPath {
     Pull(String),
     Push(usize),
+    /// The `i`-th update of an `update_state` call.
+    Update(usize),
 }
 
 impl TaskPath {
@@ -40,6 +42,7 @@ impl TaskPath {
         match self {
             TaskPath::Pull(name) => format!("~{PULL}, {name}"),
             TaskPath::Push(idx) => format!("~{PUSH}, {idx:010}, {:010}", 0),
+            TaskPath::Update(i) => format!("~{INTERRUPT}, {i:010}"),
         }
     }
 }

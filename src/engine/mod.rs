@@ -35,8 +35,11 @@
 //! [`interrupt_after`](GraphBuilder::interrupt_after)) and go on with
 //! [`resume`](CompiledGraph::resume) or `invoke(None, ..)`.
 //!
-//! Not yet: async nodes, `update_state` /
-//! `get_state`, subgraphs, durability modes other than `sync`, streaming.
+//! Read and edit a thread with [`get_state`](CompiledGraph::get_state) and
+//! [`update_state`](CompiledGraph::update_state); replay from an old
+//! checkpoint with `invoke(None, config.at(id))`.
+//!
+//! Not yet: async nodes, `get_state_history`, subgraphs, durability modes other than `sync`, streaming.
 
 mod algo;
 mod channel;
@@ -44,6 +47,7 @@ mod graph;
 mod interrupt;
 mod messages;
 mod run;
+mod state;
 mod task_id;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
@@ -51,6 +55,7 @@ pub use graph::{Goto, Graph, GraphBuilder, NodeError, NodeFn, RouterFn, Send, St
 pub use interrupt::interrupt;
 pub use messages::remove_message;
 pub use run::{CompiledGraph, PendingTask};
+pub use state::StateSnapshot;
 pub use task_id::{checkpoint_id_bytes, interrupt_id, task_id};
 
 /// The virtual node that receives the graph input.

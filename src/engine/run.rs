@@ -13,7 +13,7 @@ use super::algo::{
     TaskWrites,
 };
 use super::channel::Channel;
-use super::graph::{Compiled, Goto, NodeError, NodeFn};
+use super::graph::{Compiled, Goto, NodeError, NodeFn, Update};
 use super::interrupt::{with_scratchpad, Scratchpad};
 use super::{END, ERROR, INPUT, INTERRUPT, NO_WRITES, NULL_TASK_ID, RESUME, START, TASKS};
 use crate::checkpoint::{CheckpointConfig, CheckpointTuple, Checkpointer, Metadata};
@@ -22,8 +22,8 @@ use crate::error::{Error, Result};
 /// A graph ready to run, persisting to a [`Checkpointer`]. Cheap to clone.
 #[derive(Clone)]
 pub struct CompiledGraph {
-    graph: Arc<Compiled>,
-    saver: Checkpointer,
+    pub(crate) graph: Arc<Compiled>,
+    pub(crate) saver: Checkpointer,
 }
 
 impl std::fmt::Debug for CompiledGraph {
@@ -66,6 +66,22 @@ fn should_interrupt(cp: &CpState, nodes: &[String], tasks: &[Task]) -> bool {
     cp.versions.iter().any(|(chan, v)| seen.and_then(|s| s.get(chan)) < Some(v))
 }
 
+/// How [`CompiledGraph::commit`] saves a checkpoint.
+pub(crate) struct Save<'a> {
+    pub(crate) source: &'a str,
+    pub(crate) step: i64,
+    /// `None`: no `updated_channels` stored.
+    pub(crate) updated: Option<&'a BTreeSet<String>>,
+    /// The parent may be an older checkpoint than the thread's head.
+    pub(crate) fork: bool,
+}
+
+impl<'a> Save<'a> {
+    fn new(source: &'a str, step: i64, updated: &'a BTreeSet<String>) -> Save<'a> {
+        Save { source, step, updated: Some(updated), fork: false }
+    }
+}
+
 /// What a run starts from.
 enum Input {
     Value(Value),
@@ -74,12 +90,12 @@ enum Input {
 }
 
 /// A thread's state loaded from its latest checkpoint.
-struct Loaded {
-    tuple: Option<CheckpointTuple>,
-    cp: CpState,
-    channels: Channels,
-    step: i64,
-    pending: Vec<(String, String, Value)>,
+pub(crate) struct Loaded {
+    pub(crate) tuple: Option<CheckpointTuple>,
+    pub(crate) cp: CpState,
+    pub(crate) channels: Channels,
+    pub(crate) step: i64,
+    pub(crate) pending: Vec<(String, String, Value)>,
 }
 
 impl CompiledGraph {
@@ -97,7 +113,11 @@ impl CompiledGraph {
     ///
     /// `Some(input)` (an object of state keys) starts a new run after the
     /// thread's latest checkpoint; `None` resumes the thread: tasks whose
-    /// writes the latest checkpoint already holds are not run again.
+    /// writes the latest checkpoint already holds are not run again. With
+    /// `config.checkpoint_id` (and `None`), the run replays from that
+    /// checkpoint as LangGraph time-travels: its tasks run again, after a
+    /// `"fork"` copy of it unless it is the head made by
+    /// [`update_state`](Self::update_state).
     ///
     /// # Errors
     /// - [`Error::Node`] if a node (or its router) fails; its `__error__`
@@ -107,8 +127,10 @@ impl CompiledGraph {
     /// - [`Error::InvalidUpdate`] if the input is not an object or a channel
     ///   rejects a superstep's writes (two writes to a last-value key).
     /// - [`Error::Recursion`] after the graph's recursion limit of supersteps.
-    /// - [`Error::InvalidArgument`] if `config` names a checkpoint id or a
-    ///   namespace (time travel and subgraphs are not supported yet).
+    /// - [`Error::InvalidArgument`] if `config` names a namespace
+    ///   (subgraphs are not supported yet), or names a checkpoint id and
+    ///   `input` is not `None`.
+    /// - [`Error::NotFound`] if `config.checkpoint_id` does not exist.
     /// - the checkpointer's errors ([`Error::Conflict`] if another writer
     ///   continued the thread meanwhile).
     pub fn invoke(&self, input: Option<Value>, config: &CheckpointConfig) -> Result<Value> {
@@ -128,13 +150,33 @@ impl CompiledGraph {
     }
 
     fn run(&self, input: Input, config: &CheckpointConfig) -> Result<Value> {
-        if config.checkpoint_id.is_some() || !config.checkpoint_ns.is_empty() {
+        if !config.checkpoint_ns.is_empty() {
             return Err(Error::InvalidArgument(
-                "invoke from a checkpoint id or in a namespace is not supported yet".into(),
+                "invoke in a namespace (subgraphs) is not supported yet".into(),
+            ));
+        }
+        if config.checkpoint_id.is_some() && !matches!(input, Input::Nothing) {
+            return Err(Error::InvalidArgument(
+                "invoke with input or a resume value at a checkpoint id is not supported yet".into(),
             ));
         }
         let thread = CheckpointConfig::thread(&config.thread_id);
-        let Loaded { tuple, mut cp, mut channels, mut step, mut pending } = self.load(&thread)?;
+        let at_config =
+            config.checkpoint_id.as_ref().map_or_else(|| thread.clone(), |id| thread.clone().at(id));
+        let Loaded { tuple, mut cp, mut channels, mut step, mut pending } = self.load(&at_config)?;
+        // Time travel: LangGraph replays from an addressed checkpoint,
+        // re-running its tasks, and first saves a "fork" copy of it unless
+        // it is the thread's head made by update_state / a fork.
+        let mut fork = false;
+        if config.checkpoint_id.is_some() {
+            let Some(t) = &tuple else {
+                return Err(Error::NotFound(format!("checkpoint {:?}", config.checkpoint_id)));
+            };
+            let head = self.saver.get_tuple(&thread)?.map(|h| h.checkpoint.id);
+            let is_head = head.as_deref() == Some(t.checkpoint.id.as_str());
+            fork = !is_head || !matches!(t.metadata.source(), Some("update" | "fork"));
+            pending.clear();
+        }
         let mut parent = tuple;
         let mut persisted = cp.clone();
         let stop = step + self.graph.recursion_limit + 1;
@@ -161,6 +203,14 @@ impl CompiledGraph {
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 cp.seen.insert(INTERRUPT.into(), all);
+                if fork {
+                    let save = Save { source: "fork", step, updated: None, fork: true };
+                    let tuple = self.commit(parent.as_ref(), &thread, &persisted, &cp, &channels, &save)?;
+                    cp.id.clone_from(&tuple.checkpoint.id);
+                    persisted = cp.clone();
+                    parent = Some(tuple);
+                    step += 1;
+                }
             }
             Input::Value(input) => {
                 if !input.is_object() {
@@ -171,8 +221,14 @@ impl CompiledGraph {
                 let mut tw: Vec<TaskWrites<'_>> = discard.iter().map(TaskWrites::from).collect();
                 tw.push(TaskWrites { path: "~".into(), name: INPUT, triggers: &[], writes: &input_writes });
                 let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
-                let tuple =
-                    self.commit(parent.as_ref(), &thread, &persisted, &cp, &channels, &up, "input", step)?;
+                let tuple = self.commit(
+                    parent.as_ref(),
+                    &thread,
+                    &persisted,
+                    &cp,
+                    &channels,
+                    &Save::new("input", step, &up),
+                )?;
                 cp.id.clone_from(&tuple.checkpoint.id);
                 persisted = cp.clone();
                 parent = Some(tuple);
@@ -247,8 +303,14 @@ impl CompiledGraph {
             }
             let mut tw: Vec<TaskWrites<'_>> = tasks.iter().map(TaskWrites::from).collect();
             let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
-            let tuple =
-                self.commit(parent.as_ref(), &thread, &persisted, &cp, &channels, &up, "loop", step)?;
+            let tuple = self.commit(
+                parent.as_ref(),
+                &thread,
+                &persisted,
+                &cp,
+                &channels,
+                &Save::new("loop", step, &up),
+            )?;
             cp.id.clone_from(&tuple.checkpoint.id);
             persisted = cp.clone();
             parent = Some(tuple);
@@ -278,7 +340,7 @@ impl CompiledGraph {
 
     /// The thread's checkpoint (latest, or `config.checkpoint_id`), its
     /// channels restored.
-    fn load(&self, config: &CheckpointConfig) -> Result<Loaded> {
+    pub(crate) fn load(&self, config: &CheckpointConfig) -> Result<Loaded> {
         let tuple = self.saver.get_tuple(config)?;
         let mut cp = CpState::default();
         let mut channels = Channels::new();
@@ -314,16 +376,13 @@ impl CompiledGraph {
         let graph = &self.graph;
         let node =
             graph.node(&task.name).ok_or_else(|| NodeError::new(format!("unknown node {}", task.name)))?;
-        let is_key = |k: &str| graph.state_keys.iter().any(|s| s == k);
-        let mut writes: Vec<(String, Value)> = Vec::new();
-        let mut gotos = Vec::new();
         let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
-        match &node.func {
+        let update = match &node.func {
             None => {
                 let Value::Object(m) = &task.input else {
                     return Err(invalid(format!("Expected dict, got {}", task.input)));
                 };
-                writes.extend(m.iter().filter(|(k, _)| is_key(k)).map(|(k, v)| (k.clone(), v.clone())));
+                Update::from(m.clone())
             }
             Some(NodeFn::Sync(f)) => {
                 let Value::Object(state) = &task.input else {
@@ -332,11 +391,28 @@ impl CompiledGraph {
                         task.name, task.input
                     )));
                 };
-                let update = f(state)?;
-                writes.extend(update.writes.into_iter().filter(|(k, _)| is_key(k)));
-                gotos = update.gotos;
+                f(state)?
             }
-        }
+        };
+        self.node_writes(task, update, channels)
+    }
+
+    /// The writes of `task`'s node returning `update`: its state writes
+    /// (non-state keys dropped), its gotos, static edges and routers'
+    /// targets, in LangGraph's order; `__no_writes__` if none.
+    pub(crate) fn node_writes(
+        &self,
+        task: &Task,
+        update: Update,
+        channels: &Channels,
+    ) -> std::result::Result<Vec<(String, Value)>, NodeError> {
+        let graph = &self.graph;
+        let node =
+            graph.node(&task.name).ok_or_else(|| NodeError::new(format!("unknown node {}", task.name)))?;
+        let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
+        let is_key = |k: &str| graph.state_keys.iter().any(|s| s == k);
+        let mut writes: Vec<(String, Value)> = update.writes.into_iter().filter(|(k, _)| is_key(k)).collect();
+        let gotos = update.gotos;
         let state_writes = writes.len();
         for goto in gotos {
             writes.push(self.goto_write(&task.name, goto)?);
@@ -398,19 +474,17 @@ impl CompiledGraph {
     /// whose version moved since `persisted` gets its new value (or is
     /// cleared) at exactly that version; changed `versions_seen` entries,
     /// LangGraph's `updated_channels` and metadata are given explicitly.
-    #[allow(clippy::too_many_arguments)]
-    fn commit(
+    pub(crate) fn commit(
         &self,
         parent: Option<&CheckpointTuple>,
         thread: &CheckpointConfig,
         persisted: &CpState,
         cp: &CpState,
         channels: &Channels,
-        updated: &BTreeSet<String>,
-        source: &str,
-        step: i64,
+        save: &Save<'_>,
     ) -> Result<CheckpointTuple> {
         let mut s = match parent {
+            Some(p) if save.fork => self.saver.step(p).fork(),
             Some(p) => self.saver.step(p),
             None => self.saver.start(thread),
         };
@@ -429,13 +503,16 @@ impl CompiledGraph {
                 s = s.seen(node.clone(), seen.clone());
             }
         }
-        s.updated_channels(updated.iter().cloned())
-            .metadata(
-                Metadata::new()
-                    .with("source", source)
-                    .with("step", step)
-                    .with("parents", Value::Object(Map::new())),
-            )
-            .commit()
+        s = match save.updated {
+            Some(updated) => s.updated_channels(updated.iter().cloned()),
+            None => s.without_updated_channels(),
+        };
+        s.metadata(
+            Metadata::new()
+                .with("source", save.source)
+                .with("step", save.step)
+                .with("parents", Value::Object(Map::new())),
+        )
+        .commit()
     }
 }
