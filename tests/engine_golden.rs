@@ -83,14 +83,15 @@ impl Harness {
         self.graphs.insert(thread.to_string(), (key.to_string(), g));
     }
 
-    /// Every checkpoint id of the file, oldest first.
-    fn ids(&self) -> Vec<(String, String)> {
+    /// Every checkpoint id of the file (all namespaces), oldest first,
+    /// with its thread and namespace.
+    fn ids(&self) -> Vec<(String, String, String)> {
         let saver = self.db.checkpointer();
-        let mut ids: Vec<(String, String)> = self
+        let mut ids: Vec<(String, String, String)> = self
             .graphs
             .keys()
             .flat_map(|t| saver.list(&ListQuery::thread(t.clone())).unwrap())
-            .map(|t| (t.checkpoint.id.clone(), t.config.thread_id.clone()))
+            .map(|t| (t.checkpoint.id.clone(), t.config.thread_id.clone(), t.config.checkpoint_ns.clone()))
             .collect();
         ids.sort();
         ids
@@ -99,8 +100,8 @@ impl Harness {
     /// Runs the fixture's calls and compares them and every checkpoint.
     fn check(&self, fx: &Value) {
         let mut names: BTreeMap<String, String> = BTreeMap::new();
-        let name_ids = |names: &mut BTreeMap<String, String>, ids: &[(String, String)]| {
-            for (i, (id, _)) in ids.iter().enumerate() {
+        let name_ids = |names: &mut BTreeMap<String, String>, ids: &[(String, String, String)]| {
+            for (i, (id, _, _)) in ids.iter().enumerate() {
                 names.insert(id.clone(), format!("c{i}"));
             }
         };
@@ -108,7 +109,7 @@ impl Harness {
         for (n, call) in fx["normalized"]["calls"].as_array().unwrap().iter().enumerate() {
             let thread = call["thread_id"].as_str().unwrap();
             let (_, graph) = &self.graphs[thread];
-            let before: BTreeSet<String> = self.ids().into_iter().map(|(id, _)| id).collect();
+            let before: BTreeSet<String> = self.ids().into_iter().map(|(id, _, _)| id).collect();
             self.counts.lock().unwrap().clear();
             let raw_of =
                 |name: &Value| names.iter().find(|(_, v)| *v == name).map(|(k, _)| k.clone()).unwrap();
@@ -135,8 +136,11 @@ impl Harness {
             };
             let after = self.ids();
             name_ids(&mut names, &after);
-            let created: Vec<Value> =
-                after.iter().filter(|(id, _)| !before.contains(id)).map(|(id, _)| json!(names[id])).collect();
+            let created: Vec<Value> = after
+                .iter()
+                .filter(|(id, _, _)| !before.contains(id))
+                .map(|(id, _, _)| json!(names[id]))
+                .collect();
             assert_eq!(Value::Array(created), call["checkpoints_created"], "call {n}: checkpoints created");
             let counts: Map<String, Value> =
                 self.counts.lock().unwrap().iter().map(|(k, v)| (k.clone(), json!(v))).collect();
@@ -205,15 +209,22 @@ impl Harness {
         let conn = agentstate::rusqlite::Connection::open(&self.path).unwrap();
         let serde = JsonPlusSerializer;
         let mut out = Vec::new();
-        for (id, thread) in self.ids() {
+        for (id, thread, ns) in self.ids() {
             let (key, graph) = &self.graphs[&thread];
-            let cfg = CheckpointConfig::thread(&thread).at(&id);
+            let cfg = CheckpointConfig::thread(&thread).ns(&ns).at(&id);
             let t = saver.get_tuple(&cfg).unwrap().unwrap();
             let step = t.metadata.step().unwrap();
-            let tasks = task_names(&fx["graphs"][key]["compiled"]["nodes"], &id, step + 1, &names[&id]);
+            let compiled = match ns.split(':').next().filter(|_| !ns.is_empty()) {
+                Some(node) => &fx["graphs"][key]["compiled_subgraphs"][node]["nodes"],
+                None => &fx["graphs"][key]["compiled"]["nodes"],
+            };
+            let tasks = task_names(compiled, &id, &ns, step + 1, &names[&id]);
             for (raw, name) in &tasks {
                 let node = name.trim_start_matches("task(").split(',').nth(1).unwrap().trim_end_matches(')');
-                renames.insert(interrupt_id(&format!("{node}:{raw}")), format!("interrupt({name})"));
+                let task_ns =
+                    if ns.is_empty() { format!("{node}:{raw}") } else { format!("{ns}|{node}:{raw}") };
+                renames.insert(interrupt_id(&task_ns), format!("interrupt({name})"));
+                renames.insert(raw.clone(), name.clone());
             }
             let tname = |raw: &str| {
                 tasks
@@ -231,10 +242,10 @@ impl Harness {
             let values: Map<String, Value> =
                 cp.channel_values.iter().map(|(k, v)| (k.clone(), norm_value(&v.to_value()))).collect();
             let mut stmt = conn
-                .prepare("SELECT task_id, idx, channel, type, blob, task_path FROM checkpoint_writes WHERE thread_id = ?1 AND checkpoint_id = ?2")
+                .prepare("SELECT task_id, idx, channel, type, blob, task_path FROM checkpoint_writes WHERE thread_id = ?1 AND checkpoint_ns = ?3 AND checkpoint_id = ?2")
                 .unwrap();
             let writes: Vec<Value> = stmt
-                .query_map([&thread, &id], |r| {
+                .query_map([&thread, &id, &ns], |r| {
                     Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, Vec<u8>>(4)?, r.get::<_, String>(5)?))
                 })
                 .unwrap()
@@ -271,10 +282,21 @@ impl Harness {
     }
 }
 
-/// `v` with every string that is a raw id replaced by its name.
+/// `v` with every raw id (a whole string, or inside one such as a
+/// namespace) replaced by its name.
 fn rename(v: &Value, names: &BTreeMap<String, String>) -> Value {
     match v {
-        Value::String(s) => Value::String(names.get(s).cloned().unwrap_or_else(|| s.clone())),
+        Value::String(s) => Value::String(names.get(s).cloned().unwrap_or_else(|| {
+            let mut s = s.clone();
+            if s.contains('-') {
+                for (raw, name) in names.iter().filter(|(raw, _)| raw.contains('-')) {
+                    if s.contains(raw.as_str()) {
+                        s = s.replace(raw.as_str(), name);
+                    }
+                }
+            }
+            s
+        })),
         Value::Array(a) => Value::Array(a.iter().map(|x| rename(x, names)).collect()),
         Value::Object(m) => Value::Object(m.iter().map(|(k, x)| (k.clone(), rename(x, names))).collect()),
         other => other.clone(),
@@ -284,18 +306,19 @@ fn rename(v: &Value, names: &BTreeMap<String, String>) -> Value {
 /// Raw task id -> `task(cN,name)` / `task(cN,name,pushI)` for every task
 /// that could be prepared from checkpoint `id`, derived with LangGraph's
 /// formula from the fixture's compiled triggers.
-fn task_names(nodes: &Value, id: &str, step: i64, cname: &str) -> BTreeMap<String, String> {
+fn task_names(nodes: &Value, id: &str, ns: &str, step: i64, cname: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let step = step.to_string();
     for (name, node) in nodes.as_object().unwrap() {
         let mut triggers: Vec<&str> =
             node["triggers"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
         triggers.sort_unstable();
-        let mut parts = vec![name.as_str(), &step, name, "__pregel_pull"];
+        let task_ns = if ns.is_empty() { name.clone() } else { format!("{ns}|{name}") };
+        let mut parts = vec![task_ns.as_str(), &step, name, "__pregel_pull"];
         parts.extend(triggers);
         out.insert(task_id(id, &parts).unwrap(), format!("task({cname},{name})"));
         for i in 0..16 {
-            let push = task_id(id, &[name, &step, name, "__pregel_push", &i.to_string()]).unwrap();
+            let push = task_id(id, &[&task_ns, &step, name, "__pregel_push", &i.to_string()]).unwrap();
             out.insert(push, format!("task({cname},{name},push{i})"));
         }
     }
@@ -548,6 +571,51 @@ fn update_state_fork() {
     let (fork, replay) = (abc(&h.counts), abc(&h.counts));
     h.graph("fork", "main", fork);
     h.graph("replay", "main", replay);
+    h.check(&fx);
+}
+
+fn subgraph_parent(counts: &Counts, ask: bool) -> GraphBuilder {
+    let step = |counts: &Counts, n: &'static str| {
+        counted(counts, n, move |s| {
+            Ok(Update::new().set("trace", json!([n])).set("count", json!(int(s, "count") + 1)))
+        })
+    };
+    let mut child = Graph::builder()
+        .state("trace", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value())
+        .node("s1", step(counts, "s1"));
+    child = if ask {
+        child.node(
+            "s2",
+            counted(counts, "s2", |s| {
+                let answer = interrupt(json!("sub approve?"))?;
+                let trace = format!("s2:{}", py_str(Some(&answer)));
+                Ok(Update::new().set("trace", json!([trace])).set("count", json!(int(s, "count") + 1)))
+            }),
+        )
+    } else {
+        child.node("s2", step(counts, "s2"))
+    };
+    let child = child.edge(START, "s1").edge("s1", "s2").edge("s2", END);
+    Graph::builder()
+        .state("trace", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value())
+        .node("pre", step(counts, "pre"))
+        .subgraph("sub", child)
+        .node("post", step(counts, "post"))
+        .edge(START, "pre")
+        .edge("pre", "sub")
+        .edge("sub", "post")
+        .edge("post", END)
+}
+
+#[test]
+fn subgraph() {
+    let fx = fixture("subgraph");
+    let mut h = Harness::new();
+    let (plain, asking) = (subgraph_parent(&h.counts, false), subgraph_parent(&h.counts, true));
+    h.graph("plain", "plain", plain);
+    h.graph("interrupted", "interrupted", asking);
     h.check(&fx);
 }
 

@@ -26,36 +26,36 @@ pub type State = Map<String, Value>;
 pub struct NodeError {
     kind: String,
     message: String,
-    interrupt: Option<Value>,
+    interrupts: Vec<Value>,
 }
 
 impl NodeError {
     /// An error with a message (stored as `NodeError('<message>')`).
     pub fn new(message: impl Into<String>) -> NodeError {
-        NodeError { kind: "NodeError".into(), message: message.into(), interrupt: None }
+        NodeError { kind: "NodeError".into(), message: message.into(), interrupts: Vec::new() }
     }
 
     /// The signal [`interrupt`](super::interrupt()) returns: the node is
     /// paused, not failed.
-    pub(crate) fn interrupted(interrupt: Value) -> NodeError {
-        NodeError { kind: "GraphInterrupt".into(), message: "interrupted".into(), interrupt: Some(interrupt) }
+    pub(crate) fn interrupted(interrupts: Vec<Value>) -> NodeError {
+        NodeError { kind: "GraphInterrupt".into(), message: "interrupted".into(), interrupts }
     }
 
     /// Whether this is [`interrupt`](super::interrupt())'s pause rather
     /// than a failure.
     pub fn is_interrupt(&self) -> bool {
-        self.interrupt.is_some()
+        !self.interrupts.is_empty()
     }
 
-    /// The stored `Interrupt` of a pause.
-    pub(crate) fn interrupt_value(&self) -> Option<&Value> {
-        self.interrupt.as_ref()
+    /// The stored `Interrupt`s of a pause.
+    pub(crate) fn interrupts(&self) -> &[Value] {
+        &self.interrupts
     }
 
     /// An error of a named kind, stored as `<kind>('<message>')` like a
     /// Python exception's repr (`RuntimeError('flaky failed')`).
     pub fn with_kind(kind: impl Into<String>, message: impl Into<String>) -> NodeError {
-        NodeError { kind: kind.into(), message: message.into(), interrupt: None }
+        NodeError { kind: kind.into(), message: message.into(), interrupts: Vec::new() }
     }
 
     /// The message.
@@ -178,11 +178,17 @@ pub type RouterFn =
 pub enum NodeFn {
     /// Runs on the calling thread.
     Sync(SyncNodeFn),
+    /// A compiled subgraph (see [`GraphBuilder::subgraph`]).
+    #[doc(hidden)]
+    Subgraph(Arc<Compiled>),
 }
 
 impl fmt::Debug for NodeFn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("NodeFn::Sync(..)")
+        match self {
+            NodeFn::Sync(_) => f.write_str("NodeFn::Sync(..)"),
+            NodeFn::Subgraph(_) => f.write_str("NodeFn::Subgraph(..)"),
+        }
     }
 }
 
@@ -200,7 +206,8 @@ pub(crate) struct NodeSpec {
 }
 
 /// The compiled graph: channels, nodes, triggers.
-pub(crate) struct Compiled {
+#[doc(hidden)]
+pub struct Compiled {
     pub(crate) channels: Vec<(String, Arc<ChannelSpec>)>,
     pub(crate) state_keys: Vec<String>,
     pub(crate) nodes: Vec<NodeSpec>,
@@ -208,6 +215,16 @@ pub(crate) struct Compiled {
     pub(crate) recursion_limit: i64,
     pub(crate) interrupt_before: Vec<String>,
     pub(crate) interrupt_after: Vec<String>,
+}
+
+impl NodeSpec {
+    /// The subgraph this node runs, if it is one.
+    pub(crate) fn subgraph(&self) -> Option<&Arc<Compiled>> {
+        match &self.func {
+            Some(NodeFn::Subgraph(g)) => Some(g),
+            _ => None,
+        }
+    }
 }
 
 impl Compiled {
@@ -233,6 +250,7 @@ impl Graph {
 pub struct GraphBuilder {
     state: Vec<(String, ChannelSpec)>,
     nodes: Vec<(String, NodeFn)>,
+    subgraphs: Vec<(String, GraphBuilder)>,
     edges: Vec<(String, String)>,
     joins: Vec<(Vec<String>, String)>,
     routers: Vec<(String, RouterFn)>,
@@ -265,6 +283,17 @@ impl GraphBuilder {
         F: Fn(&State) -> std::result::Result<Update, NodeError> + std::marker::Send + Sync + 'static,
     {
         self.nodes.push((name.into(), NodeFn::Sync(Arc::new(f))));
+        self
+    }
+
+    /// A node that runs `child` (a graph with its own state keys): its
+    /// input is this graph's state, its final state the node's update. It
+    /// checkpoints on the parent's checkpointer in namespace
+    /// `<name>:<task id>` (metadata `parents` names the parent's
+    /// checkpoint), and an [`interrupt()`](super::interrupt()) inside it
+    /// pauses the parent; resuming the parent resumes it.
+    pub fn subgraph(mut self, name: impl Into<String>, child: GraphBuilder) -> Self {
+        self.subgraphs.push((name.into(), child));
         self
     }
 
@@ -335,7 +364,11 @@ impl GraphBuilder {
         Ok(CompiledGraph::new(Arc::new(self.build()?), checkpointer))
     }
 
-    fn build(self) -> Result<Compiled> {
+    fn build(mut self) -> Result<Compiled> {
+        for (name, child) in std::mem::take(&mut self.subgraphs) {
+            let child = child.build().map_err(|e| Error::InvalidGraph(format!("subgraph {name}: {e}")))?;
+            self.nodes.push((name, NodeFn::Subgraph(Arc::new(child))));
+        }
         let bad = |m: String| Err(Error::InvalidGraph(m));
         let mut names = BTreeSet::new();
         for (n, _) in &self.nodes {

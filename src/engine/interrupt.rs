@@ -100,6 +100,6 @@ pub fn interrupt(value: Value) -> Result<Value, NodeError> {
             return Ok(v);
         }
         let id = interrupt_id(&pad.task_ns);
-        Err(NodeError::interrupted(interrupt_value(&value, &id)))
+        Err(NodeError::interrupted(vec![interrupt_value(&value, &id)]))
     })
 }

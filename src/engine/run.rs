@@ -74,12 +74,33 @@ pub(crate) struct Save<'a> {
     pub(crate) updated: Option<&'a BTreeSet<String>>,
     /// The parent may be an older checkpoint than the thread's head.
     pub(crate) fork: bool,
+    /// Metadata `parents`: namespace -> checkpoint id of the enclosing runs.
+    pub(crate) parents: &'a Map<String, Value>,
 }
 
 impl<'a> Save<'a> {
-    fn new(source: &'a str, step: i64, updated: &'a BTreeSet<String>) -> Save<'a> {
-        Save { source, step, updated: Some(updated), fork: false }
+    fn new(
+        source: &'a str,
+        step: i64,
+        updated: &'a BTreeSet<String>,
+        parents: &'a Map<String, Value>,
+    ) -> Save<'a> {
+        Save { source, step, updated: Some(updated), fork: false, parents }
     }
+}
+
+/// Where a run happens: its namespace, its metadata `parents`, whether
+/// its parent is resuming.
+pub(crate) struct Ctx {
+    ns: String,
+    parents: Map<String, Value>,
+    resuming: bool,
+}
+
+/// What a run ends with.
+struct Outcome {
+    values: Value,
+    interrupts: Vec<Value>,
 }
 
 /// What a run starts from.
@@ -152,7 +173,7 @@ impl CompiledGraph {
     fn run(&self, input: Input, config: &CheckpointConfig) -> Result<Value> {
         if !config.checkpoint_ns.is_empty() {
             return Err(Error::InvalidArgument(
-                "invoke in a namespace (subgraphs) is not supported yet".into(),
+                "invoke in a namespace (a subgraph's) is not supported yet".into(),
             ));
         }
         if config.checkpoint_id.is_some() && !matches!(input, Input::Nothing) {
@@ -160,10 +181,36 @@ impl CompiledGraph {
                 "invoke with input or a resume value at a checkpoint id is not supported yet".into(),
             ));
         }
-        let thread = CheckpointConfig::thread(&config.thread_id);
+        let ctx = Ctx { ns: String::new(), parents: Map::new(), resuming: false };
+        let out = self.run_in(input, config, &ctx, &mut None)?;
+        let mut values = out.values;
+        if !out.interrupts.is_empty() {
+            if let Value::Object(m) = &mut values {
+                m.insert(INTERRUPT.into(), Value::Array(out.interrupts));
+            }
+        }
+        Ok(values)
+    }
+
+    /// Runs the graph in `ctx.ns` (a subgraph runs in its own namespace,
+    /// resuming there when its parent resumes). `outer_resume` is the
+    /// parent's unconsumed resume answer.
+    fn run_in(
+        &self,
+        input: Input,
+        config: &CheckpointConfig,
+        ctx: &Ctx,
+        outer_resume: &mut Option<Value>,
+    ) -> Result<Outcome> {
+        let ns = ctx.ns.as_str();
+        let thread = CheckpointConfig::thread(&config.thread_id).ns(ns);
         let at_config =
             config.checkpoint_id.as_ref().map_or_else(|| thread.clone(), |id| thread.clone().at(id));
         let Loaded { tuple, mut cp, mut channels, mut step, mut pending } = self.load(&at_config)?;
+        let input = match input {
+            Input::Value(_) if ctx.resuming && !cp.versions.is_empty() => Input::Nothing,
+            other => other,
+        };
         // Time travel: LangGraph replays from an addressed checkpoint,
         // re-running its tasks, and first saves a "fork" copy of it unless
         // it is the thread's head made by update_state / a fork.
@@ -192,6 +239,10 @@ impl CompiledGraph {
         }
         let mut null_resume =
             pending.iter().find(|(t, c, _)| t == NULL_TASK_ID && c == RESUME).map(|(_, _, v)| v.clone());
+        if null_resume.is_none() {
+            null_resume = outer_resume.take();
+        }
+        let mut resuming = matches!(input, Input::Nothing | Input::Resume(_));
         let mut pending = Some(pending);
         match input {
             Input::Nothing if cp.versions.is_empty() => return Err(Error::EmptyInput),
@@ -204,7 +255,8 @@ impl CompiledGraph {
                     .collect();
                 cp.seen.insert(INTERRUPT.into(), all);
                 if fork {
-                    let save = Save { source: "fork", step, updated: None, fork: true };
+                    let save =
+                        Save { source: "fork", step, updated: None, fork: true, parents: &ctx.parents };
                     let tuple = self.commit(parent.as_ref(), &thread, &persisted, &cp, &channels, &save)?;
                     cp.id.clone_from(&tuple.checkpoint.id);
                     persisted = cp.clone();
@@ -216,7 +268,7 @@ impl CompiledGraph {
                 if !input.is_object() {
                     return Err(Error::InvalidUpdate(format!("Expected dict, got {input}")));
                 }
-                let discard = prepare_next_tasks(&self.graph, &cp, &channels, step, "", None)?;
+                let discard = prepare_next_tasks(&self.graph, &cp, &channels, step, ns, None)?;
                 let input_writes = [(START.to_string(), input)];
                 let mut tw: Vec<TaskWrites<'_>> = discard.iter().map(TaskWrites::from).collect();
                 tw.push(TaskWrites { path: "~".into(), name: INPUT, triggers: &[], writes: &input_writes });
@@ -227,7 +279,7 @@ impl CompiledGraph {
                     &persisted,
                     &cp,
                     &channels,
-                    &Save::new("input", step, &up),
+                    &Save::new("input", step, &up, &ctx.parents),
                 )?;
                 cp.id.clone_from(&tuple.checkpoint.id);
                 persisted = cp.clone();
@@ -241,7 +293,7 @@ impl CompiledGraph {
             if step > stop {
                 return Err(Error::Recursion { limit: self.graph.recursion_limit });
             }
-            let mut tasks = prepare_next_tasks(&self.graph, &cp, &channels, step, "", updated.as_ref())?;
+            let mut tasks = prepare_next_tasks(&self.graph, &cp, &channels, step, ns, updated.as_ref())?;
             if tasks.is_empty() {
                 break;
             }
@@ -253,7 +305,10 @@ impl CompiledGraph {
                 }
             }
             if should_interrupt(&cp, &self.graph.interrupt_before, &tasks) {
-                return Ok(read_state(&channels, &self.graph.state_keys));
+                return Ok(Outcome {
+                    values: read_state(&channels, &self.graph.state_keys),
+                    interrupts: Vec::new(),
+                });
             }
             let at = thread.clone().at(cp.id.clone());
             let mut failure: Option<(String, String, NodeError)> = None;
@@ -264,9 +319,31 @@ impl CompiledGraph {
                 }
                 let path = task.path.as_str();
                 let resume = task_resume(&loaded, &task.id);
-                let pad = Scratchpad::new(format!("{}:{}", task.name, task.id), resume, null_resume.take());
-                let (result, pad) = with_scratchpad(pad, || self.run_task(task, &channels));
-                null_resume = pad.null_resume.clone();
+                let task_ns = if ns.is_empty() {
+                    format!("{}:{}", task.name, task.id)
+                } else {
+                    format!("{ns}|{}:{}", task.name, task.id)
+                };
+                let (result, pad) =
+                    if let Some(child) = self.graph.node(&task.name).and_then(|n| n.subgraph()) {
+                        let mut parents = ctx.parents.clone();
+                        parents.insert(ns.to_string(), Value::String(cp.id.clone()));
+                        let child_ctx = Ctx { ns: task_ns, parents, resuming };
+                        let result = self.run_subgraph(
+                            child,
+                            task,
+                            &child_ctx,
+                            &config.thread_id,
+                            &channels,
+                            &mut null_resume,
+                        )?;
+                        (result, Scratchpad::default())
+                    } else {
+                        let pad = Scratchpad::new(task_ns, resume, null_resume.take());
+                        let (result, pad) = with_scratchpad(pad, || self.run_task(task, &channels));
+                        null_resume = pad.null_resume.clone();
+                        (result, pad)
+                    };
                 match result {
                     Ok(mut writes) => {
                         if pad.used_resume {
@@ -276,13 +353,13 @@ impl CompiledGraph {
                         task.writes = writes;
                     }
                     Err(e) if e.is_interrupt() => {
-                        let value = e.interrupt_value().cloned().unwrap_or(Value::Null);
-                        let mut writes = vec![(INTERRUPT.to_string(), Value::Array(vec![value.clone()]))];
+                        let values = e.interrupts().to_vec();
+                        let mut writes = vec![(INTERRUPT.to_string(), Value::Array(values.clone()))];
                         if pad.used_resume {
                             writes.push((RESUME.to_string(), Value::Array(pad.resume.clone())));
                         }
                         self.saver.put_writes(&at, &writes, &task.id, &path)?;
-                        interrupts.push(value);
+                        interrupts.extend(values);
                     }
                     Err(e) => {
                         self.saver.put_writes(&at, &[(ERROR, Value::String(e.repr()))], &task.id, &path)?;
@@ -291,15 +368,12 @@ impl CompiledGraph {
                 }
             }
             null_resume = None;
+            resuming = false;
             if let Some((node, task_id, error)) = failure {
                 return Err(Error::Node { node, task_id, error: Box::new(error) });
             }
             if !interrupts.is_empty() {
-                let mut out = read_state(&channels, &self.graph.state_keys);
-                if let Value::Object(m) = &mut out {
-                    m.insert(INTERRUPT.into(), Value::Array(interrupts));
-                }
-                return Ok(out);
+                return Ok(Outcome { values: read_state(&channels, &self.graph.state_keys), interrupts });
             }
             let mut tw: Vec<TaskWrites<'_>> = tasks.iter().map(TaskWrites::from).collect();
             let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
@@ -309,7 +383,7 @@ impl CompiledGraph {
                 &persisted,
                 &cp,
                 &channels,
-                &Save::new("loop", step, &up),
+                &Save::new("loop", step, &up, &ctx.parents),
             )?;
             cp.id.clone_from(&tuple.checkpoint.id);
             persisted = cp.clone();
@@ -320,7 +394,41 @@ impl CompiledGraph {
                 break;
             }
         }
-        Ok(read_state(&channels, &self.graph.state_keys))
+        Ok(Outcome { values: read_state(&channels, &self.graph.state_keys), interrupts: Vec::new() })
+    }
+
+    /// Runs subgraph `child` as `task` (in namespace `ctx.ns`, on the
+    /// parent's checkpointer), its input the task's state; its final state
+    /// is the task's update, its interrupts the task's, its failure the
+    /// task's.
+    fn run_subgraph(
+        &self,
+        child: &Arc<Compiled>,
+        task: &Task,
+        ctx: &Ctx,
+        thread_id: &str,
+        channels: &Channels,
+        null_resume: &mut Option<Value>,
+    ) -> Result<std::result::Result<Vec<(String, Value)>, NodeError>> {
+        let graph = CompiledGraph { graph: child.clone(), saver: self.saver.clone() };
+        let out = match graph.run_in(
+            Input::Value(task.input.clone()),
+            &CheckpointConfig::thread(thread_id),
+            ctx,
+            null_resume,
+        ) {
+            Ok(out) => out,
+            Err(Error::Node { error, .. }) => return Ok(Err(*error)),
+            Err(e @ (Error::InvalidUpdate(_) | Error::Recursion { .. } | Error::EmptyInput)) => {
+                return Ok(Err(NodeError::with_kind("SubgraphError", e.to_string())));
+            }
+            Err(e) => return Err(e),
+        };
+        if !out.interrupts.is_empty() {
+            return Ok(Err(NodeError::interrupted(out.interrupts)));
+        }
+        let Value::Object(values) = out.values else { return Ok(Ok(Vec::new())) };
+        Ok(self.node_writes(task, Update::from(values), channels))
     }
 
     /// The tasks the next superstep of `config`'s thread would run (from its
@@ -330,12 +438,33 @@ impl CompiledGraph {
     /// [`Error::NotFound`] if `config.checkpoint_id` does not exist; the
     /// checkpointer's errors.
     pub fn next_tasks(&self, config: &CheckpointConfig) -> Result<Vec<PendingTask>> {
-        let loaded = self.load(config)?;
+        let graph = self.for_namespace(&config.checkpoint_ns)?;
+        let loaded = graph.load(config)?;
         if config.checkpoint_id.is_some() && loaded.tuple.is_none() {
             return Err(Error::NotFound(format!("checkpoint {:?}", config.checkpoint_id)));
         }
-        let tasks = prepare_next_tasks(&self.graph, &loaded.cp, &loaded.channels, loaded.step, "", None)?;
+        let ns = config.checkpoint_ns.as_str();
+        let tasks = prepare_next_tasks(&graph.graph, &loaded.cp, &loaded.channels, loaded.step, ns, None)?;
         Ok(tasks.into_iter().map(|t| PendingTask { path: t.path.as_str(), id: t.id, name: t.name }).collect())
+    }
+
+    /// The (sub)graph that runs in namespace `ns` (`""`: this one;
+    /// `sub:<task id>|inner:<task id>`: nested subgraphs by node name).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if a segment names no subgraph node.
+    pub(crate) fn for_namespace(&self, ns: &str) -> Result<CompiledGraph> {
+        let mut graph = self.graph.clone();
+        if !ns.is_empty() {
+            for segment in ns.split('|') {
+                let name = segment.split(':').next().unwrap_or_default();
+                let child = graph.node(name).and_then(|n| n.subgraph()).cloned();
+                graph = child.ok_or_else(|| {
+                    Error::InvalidArgument(format!("namespace {ns:?}: {name:?} is not a subgraph node"))
+                })?;
+            }
+        }
+        Ok(CompiledGraph { graph, saver: self.saver.clone() })
     }
 
     /// The thread's checkpoint (latest, or `config.checkpoint_id`), its
@@ -393,6 +522,7 @@ impl CompiledGraph {
                 };
                 f(state)?
             }
+            Some(NodeFn::Subgraph(_)) => return Err(NodeError::new(format!("{} is a subgraph", task.name))),
         };
         self.node_writes(task, update, channels)
     }
@@ -511,7 +641,7 @@ impl CompiledGraph {
             Metadata::new()
                 .with("source", save.source)
                 .with("step", save.step)
-                .with("parents", Value::Object(Map::new())),
+                .with("parents", Value::Object(save.parents.clone())),
         )
         .commit()
     }

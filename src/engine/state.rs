@@ -31,17 +31,20 @@ pub struct StateSnapshot {
 
 impl CompiledGraph {
     /// The state at `config`'s checkpoint (the thread's latest unless
-    /// `config.checkpoint_id` is given).
+    /// `config.checkpoint_id` is given; a subgraph's with its namespace
+    /// `<node>:<task id>`).
     ///
     /// # Errors
-    /// [`Error::NotFound`] if `config.checkpoint_id` does not exist; the
+    /// [`Error::NotFound`] if `config.checkpoint_id` does not exist;
+    /// [`Error::InvalidArgument`] for a namespace of no subgraph; the
     /// checkpointer's errors.
     pub fn get_state(&self, config: &CheckpointConfig) -> Result<StateSnapshot> {
         let tasks = self.next_tasks(config)?;
-        let loaded = self.load(config)?;
+        let graph = self.for_namespace(&config.checkpoint_ns)?;
+        let loaded = graph.load(config)?;
         let tuple = loaded.tuple;
         Ok(StateSnapshot {
-            values: read_state(&loaded.channels, &self.graph.state_keys),
+            values: read_state(&loaded.channels, &graph.graph.state_keys),
             next: tasks.iter().map(|t| t.name.clone()).collect(),
             tasks,
             config: tuple.as_ref().map(|t| t.config.clone()),
@@ -100,7 +103,8 @@ impl CompiledGraph {
             writes: &writes,
         }];
         apply_writes(&mut loaded.cp, &mut loaded.channels, &mut tw, true)?;
-        let save = Save { source: "update", step: loaded.step, updated: None, fork: true };
+        let parents = serde_json::Map::new();
+        let save = Save { source: "update", step: loaded.step, updated: None, fork: true, parents: &parents };
         let thread = CheckpointConfig::thread(&config.thread_id);
         let tuple = self.commit(Some(&saved), &thread, &persisted, &loaded.cp, &loaded.channels, &save)?;
         Ok(tuple.config)
