@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use agentstate::engine::{
-    interrupt, interrupt_id, remove_message, task_id, ChannelSpec, CompiledGraph, Goto, Graph, GraphBuilder,
-    NodeError, Reducer, Send, State, Update, END, NULL_TASK_ID, START,
+    interrupt, interrupt_id, remove_message, task_id, ChannelSpec, CompiledGraph, Durability, Goto, Graph,
+    GraphBuilder, NodeError, Reducer, Send, State, Update, END, NULL_TASK_ID, START,
 };
 use agentstate::{CheckpointConfig, Db, Error, JsonPlusSerializer, ListQuery, Serializer};
 use serde_json::{json, Map, Value};
@@ -79,7 +79,11 @@ impl Harness {
     }
 
     fn graph(&mut self, thread: &str, key: &str, build: GraphBuilder) {
-        let g = build.compile(self.db.checkpointer()).unwrap();
+        self.graph_with(thread, key, build, Durability::Sync);
+    }
+
+    fn graph_with(&mut self, thread: &str, key: &str, build: GraphBuilder, durability: Durability) {
+        let g = build.compile(self.db.checkpointer()).unwrap().with_durability(durability);
         self.graphs.insert(thread.to_string(), (key.to_string(), g));
     }
 
@@ -562,6 +566,41 @@ fn command_goto() {
         .edge("right", END);
     h.graph("goto", "main", b);
     h.check(&fx);
+}
+
+#[test]
+fn durability_modes() {
+    let fx = fixture("durability_modes");
+    let mut h = Harness::new();
+    let (exit, background) = (abc(&h.counts), abc(&h.counts));
+    h.graph_with("exit", "main", exit, Durability::Exit);
+    h.graph_with("async", "main", background, Durability::Async);
+    h.check(&fx);
+}
+
+#[test]
+fn exit_durability_stores_the_failed_superstep() {
+    let h = Harness::new();
+    let g = Graph::builder()
+        .state("n", ChannelSpec::last_value())
+        .node("a", |_| Ok(Update::new().set("n", json!(1))))
+        .node("b", |_| Err(NodeError::new("no")))
+        .edge(START, "a")
+        .edge("a", "b")
+        .compile(h.db.checkpointer())
+        .unwrap()
+        .with_durability(Durability::Exit);
+    let cfg = CheckpointConfig::thread("t");
+    assert!(matches!(g.invoke(Some(json!({"n": 0})), &cfg), Err(Error::Node { node, .. }) if node == "b"));
+    let saver = h.db.checkpointer();
+    assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 1);
+    let t = saver.get_tuple(&cfg).unwrap().unwrap();
+    assert_eq!(t.metadata.step(), Some(1));
+    assert_eq!(t.pending_writes.len(), 1);
+    assert_eq!(t.pending_writes[0].channel, "__error__");
+    // The stored checkpoint is the one b's task id hashed: resuming finds it.
+    let next = g.next_tasks(&cfg).unwrap();
+    assert_eq!(next[0].id, t.pending_writes[0].task_id);
 }
 
 #[test]

@@ -54,6 +54,7 @@ pub struct Step<'a> {
     fork: bool,
     versions: BTreeMap<String, ChannelVersion>,
     updated: Option<Option<Vec<String>>>,
+    id: Option<String>,
 }
 
 enum Update {
@@ -90,6 +91,7 @@ impl Checkpointer {
             fork: false,
             versions: BTreeMap::new(),
             updated: None,
+            id: None,
         }
     }
 
@@ -110,6 +112,7 @@ impl Checkpointer {
             fork: false,
             versions: BTreeMap::new(),
             updated: None,
+            id: None,
         }
     }
 }
@@ -196,6 +199,19 @@ impl<'a> Step<'a> {
         self
     }
 
+    /// Stores the checkpoint under `id` instead of a fresh UUIDv6 (a
+    /// runtime that derived task ids from an id before storing it, as
+    /// LangGraph's `durability="exit"` does).
+    ///
+    /// # Errors
+    /// [`commit`](Self::commit) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if `id` is
+    /// not a UUID or does not sort after the parent's id.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
     /// Stores no `updated_channels` at all (LangGraph's checkpoints from
     /// `update_state` and time-travel forks have none).
     pub fn without_updated_channels(mut self) -> Self {
@@ -217,8 +233,9 @@ impl<'a> Step<'a> {
     /// - [`Error::NotFound`](crate::Error::NotFound) if a fork's parent does not exist (any more).
     /// - [`Error::InvalidConfig`](crate::Error::InvalidConfig) if the thread id is empty.
     /// - [`Error::InvalidArgument`](crate::Error::InvalidArgument) if the metadata nests too deeply to be
-    ///   read back, or a [`version`](Self::version) names a channel this
-    ///   step does not update.
+    ///   read back, a [`version`](Self::version) names a channel this
+    ///   step does not update, or an [`id`](Self::id) is not a UUID sorting
+    ///   after the parent's.
     /// - [`Error::Serialization`](crate::Error::Serialization) if a value cannot be encoded.
     /// - [`Error::Corrupt`](crate::Error::Corrupt) if the parent's stored list is missing.
     /// - database errors; nothing is written then.
@@ -247,7 +264,19 @@ impl<'a> Step<'a> {
             Some(p) => p.checkpoint.clone(),
             None => Checkpoint::with_id(String::new()),
         };
-        cp.id = uuid6_after(Some(step), parent_id.as_deref()).to_string();
+        cp.id = match self.id {
+            Some(id) => {
+                let valid = uuid::Uuid::parse_str(&id).is_ok()
+                    && parent_id.as_deref().is_none_or(|p| id.as_str() > p);
+                if !valid {
+                    return Err(crate::Error::InvalidArgument(format!(
+                        "Step::id {id:?} is not a uuid sorting after the parent's id"
+                    )));
+                }
+                id
+            }
+            None => uuid6_after(Some(step), parent_id.as_deref()).to_string(),
+        };
         cp.ts = now_iso8601();
         let mut blobs = Vec::with_capacity(self.updates.len());
         let mut changed = Vec::with_capacity(self.updates.len());

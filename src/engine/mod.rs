@@ -48,6 +48,7 @@ mod interrupt;
 mod messages;
 mod run;
 mod state;
+mod superstep;
 mod task_id;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
@@ -57,6 +58,22 @@ pub use messages::remove_message;
 pub use run::{CompiledGraph, PendingTask};
 pub use state::StateSnapshot;
 pub use task_id::{checkpoint_id_bytes, interrupt_id, task_id};
+
+/// When a run stores its checkpoints and writes (LangGraph's `durability`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Each checkpoint and task write is stored before the run goes on.
+    #[default]
+    Sync,
+    /// LangGraph stores in the background; the same checkpoints as
+    /// [`Sync`](Durability::Sync). Here it is `Sync` (open the
+    /// [`Db`](crate::Db) with write-behind to queue the writes).
+    Async,
+    /// Only the last checkpoint (and the writes of an unfinished superstep)
+    /// is stored, when the run ends: a crash mid-run loses the run.
+    Exit,
+}
 
 /// The virtual node that receives the graph input.
 pub const START: &str = "__start__";

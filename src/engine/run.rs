@@ -3,19 +3,17 @@
 //! each task's writes as it finishes (`put_writes`, with LangGraph's task ids
 //! and paths), then a checkpoint per superstep.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use super::algo::{
-    apply_writes, finished_writes, prepare_next_tasks, read_state, send_value, Channels, CpState, Task,
-    TaskWrites,
+    apply_writes, prepare_next_tasks, read_state, send_value, Channels, CpState, Task, TaskWrites,
 };
 use super::channel::Channel;
 use super::graph::{Compiled, Goto, NodeError, NodeFn, Update};
-use super::interrupt::{with_scratchpad, Scratchpad};
-use super::{END, ERROR, INPUT, INTERRUPT, NO_WRITES, NULL_TASK_ID, RESUME, START, TASKS};
+use super::{Durability, END, INTERRUPT, NO_WRITES, RESUME, TASKS};
 use crate::checkpoint::{CheckpointConfig, CheckpointTuple, Checkpointer, Metadata};
 use crate::error::{Error, Result};
 
@@ -24,6 +22,7 @@ use crate::error::{Error, Result};
 pub struct CompiledGraph {
     pub(crate) graph: Arc<Compiled>,
     pub(crate) saver: Checkpointer,
+    pub(crate) durability: Durability,
 }
 
 impl std::fmt::Debug for CompiledGraph {
@@ -47,7 +46,7 @@ pub struct PendingTask {
 }
 
 /// The answers task `id` consumed in earlier runs (its `__resume__` write).
-fn task_resume(pending: &[(String, String, Value)], id: &str) -> Vec<Value> {
+pub(crate) fn task_resume(pending: &[(String, String, Value)], id: &str) -> Vec<Value> {
     match pending.iter().find(|(t, c, _)| t == id && c == RESUME).map(|(_, _, v)| v) {
         Some(Value::Array(items)) => items.clone(),
         Some(one) => vec![one.clone()],
@@ -58,7 +57,7 @@ fn task_resume(pending: &[(String, String, Value)], id: &str) -> Vec<Value> {
 /// LangGraph's breakpoint rule: some channel changed since the last
 /// interrupt (`versions_seen["__interrupt__"]`) and a task runs one of
 /// `nodes`.
-fn should_interrupt(cp: &CpState, nodes: &[String], tasks: &[Task]) -> bool {
+pub(crate) fn should_interrupt(cp: &CpState, nodes: &[String], tasks: &[Task]) -> bool {
     if nodes.is_empty() || !tasks.iter().any(|t| nodes.contains(&t.name)) {
         return false;
     }
@@ -68,6 +67,8 @@ fn should_interrupt(cp: &CpState, nodes: &[String], tasks: &[Task]) -> bool {
 
 /// How [`CompiledGraph::commit`] saves a checkpoint.
 pub(crate) struct Save<'a> {
+    /// An id to store it under (exit mode: the id its tasks hashed).
+    pub(crate) id: Option<&'a str>,
     pub(crate) source: &'a str,
     pub(crate) step: i64,
     /// `None`: no `updated_channels` stored.
@@ -78,33 +79,23 @@ pub(crate) struct Save<'a> {
     pub(crate) parents: &'a Map<String, Value>,
 }
 
-impl<'a> Save<'a> {
-    fn new(
-        source: &'a str,
-        step: i64,
-        updated: &'a BTreeSet<String>,
-        parents: &'a Map<String, Value>,
-    ) -> Save<'a> {
-        Save { source, step, updated: Some(updated), fork: false, parents }
-    }
-}
-
 /// Where a run happens: its namespace, its metadata `parents`, whether
 /// its parent is resuming.
 pub(crate) struct Ctx {
-    ns: String,
-    parents: Map<String, Value>,
-    resuming: bool,
+    pub(crate) ns: String,
+    pub(crate) parents: Map<String, Value>,
+    pub(crate) resuming: bool,
+    pub(crate) durability: Durability,
 }
 
 /// What a run ends with.
-struct Outcome {
-    values: Value,
-    interrupts: Vec<Value>,
+pub(crate) struct Outcome {
+    pub(crate) values: Value,
+    pub(crate) interrupts: Vec<Value>,
 }
 
 /// What a run starts from.
-enum Input {
+pub(crate) enum Input {
     Value(Value),
     Nothing,
     Resume(Value),
@@ -121,7 +112,15 @@ pub(crate) struct Loaded {
 
 impl CompiledGraph {
     pub(crate) fn new(graph: Arc<Compiled>, saver: Checkpointer) -> CompiledGraph {
-        CompiledGraph { graph, saver }
+        CompiledGraph { graph, saver, durability: Durability::Sync }
+    }
+
+    /// The same graph, persisting with `durability` (default
+    /// [`Durability::Sync`]).
+    #[must_use]
+    pub fn with_durability(mut self, durability: Durability) -> CompiledGraph {
+        self.durability = durability;
+        self
     }
 
     /// The checkpointer the graph persists to.
@@ -181,7 +180,8 @@ impl CompiledGraph {
                 "invoke with input or a resume value at a checkpoint id is not supported yet".into(),
             ));
         }
-        let ctx = Ctx { ns: String::new(), parents: Map::new(), resuming: false };
+        let ctx =
+            Ctx { ns: String::new(), parents: Map::new(), resuming: false, durability: self.durability };
         let out = self.run_in(input, config, &ctx, &mut None)?;
         let mut values = out.values;
         if !out.interrupts.is_empty() {
@@ -190,245 +190,6 @@ impl CompiledGraph {
             }
         }
         Ok(values)
-    }
-
-    /// Runs the graph in `ctx.ns` (a subgraph runs in its own namespace,
-    /// resuming there when its parent resumes). `outer_resume` is the
-    /// parent's unconsumed resume answer.
-    fn run_in(
-        &self,
-        input: Input,
-        config: &CheckpointConfig,
-        ctx: &Ctx,
-        outer_resume: &mut Option<Value>,
-    ) -> Result<Outcome> {
-        let ns = ctx.ns.as_str();
-        let thread = CheckpointConfig::thread(&config.thread_id).ns(ns);
-        let at_config =
-            config.checkpoint_id.as_ref().map_or_else(|| thread.clone(), |id| thread.clone().at(id));
-        let Loaded { tuple, mut cp, mut channels, mut step, mut pending } = self.load(&at_config)?;
-        let input = match input {
-            Input::Value(_) if ctx.resuming && !cp.versions.is_empty() => Input::Nothing,
-            other => other,
-        };
-        // Time travel: LangGraph replays from an addressed checkpoint,
-        // re-running its tasks, and first saves a "fork" copy of it unless
-        // it is the thread's head made by update_state / a fork.
-        let mut fork = false;
-        if config.checkpoint_id.is_some() {
-            let Some(t) = &tuple else {
-                return Err(Error::NotFound(format!("checkpoint {:?}", config.checkpoint_id)));
-            };
-            let head = self.saver.get_tuple(&thread)?.map(|h| h.checkpoint.id);
-            let is_head = head.as_deref() == Some(t.checkpoint.id.as_str());
-            fork = !is_head || !matches!(t.metadata.source(), Some("update" | "fork"));
-            pending.clear();
-        }
-        let mut parent = tuple;
-        let mut persisted = cp.clone();
-        let stop = step + self.graph.recursion_limit + 1;
-        let mut updated: Option<BTreeSet<String>> = None;
-        if let Input::Resume(answer) = &input {
-            if cp.versions.is_empty() {
-                return Err(Error::EmptyInput);
-            }
-            let at = thread.clone().at(cp.id.clone());
-            self.saver.put_writes(&at, &[(RESUME, answer.clone())], NULL_TASK_ID, "")?;
-            pending.retain(|(t, c, _)| !(t == NULL_TASK_ID && c == RESUME));
-            pending.push((NULL_TASK_ID.into(), RESUME.into(), answer.clone()));
-        }
-        let mut null_resume =
-            pending.iter().find(|(t, c, _)| t == NULL_TASK_ID && c == RESUME).map(|(_, _, v)| v.clone());
-        if null_resume.is_none() {
-            null_resume = outer_resume.take();
-        }
-        let mut resuming = matches!(input, Input::Nothing | Input::Resume(_));
-        let mut pending = Some(pending);
-        match input {
-            Input::Nothing if cp.versions.is_empty() => return Err(Error::EmptyInput),
-            Input::Nothing | Input::Resume(_) => {
-                let all: BTreeMap<_, _> = cp
-                    .versions
-                    .iter()
-                    .filter(|(k, _)| channels.contains_key(*k))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                cp.seen.insert(INTERRUPT.into(), all);
-                if fork {
-                    let save =
-                        Save { source: "fork", step, updated: None, fork: true, parents: &ctx.parents };
-                    let tuple = self.commit(parent.as_ref(), &thread, &persisted, &cp, &channels, &save)?;
-                    cp.id.clone_from(&tuple.checkpoint.id);
-                    persisted = cp.clone();
-                    parent = Some(tuple);
-                    step += 1;
-                }
-            }
-            Input::Value(input) => {
-                if !input.is_object() {
-                    return Err(Error::InvalidUpdate(format!("Expected dict, got {input}")));
-                }
-                let discard = prepare_next_tasks(&self.graph, &cp, &channels, step, ns, None)?;
-                let input_writes = [(START.to_string(), input)];
-                let mut tw: Vec<TaskWrites<'_>> = discard.iter().map(TaskWrites::from).collect();
-                tw.push(TaskWrites { path: "~".into(), name: INPUT, triggers: &[], writes: &input_writes });
-                let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
-                let tuple = self.commit(
-                    parent.as_ref(),
-                    &thread,
-                    &persisted,
-                    &cp,
-                    &channels,
-                    &Save::new("input", step, &up, &ctx.parents),
-                )?;
-                cp.id.clone_from(&tuple.checkpoint.id);
-                persisted = cp.clone();
-                parent = Some(tuple);
-                updated = Some(up);
-                pending = None;
-                step += 1;
-            }
-        }
-        loop {
-            if step > stop {
-                return Err(Error::Recursion { limit: self.graph.recursion_limit });
-            }
-            let mut tasks = prepare_next_tasks(&self.graph, &cp, &channels, step, ns, updated.as_ref())?;
-            if tasks.is_empty() {
-                break;
-            }
-            let loaded = pending.take().unwrap_or_default();
-            let done = finished_writes(&loaded);
-            for task in &mut tasks {
-                if let Some(writes) = done.get(&task.id) {
-                    task.writes.clone_from(writes);
-                }
-            }
-            if should_interrupt(&cp, &self.graph.interrupt_before, &tasks) {
-                return Ok(Outcome {
-                    values: read_state(&channels, &self.graph.state_keys),
-                    interrupts: Vec::new(),
-                });
-            }
-            let at = thread.clone().at(cp.id.clone());
-            let mut failure: Option<(String, String, NodeError)> = None;
-            let mut interrupts: Vec<Value> = Vec::new();
-            for task in &mut tasks {
-                if done.contains_key(&task.id) {
-                    continue;
-                }
-                let path = task.path.as_str();
-                let resume = task_resume(&loaded, &task.id);
-                let task_ns = if ns.is_empty() {
-                    format!("{}:{}", task.name, task.id)
-                } else {
-                    format!("{ns}|{}:{}", task.name, task.id)
-                };
-                let (result, pad) =
-                    if let Some(child) = self.graph.node(&task.name).and_then(|n| n.subgraph()) {
-                        let mut parents = ctx.parents.clone();
-                        parents.insert(ns.to_string(), Value::String(cp.id.clone()));
-                        let child_ctx = Ctx { ns: task_ns, parents, resuming };
-                        let result = self.run_subgraph(
-                            child,
-                            task,
-                            &child_ctx,
-                            &config.thread_id,
-                            &channels,
-                            &mut null_resume,
-                        )?;
-                        (result, Scratchpad::default())
-                    } else {
-                        let pad = Scratchpad::new(task_ns, resume, null_resume.take());
-                        let (result, pad) = with_scratchpad(pad, || self.run_task(task, &channels));
-                        null_resume = pad.null_resume.clone();
-                        (result, pad)
-                    };
-                match result {
-                    Ok(mut writes) => {
-                        if pad.used_resume {
-                            writes.insert(0, (RESUME.to_string(), Value::Array(pad.resume.clone())));
-                        }
-                        self.saver.put_writes(&at, &writes, &task.id, &path)?;
-                        task.writes = writes;
-                    }
-                    Err(e) if e.is_interrupt() => {
-                        let values = e.interrupts().to_vec();
-                        let mut writes = vec![(INTERRUPT.to_string(), Value::Array(values.clone()))];
-                        if pad.used_resume {
-                            writes.push((RESUME.to_string(), Value::Array(pad.resume.clone())));
-                        }
-                        self.saver.put_writes(&at, &writes, &task.id, &path)?;
-                        interrupts.extend(values);
-                    }
-                    Err(e) => {
-                        self.saver.put_writes(&at, &[(ERROR, Value::String(e.repr()))], &task.id, &path)?;
-                        failure.get_or_insert((task.name.clone(), task.id.clone(), e));
-                    }
-                }
-            }
-            null_resume = None;
-            resuming = false;
-            if let Some((node, task_id, error)) = failure {
-                return Err(Error::Node { node, task_id, error: Box::new(error) });
-            }
-            if !interrupts.is_empty() {
-                return Ok(Outcome { values: read_state(&channels, &self.graph.state_keys), interrupts });
-            }
-            let mut tw: Vec<TaskWrites<'_>> = tasks.iter().map(TaskWrites::from).collect();
-            let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
-            let tuple = self.commit(
-                parent.as_ref(),
-                &thread,
-                &persisted,
-                &cp,
-                &channels,
-                &Save::new("loop", step, &up, &ctx.parents),
-            )?;
-            cp.id.clone_from(&tuple.checkpoint.id);
-            persisted = cp.clone();
-            parent = Some(tuple);
-            updated = Some(up);
-            step += 1;
-            if should_interrupt(&cp, &self.graph.interrupt_after, &tasks) {
-                break;
-            }
-        }
-        Ok(Outcome { values: read_state(&channels, &self.graph.state_keys), interrupts: Vec::new() })
-    }
-
-    /// Runs subgraph `child` as `task` (in namespace `ctx.ns`, on the
-    /// parent's checkpointer), its input the task's state; its final state
-    /// is the task's update, its interrupts the task's, its failure the
-    /// task's.
-    fn run_subgraph(
-        &self,
-        child: &Arc<Compiled>,
-        task: &Task,
-        ctx: &Ctx,
-        thread_id: &str,
-        channels: &Channels,
-        null_resume: &mut Option<Value>,
-    ) -> Result<std::result::Result<Vec<(String, Value)>, NodeError>> {
-        let graph = CompiledGraph { graph: child.clone(), saver: self.saver.clone() };
-        let out = match graph.run_in(
-            Input::Value(task.input.clone()),
-            &CheckpointConfig::thread(thread_id),
-            ctx,
-            null_resume,
-        ) {
-            Ok(out) => out,
-            Err(Error::Node { error, .. }) => return Ok(Err(*error)),
-            Err(e @ (Error::InvalidUpdate(_) | Error::Recursion { .. } | Error::EmptyInput)) => {
-                return Ok(Err(NodeError::with_kind("SubgraphError", e.to_string())));
-            }
-            Err(e) => return Err(e),
-        };
-        if !out.interrupts.is_empty() {
-            return Ok(Err(NodeError::interrupted(out.interrupts)));
-        }
-        let Value::Object(values) = out.values else { return Ok(Ok(Vec::new())) };
-        Ok(self.node_writes(task, Update::from(values), channels))
     }
 
     /// The tasks the next superstep of `config`'s thread would run (from its
@@ -464,7 +225,7 @@ impl CompiledGraph {
                 })?;
             }
         }
-        Ok(CompiledGraph { graph, saver: self.saver.clone() })
+        Ok(CompiledGraph { graph, saver: self.saver.clone(), durability: self.durability })
     }
 
     /// The thread's checkpoint (latest, or `config.checkpoint_id`), its
@@ -497,7 +258,7 @@ impl CompiledGraph {
     /// Runs one task: its node (or `__start__`'s pass-through), then its
     /// edges and routers. Returns its writes, in LangGraph's order: state
     /// writes, static edges, routers' targets.
-    fn run_task(
+    pub(crate) fn run_task(
         &self,
         task: &Task,
         channels: &Channels,
@@ -627,6 +388,9 @@ impl CompiledGraph {
                 None => s.clear(chan.clone()),
             };
             s = s.version(chan.clone(), version.clone());
+        }
+        if let Some(id) = save.id {
+            s = s.id(id);
         }
         for (node, seen) in &cp.seen {
             if persisted.seen.get(node) != Some(seen) {

@@ -104,7 +104,14 @@ impl CompiledGraph {
         }];
         apply_writes(&mut loaded.cp, &mut loaded.channels, &mut tw, true)?;
         let parents = serde_json::Map::new();
-        let save = Save { source: "update", step: loaded.step, updated: None, fork: true, parents: &parents };
+        let save = Save {
+            source: "update",
+            step: loaded.step,
+            updated: None,
+            fork: true,
+            parents: &parents,
+            id: None,
+        };
         let thread = CheckpointConfig::thread(&config.thread_id);
         let tuple = self.commit(Some(&saved), &thread, &persisted, &loaded.cp, &loaded.channels, &save)?;
         Ok(tuple.config)
