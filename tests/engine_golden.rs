@@ -824,3 +824,33 @@ fn resume_with_nothing_to_resume_is_a_typed_error() {
         Err(Error::Recursion { limit: 3 })
     ));
 }
+
+#[test]
+fn a_panicking_node_fails_its_task_and_history_lists_every_checkpoint() {
+    let h = Harness::new();
+    let g = Graph::builder()
+        .state("n", ChannelSpec::last_value())
+        .node("a", |s| Ok(Update::new().set("n", json!(int(s, "n") + 1))))
+        .node("boom", |s| if int(s, "n") == 1 { panic!("kaboom") } else { Ok(Update::new()) })
+        .edge(START, "a")
+        .edge("a", "boom")
+        .compile(h.db.checkpointer())
+        .unwrap();
+    let cfg = CheckpointConfig::thread("p");
+    let err = g.invoke(Some(json!({"n": 0})), &cfg).unwrap_err();
+    match err {
+        Error::Node { node, error, .. } => {
+            assert_eq!(node, "boom");
+            assert_eq!(error.kind(), "Panic");
+            assert_eq!(error.message(), "kaboom");
+        }
+        other => panic!("{other:?}"),
+    }
+    let latest = h.db.checkpointer().get_tuple(&cfg).unwrap().unwrap();
+    assert_eq!(latest.pending_writes[0].value, json!("Panic('kaboom')"));
+    let history = g.get_state_history(&cfg).unwrap();
+    let steps: Vec<i64> = history.iter().map(|s| s.metadata.as_ref().unwrap().step().unwrap()).collect();
+    assert_eq!(steps, [1, 0, -1]);
+    assert_eq!(history[0].next, ["boom"]);
+    assert_eq!(history[0].values, json!({"n": 1}));
+}

@@ -35,11 +35,15 @@
 //! [`interrupt_after`](GraphBuilder::interrupt_after)) and go on with
 //! [`resume`](CompiledGraph::resume) or `invoke(None, ..)`.
 //!
-//! Read and edit a thread with [`get_state`](CompiledGraph::get_state) and
+//! Read and edit a thread with [`get_state`](CompiledGraph::get_state),
+//! [`get_state_history`](CompiledGraph::get_state_history) and
 //! [`update_state`](CompiledGraph::update_state); replay from an old
-//! checkpoint with `invoke(None, config.at(id))`.
+//! checkpoint with `invoke(None, config.at(id))`. Nest graphs with
+//! [`subgraph`](GraphBuilder::subgraph). Choose when checkpoints are stored
+//! with [`with_durability`](CompiledGraph::with_durability).
 //!
-//! Not yet: async nodes, `get_state_history`, subgraphs, durability modes other than `sync`, streaming.
+//! Not yet: async nodes, streaming, node retry and cache policies, deferred
+//! nodes, `Command(update=..)` / `Command(goto=..)` as input.
 
 mod algo;
 mod channel;

@@ -281,7 +281,19 @@ impl CompiledGraph {
                         task.name, task.input
                     )));
                 };
-                f(state)?
+                // A panicking node fails its task like an erroring one (LangGraph
+                // catches every exception a node raises).
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(state))) {
+                    Ok(result) => result?,
+                    Err(panic) => {
+                        let message = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| (*s).to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "node panicked".to_string());
+                        return Err(NodeError::with_kind("Panic", message));
+                    }
+                }
             }
             Some(NodeFn::Subgraph(_)) => return Err(NodeError::new(format!("{} is a subgraph", task.name))),
         };

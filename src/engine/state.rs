@@ -7,7 +7,7 @@ use super::algo::{apply_writes, read_state, Task, TaskPath, TaskWrites};
 use super::graph::Update;
 use super::run::{CompiledGraph, PendingTask, Save};
 use super::INTERRUPT;
-use crate::checkpoint::{CheckpointConfig, Metadata};
+use crate::checkpoint::{CheckpointConfig, ListQuery, Metadata};
 use crate::error::{Error, Result};
 
 /// A thread's state at a checkpoint (LangGraph's `StateSnapshot`, without
@@ -51,6 +51,18 @@ impl CompiledGraph {
             parent_config: tuple.as_ref().and_then(|t| t.parent_config.clone()),
             metadata: tuple.map(|t| t.metadata),
         })
+    }
+
+    /// Every checkpoint of `config`'s thread (in its namespace), newest
+    /// first, as [`get_state`](Self::get_state) reads each (LangGraph's
+    /// `get_state_history`, without filters yet).
+    ///
+    /// # Errors
+    /// As [`get_state`](Self::get_state).
+    pub fn get_state_history(&self, config: &CheckpointConfig) -> Result<Vec<StateSnapshot>> {
+        let query = ListQuery::thread(config.thread_id.clone()).namespace(config.checkpoint_ns.clone());
+        let tuples = self.saver.list(&query)?;
+        tuples.iter().map(|t| self.get_state(&t.config)).collect()
     }
 
     /// Writes `values` to the state as if node `as_node` had returned them
