@@ -854,3 +854,33 @@ fn a_panicking_node_fails_its_task_and_history_lists_every_checkpoint() {
     assert_eq!(history[0].next, ["boom"]);
     assert_eq!(history[0].values, json!({"n": 1}));
 }
+
+#[test]
+fn a_growing_append_channel_is_stored_incrementally() {
+    let h = Harness::new();
+    let g = Graph::builder()
+        .state("log", ChannelSpec::reducer(Reducer::Append))
+        .node("tick", |s| Ok(Update::new().set("log", json!([format!("entry {}", strs(s, "log").len())]))))
+        .edge(START, "tick")
+        .conditional_edges("tick", |s| {
+            Ok(vec![if strs(s, "log").len() < 40 { Goto::node("tick") } else { Goto::end() }])
+        })
+        .recursion_limit(100)
+        .compile(h.db.checkpointer())
+        .unwrap();
+    let cfg = CheckpointConfig::thread("grow");
+    let out = g.invoke(Some(json!({"log": []})), &cfg).unwrap();
+    assert_eq!(out["log"].as_array().unwrap().len(), 40);
+    h.db.flush().unwrap();
+    let conn = agentstate::rusqlite::Connection::open(&h.path).unwrap();
+    let deltas: i64 = conn
+        .query_row("SELECT count(*) FROM checkpoint_blobs WHERE channel = 'log' AND chain > 0", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(deltas > 10, "only {deltas} incremental rows");
+    // Read back cold: the whole list.
+    let fresh = Db::open(&h.path).unwrap().checkpointer();
+    let t = fresh.get_tuple(&cfg).unwrap().unwrap();
+    assert_eq!(t.checkpoint.channel_values["log"].to_value(), out["log"]);
+}

@@ -65,6 +65,15 @@ pub(crate) fn should_interrupt(cp: &CpState, nodes: &[String], tasks: &[Task]) -
     cp.versions.iter().any(|(chan, v)| seen.and_then(|s| s.get(chan)) < Some(v))
 }
 
+/// The items `new` adds to the list `old`, if `new` starts with `old`.
+fn appended_tail(old: Option<&crate::ChannelValue>, new: &[Value]) -> Option<Vec<Value>> {
+    let old = old?.as_list()?;
+    if old.is_empty() || old.len() > new.len() || !old.iter().zip(new).all(|(a, b)| a == b) {
+        return None;
+    }
+    Some(new[old.len()..].to_vec())
+}
+
 /// How [`CompiledGraph::commit`] saves a checkpoint.
 pub(crate) struct Save<'a> {
     /// An id to store it under (exit mode: the id its tasks hashed).
@@ -395,7 +404,14 @@ impl CompiledGraph {
             if persisted.versions.get(chan) == Some(version) {
                 continue;
             }
+            let old = parent.and_then(|p| p.checkpoint.channel_values.get(chan));
             s = match channels.get(chan).and_then(Channel::checkpoint) {
+                Some(Value::Array(new)) => match appended_tail(old, &new) {
+                    // The parent's list plus new items (an append reducer, a
+                    // topic): only the new items are stored.
+                    Some(tail) => s.append(chan.clone(), tail),
+                    None => s.set(chan.clone(), Value::Array(new)),
+                },
                 Some(v) => s.set(chan.clone(), v),
                 None => s.clear(chan.clone()),
             };
