@@ -178,18 +178,21 @@ pub type RouterFn =
 pub enum NodeFn {
     /// Runs on the calling thread.
     Sync(SyncNodeFn),
-    /// A compiled subgraph (see [`GraphBuilder::subgraph`]).
-    #[doc(hidden)]
-    Subgraph(Arc<Compiled>),
 }
 
 impl fmt::Debug for NodeFn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NodeFn::Sync(_) => f.write_str("NodeFn::Sync(..)"),
-            NodeFn::Subgraph(_) => f.write_str("NodeFn::Subgraph(..)"),
-        }
+        f.write_str("NodeFn::Sync(..)")
     }
+}
+
+/// What a compiled node runs.
+#[derive(Clone)]
+pub(crate) enum NodeKind {
+    /// A function.
+    Fn(NodeFn),
+    /// A compiled subgraph (see [`GraphBuilder::subgraph`]).
+    Subgraph(Arc<Compiled>),
 }
 
 /// A compiled node (`__start__` has no function: it passes the input on).
@@ -197,7 +200,7 @@ impl fmt::Debug for NodeFn {
 pub(crate) struct NodeSpec {
     pub(crate) name: String,
     pub(crate) triggers: Vec<String>,
-    pub(crate) func: Option<NodeFn>,
+    pub(crate) func: Option<NodeKind>,
     /// For `__start__`: the channel it reads.
     pub(crate) reads_single: String,
     /// Channel writes after every run (edges and join barriers).
@@ -206,8 +209,7 @@ pub(crate) struct NodeSpec {
 }
 
 /// The compiled graph: channels, nodes, triggers.
-#[doc(hidden)]
-pub struct Compiled {
+pub(crate) struct Compiled {
     pub(crate) channels: Vec<(String, Arc<ChannelSpec>)>,
     pub(crate) state_keys: Vec<String>,
     pub(crate) nodes: Vec<NodeSpec>,
@@ -221,7 +223,7 @@ impl NodeSpec {
     /// The subgraph this node runs, if it is one.
     pub(crate) fn subgraph(&self) -> Option<&Arc<Compiled>> {
         match &self.func {
-            Some(NodeFn::Subgraph(g)) => Some(g),
+            Some(NodeKind::Subgraph(g)) => Some(g),
             _ => None,
         }
     }
@@ -249,7 +251,7 @@ impl Graph {
 #[must_use]
 pub struct GraphBuilder {
     state: Vec<(String, ChannelSpec)>,
-    nodes: Vec<(String, NodeFn)>,
+    nodes: Vec<(String, NodeKind)>,
     subgraphs: Vec<(String, GraphBuilder)>,
     edges: Vec<(String, String)>,
     joins: Vec<(Vec<String>, String)>,
@@ -282,7 +284,7 @@ impl GraphBuilder {
     where
         F: Fn(&State) -> std::result::Result<Update, NodeError> + std::marker::Send + Sync + 'static,
     {
-        self.nodes.push((name.into(), NodeFn::Sync(Arc::new(f))));
+        self.nodes.push((name.into(), NodeKind::Fn(NodeFn::Sync(Arc::new(f)))));
         self
     }
 
@@ -367,7 +369,7 @@ impl GraphBuilder {
     fn build(mut self) -> Result<Compiled> {
         for (name, child) in std::mem::take(&mut self.subgraphs) {
             let child = child.build().map_err(|e| Error::InvalidGraph(format!("subgraph {name}: {e}")))?;
-            self.nodes.push((name, NodeFn::Subgraph(Arc::new(child))));
+            self.nodes.push((name, NodeKind::Subgraph(Arc::new(child))));
         }
         let bad = |m: String| Err(Error::InvalidGraph(m));
         let mut names = BTreeSet::new();

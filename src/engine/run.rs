@@ -12,7 +12,7 @@ use super::algo::{
     apply_writes, prepare_next_tasks, read_state, send_value, Channels, CpState, Task, TaskWrites,
 };
 use super::channel::Channel;
-use super::graph::{Compiled, Goto, NodeError, NodeFn, Update};
+use super::graph::{Compiled, Goto, NodeError, NodeFn, NodeKind, Update};
 use super::{Durability, END, INTERRUPT, NO_WRITES, RESUME, TASKS};
 use crate::checkpoint::{CheckpointConfig, CheckpointTuple, Checkpointer, Metadata};
 use crate::error::{Error, Result};
@@ -283,7 +283,7 @@ impl CompiledGraph {
                 };
                 Update::from(m.clone())
             }
-            Some(NodeFn::Sync(f)) => {
+            Some(NodeKind::Fn(NodeFn::Sync(f))) => {
                 let Value::Object(state) = &task.input else {
                     return Err(invalid(format!(
                         "the input of {} is not an object: {}",
@@ -304,7 +304,9 @@ impl CompiledGraph {
                     }
                 }
             }
-            Some(NodeFn::Subgraph(_)) => return Err(NodeError::new(format!("{} is a subgraph", task.name))),
+            Some(NodeKind::Subgraph(_)) => {
+                return Err(NodeError::new(format!("{} is a subgraph", task.name)))
+            }
         };
         self.node_writes(task, update, channels)
     }
