@@ -188,13 +188,13 @@ impl Harness {
                 let mut n: Vec<String> =
                     v["next"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
                 n.sort();
-                let mut t: Vec<String> = v["tasks"]
+                let mut t: Vec<Value> = v["tasks"]
                     .as_array()
                     .unwrap()
                     .iter()
-                    .map(|x| x["id"].as_str().unwrap().to_string())
+                    .map(|x| json!([x["id"], x["name"], x["error"], x["interrupts"], x["result"]]))
                     .collect();
-                t.sort();
+                t.sort_by_key(|x| x.to_string());
                 (n, t)
             };
             assert_eq!(next(&a["state"]), next(&b["state"]), "{id}: next tasks");
@@ -262,7 +262,13 @@ impl Harness {
             let next = graph.next_tasks(&cfg).unwrap();
             let state = json!({
                 "next": next.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
-                "tasks": next.iter().map(|t| json!({"id": tname(&t.id)})).collect::<Vec<_>>(),
+                "tasks": next.iter().map(|t| json!({
+                    "id": tname(&t.id),
+                    "name": t.name,
+                    "error": t.error,
+                    "interrupts": norm_value(&Value::Array(t.interrupts.clone())),
+                    "result": t.result.as_ref().map(norm_value),
+                })).collect::<Vec<_>>(),
             });
             out.push(json!({
                 "thread_id": thread,

@@ -13,7 +13,7 @@ use super::algo::{
 };
 use super::channel::Channel;
 use super::graph::{Compiled, Goto, NodeError, NodeFn, NodeKind, Update};
-use super::{Durability, END, INTERRUPT, NO_WRITES, RESUME, TASKS};
+use super::{Durability, END, ERROR, INTERRUPT, NO_WRITES, RESUME, TASKS};
 use crate::checkpoint::{CheckpointConfig, CheckpointTuple, Checkpointer, Metadata};
 use crate::error::{Error, Result};
 
@@ -33,8 +33,9 @@ impl std::fmt::Debug for CompiledGraph {
     }
 }
 
-/// A task the next superstep of a thread would run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A task the next superstep of a thread would run, with what the
+/// checkpoint's pending writes say about it (LangGraph's `PregelTask`).
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct PendingTask {
     /// Its id (LangGraph's, derived from the checkpoint id).
@@ -43,6 +44,12 @@ pub struct PendingTask {
     pub name: String,
     /// LangGraph's task path string (`~__pregel_pull, a`).
     pub path: String,
+    /// Its stored error (`Kind('message')`), if it failed.
+    pub error: Option<String>,
+    /// The interrupts it raised.
+    pub interrupts: Vec<Value>,
+    /// Its state writes by key, if it stored any writes.
+    pub result: Option<Value>,
 }
 
 /// The answers task `id` consumed in earlier runs (its `__resume__` write).
@@ -215,7 +222,37 @@ impl CompiledGraph {
         }
         let ns = config.checkpoint_ns.as_str();
         let tasks = prepare_next_tasks(&graph.graph, &loaded.cp, &loaded.channels, loaded.step, ns, None)?;
-        Ok(tasks.into_iter().map(|t| PendingTask { path: t.path.as_str(), id: t.id, name: t.name }).collect())
+        let keys = &graph.graph.state_keys;
+        Ok(tasks
+            .into_iter()
+            .map(|t| {
+                let mut task = PendingTask {
+                    path: t.path.as_str(),
+                    id: t.id,
+                    name: t.name,
+                    error: None,
+                    interrupts: Vec::new(),
+                    result: None,
+                };
+                let mut result = Map::new();
+                let mut wrote = false;
+                for (_, chan, value) in loaded.pending.iter().filter(|(id, _, _)| *id == task.id) {
+                    wrote = true;
+                    match (chan.as_str(), value) {
+                        (ERROR, Value::String(e)) => task.error = Some(e.clone()),
+                        (ERROR, other) => task.error = Some(other.to_string()),
+                        (INTERRUPT, Value::Array(items)) => task.interrupts.extend(items.iter().cloned()),
+                        (INTERRUPT, other) => task.interrupts.push(other.clone()),
+                        (chan, value) if keys.iter().any(|k| k == chan) => {
+                            result.insert(chan.to_string(), value.clone());
+                        }
+                        _ => {}
+                    }
+                }
+                task.result = wrote.then_some(Value::Object(result));
+                task
+            })
+            .collect())
     }
 
     /// The (sub)graph that runs in namespace `ns` (`""`: this one;
