@@ -50,6 +50,35 @@ pub(crate) fn interrupt_value(value: &Value, id: &str) -> Value {
     json!({"__ext__": {"code": 2, "module": "langgraph.types", "name": "Interrupt", "args": {"value": value, "id": id}}})
 }
 
+/// A pending interrupt, read from a run's output (its `"__interrupt__"`
+/// list) or a task's stored interrupts.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Interrupt {
+    /// The value the node passed to [`interrupt()`].
+    pub value: Value,
+    /// The interrupt's id (32 hex digits, see
+    /// [`interrupt_id`](super::interrupt_id)).
+    pub id: String,
+}
+
+impl Interrupt {
+    /// The interrupts in `output`'s `"__interrupt__"` list (none if the
+    /// run was not paused by [`interrupt()`]).
+    pub fn from_output(output: &Value) -> Vec<Interrupt> {
+        output
+            .get("__interrupt__")
+            .and_then(Value::as_array)
+            .map_or_else(Vec::new, |items| items.iter().filter_map(Interrupt::from_stored).collect())
+    }
+
+    /// One interrupt as stored (Python's `Interrupt`).
+    pub fn from_stored(v: &Value) -> Option<Interrupt> {
+        let args = v.get("__ext__")?.get("args")?;
+        Some(Interrupt { value: args.get("value")?.clone(), id: args.get("id")?.as_str()?.to_string() })
+    }
+}
+
 /// Pauses the run at this point of the node, LangGraph's `interrupt(value)`.
 ///
 /// The first time, it returns an error carrying `value` (propagate it
@@ -62,7 +91,7 @@ pub(crate) fn interrupt_value(value: &Value, id: &str) -> Value {
 ///
 /// ```
 /// # fn main() -> agentstate::Result<()> {
-/// use agentstate::engine::{interrupt, Graph, ChannelSpec, Update, START};
+/// use agentstate::engine::{interrupt, Graph, ChannelSpec, Interrupt, Update, START};
 /// use agentstate::{CheckpointConfig, Db};
 /// use serde_json::json;
 ///
@@ -73,7 +102,7 @@ pub(crate) fn interrupt_value(value: &Value, id: &str) -> Value {
 ///     .compile(Db::open_in_memory()?.checkpointer())?;
 /// let cfg = CheckpointConfig::thread("t");
 /// let paused = graph.invoke(Some(json!({})), &cfg)?;
-/// assert_eq!(paused["__interrupt__"][0]["__ext__"]["args"]["value"], json!("approve?"));
+/// assert_eq!(Interrupt::from_output(&paused)[0].value, json!("approve?"));
 /// assert_eq!(graph.resume(json!("yes"), &cfg)?["answer"], json!("yes"));
 /// # Ok(()) }
 /// ```

@@ -57,7 +57,7 @@ mod task_id;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
 pub use graph::{Goto, Graph, GraphBuilder, NodeError, NodeFn, RouterFn, Send, State, SyncNodeFn, Update};
-pub use interrupt::interrupt;
+pub use interrupt::{interrupt, Interrupt};
 pub use messages::remove_message;
 pub use run::{CompiledGraph, PendingTask};
 pub use state::StateSnapshot;
