@@ -890,3 +890,21 @@ fn a_growing_append_channel_is_stored_incrementally() {
     let t = fresh.get_tuple(&cfg).unwrap().unwrap();
     assert_eq!(t.checkpoint.channel_values["log"].to_value(), out["log"]);
 }
+
+#[test]
+fn breakpoints_on_every_node() {
+    let h = Harness::new();
+    let counts = Counts::default();
+    let g = abc(&counts).interrupt_before(["*"]).compile(h.db.checkpointer()).unwrap();
+    let cfg = CheckpointConfig::thread("star");
+    // "*" stops before a, b and c, not before __start__ (hidden in LangGraph).
+    let mut out = g.invoke(Some(json!({"items": [], "count": 0})), &cfg).unwrap();
+    let mut stops = 0;
+    while !g.next_tasks(&cfg).unwrap().is_empty() {
+        stops += 1;
+        out = g.invoke(None, &cfg).unwrap();
+        assert!(stops < 10);
+    }
+    assert_eq!(out["items"], json!(["a", "b", "c"]));
+    assert_eq!(stops, 3);
+}

@@ -336,7 +336,8 @@ impl GraphBuilder {
     }
 
     /// Breakpoints: the run stops before a superstep that would run one of
-    /// `nodes` (LangGraph's `interrupt_before`); `invoke(None, ..)` goes on.
+    /// `nodes` (`"*"`: any node; LangGraph's `interrupt_before`);
+    /// `invoke(None, ..)` goes on.
     pub fn interrupt_before<I, S>(mut self, nodes: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -347,7 +348,8 @@ impl GraphBuilder {
     }
 
     /// Breakpoints: the run stops after a superstep that ran one of `nodes`
-    /// (LangGraph's `interrupt_after`); `invoke(None, ..)` goes on.
+    /// (`"*"`: any node; LangGraph's `interrupt_after`); `invoke(None, ..)`
+    /// goes on.
     pub fn interrupt_after<I, S>(mut self, nodes: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -410,8 +412,11 @@ impl GraphBuilder {
                 return bad(format!("conditional edge from unknown node {from:?}"));
             }
         }
-        if let Some(n) =
-            self.interrupt_before.iter().chain(&self.interrupt_after).find(|n| !names.contains(*n))
+        if let Some(n) = self
+            .interrupt_before
+            .iter()
+            .chain(&self.interrupt_after)
+            .find(|n| *n != "*" && !names.contains(*n))
         {
             return bad(format!("breakpoint on unknown node {n:?}"));
         }

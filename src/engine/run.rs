@@ -63,9 +63,11 @@ pub(crate) fn task_resume(pending: &[(String, String, Value)], id: &str) -> Vec<
 
 /// LangGraph's breakpoint rule: some channel changed since the last
 /// interrupt (`versions_seen["__interrupt__"]`) and a task runs one of
-/// `nodes`.
+/// `nodes` (`"*"`: any).
 pub(crate) fn should_interrupt(cp: &CpState, nodes: &[String], tasks: &[Task]) -> bool {
-    if nodes.is_empty() || !tasks.iter().any(|t| nodes.contains(&t.name)) {
+    let all = nodes.iter().any(|n| n == "*");
+    // `"*"` skips __start__, which LangGraph tags hidden.
+    if nodes.is_empty() || !tasks.iter().any(|t| (all && t.name != super::START) || nodes.contains(&t.name)) {
         return false;
     }
     let seen = cp.seen.get(INTERRUPT);
