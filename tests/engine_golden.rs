@@ -908,3 +908,30 @@ fn breakpoints_on_every_node() {
     assert_eq!(out["items"], json!(["a", "b", "c"]));
     assert_eq!(stops, 3);
 }
+
+#[test]
+fn the_tasks_of_a_superstep_run_concurrently() {
+    let h = Harness::new();
+    // Three Sends to a node that sleeps.
+    let g = Graph::builder()
+        .state("results", ChannelSpec::reducer(Reducer::Append))
+        .node("plan", |_| Ok(Update::new()))
+        .node("worker", |s| {
+            std::thread::sleep(std::time::Duration::from_millis(150));
+            Ok(Update::new().set("results", json!([py_str(s.get("topic"))])))
+        })
+        .edge(START, "plan")
+        .conditional_edges("plan", |_| {
+            Ok(["t1", "t2", "t3"]
+                .iter()
+                .map(|t| Goto::Send(Send::new("worker", json!({"topic": t}))))
+                .collect())
+        })
+        .compile(h.db.checkpointer())
+        .unwrap();
+    let started = std::time::Instant::now();
+    let out = g.invoke(Some(json!({"results": []})), &CheckpointConfig::thread("par")).unwrap();
+    let took = started.elapsed();
+    assert_eq!(out["results"], json!(["t1", "t2", "t3"]), "applied in task path order, not finish order");
+    assert!(took < std::time::Duration::from_millis(420), "took {took:?}");
+}

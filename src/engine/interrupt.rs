@@ -3,6 +3,7 @@
 //! [`CompiledGraph::resume`](super::CompiledGraph::resume).
 
 use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
@@ -16,8 +17,9 @@ pub(crate) struct Scratchpad {
     pub(crate) task_ns: String,
     /// Answers the task already consumed in earlier runs, in order.
     pub(crate) resume: Vec<Value>,
-    /// The answer given to this run, not yet taken by an interrupt.
-    pub(crate) null_resume: Option<Value>,
+    /// The answer given to this run, not yet taken by an interrupt (shared
+    /// by the tasks of the superstep: the first `interrupt()` takes it).
+    pub(crate) null_resume: Arc<Mutex<Option<Value>>>,
     /// How many times the node called `interrupt()` in this run.
     counter: usize,
     /// Whether an interrupt consumed an answer (the task then writes
@@ -26,7 +28,11 @@ pub(crate) struct Scratchpad {
 }
 
 impl Scratchpad {
-    pub(crate) fn new(task_ns: String, resume: Vec<Value>, null_resume: Option<Value>) -> Scratchpad {
+    pub(crate) fn new(
+        task_ns: String,
+        resume: Vec<Value>,
+        null_resume: Arc<Mutex<Option<Value>>>,
+    ) -> Scratchpad {
         Scratchpad { task_ns, resume, null_resume, counter: 0, used_resume: false }
     }
 }
@@ -123,7 +129,8 @@ pub fn interrupt(value: Value) -> Result<Value, NodeError> {
             pad.used_resume = true;
             return Ok(v.clone());
         }
-        if let Some(v) = pad.null_resume.take() {
+        let answer = pad.null_resume.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(v) = answer {
             pad.resume.push(v.clone());
             pad.used_resume = true;
             return Ok(v);

@@ -3,7 +3,7 @@
 //! left, as LangGraph's `SyncPregelLoop` does.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 
 use serde_json::{Map, Value};
 
@@ -16,6 +16,19 @@ use super::run::{should_interrupt, task_resume, CompiledGraph, Ctx, Input, Loade
 use super::{Durability, ERROR, INPUT, INTERRUPT, NULL_TASK_ID, RESUME, START};
 use crate::checkpoint::{uuid6_after, CheckpointConfig, CheckpointTuple};
 use crate::error::{Error, Result};
+
+/// What running a task gives: its writes or its failure / pause, and its
+/// scratchpad after the run.
+type TaskResult = (std::result::Result<Vec<(String, Value)>, NodeError>, Scratchpad);
+
+/// What every task of a superstep shares.
+struct RunOne<'a> {
+    ctx: &'a Ctx,
+    cp_id: &'a str,
+    thread_id: &'a str,
+    resuming: bool,
+    loaded: &'a [(String, String, Value)],
+}
 
 /// A task's writes held back: task id, task path, writes.
 type HeldWrites = (String, String, Vec<(String, Value)>);
@@ -149,63 +162,82 @@ impl CompiledGraph {
                     interrupts: Vec::new(),
                 });
             }
-            let mut failure: Option<(String, String, NodeError)> = None;
-            let mut interrupts: Vec<Value> = Vec::new();
-            for task in &mut tasks {
-                if done.contains_key(&task.id) {
-                    continue;
-                }
-                let path = task.path.as_str();
-                let resume = task_resume(&loaded, &task.id);
-                let task_ns = if ns.is_empty() {
-                    format!("{}:{}", task.name, task.id)
+            let mut failure: Option<(usize, NodeError)> = None;
+            let mut interrupts: Vec<(usize, Vec<Value>)> = Vec::new();
+            let mut outputs: Vec<Option<Vec<(String, Value)>>> = vec![None; tasks.len()];
+            let mut fatal: Option<Error> = None;
+            let runnable: Vec<usize> =
+                (0..tasks.len()).filter(|&i| !done.contains_key(&tasks[i].id)).collect();
+            let shared_resume = Arc::new(Mutex::new(null_resume.take()));
+            let run = RunOne { ctx, cp_id: &cp.id, thread_id: &config.thread_id, resuming, loaded: &loaded };
+            // The tasks of a superstep run concurrently (one thread each when
+            // there are several), as in LangGraph; each task's writes are
+            // stored as soon as it finishes.
+            std::thread::scope(|scope| {
+                let (tx, rx) = mpsc::channel();
+                if let [only] = runnable[..] {
+                    let _ = tx.send((only, self.run_one(&run, &tasks[only], &channels, &shared_resume)));
                 } else {
-                    format!("{ns}|{}:{}", task.name, task.id)
-                };
-                let (result, pad) =
-                    if let Some(child) = self.graph.node(&task.name).and_then(|n| n.subgraph()) {
-                        let mut parents = ctx.parents.clone();
-                        parents.insert(ns.to_string(), Value::String(cp.id.clone()));
-                        let child_ctx = Ctx { ns: task_ns, parents, resuming, durability: ctx.durability };
-                        let result = self.run_subgraph(
-                            child,
-                            task,
-                            &child_ctx,
-                            &config.thread_id,
-                            &channels,
-                            &mut null_resume,
-                        )?;
-                        (result, Scratchpad::default())
-                    } else {
-                        let pad = Scratchpad::new(task_ns, resume, null_resume.take());
-                        let (result, pad) = with_scratchpad(pad, || self.run_task(task, &channels));
-                        null_resume = pad.null_resume.clone();
-                        (result, pad)
+                    for &i in &runnable {
+                        let (tx, run, task, channels, shared) =
+                            (tx.clone(), &run, &tasks[i], &channels, &shared_resume);
+                        scope.spawn(move || {
+                            let _ = tx.send((i, self.run_one(run, task, channels, shared)));
+                        });
+                    }
+                }
+                drop(tx);
+                for (i, outcome) in rx {
+                    let task = &tasks[i];
+                    let path = task.path.as_str();
+                    let (result, pad) = match outcome {
+                        Ok(done) => done,
+                        Err(e) => {
+                            fatal.get_or_insert(e);
+                            continue;
+                        }
                     };
-                match result {
-                    Ok(mut writes) => {
-                        if pad.used_resume {
-                            writes.insert(0, (RESUME.to_string(), Value::Array(pad.resume.clone())));
+                    let stored = match result {
+                        Ok(mut writes) => {
+                            if pad.used_resume {
+                                writes.insert(0, (RESUME.to_string(), Value::Array(pad.resume.clone())));
+                            }
+                            outputs[i] = Some(writes.clone());
+                            self.write(&mut cur, &cp.id, &task.id, &path, writes)
                         }
-                        self.write(&mut cur, &cp.id, &task.id, &path, writes.clone())?;
-                        task.writes = writes;
-                    }
-                    Err(e) if e.is_interrupt() => {
-                        let values = e.interrupts().to_vec();
-                        let mut writes = vec![(INTERRUPT.to_string(), Value::Array(values.clone()))];
-                        if pad.used_resume {
-                            writes.push((RESUME.to_string(), Value::Array(pad.resume.clone())));
+                        Err(e) if e.is_interrupt() => {
+                            let values = e.interrupts().to_vec();
+                            let mut writes = vec![(INTERRUPT.to_string(), Value::Array(values.clone()))];
+                            if pad.used_resume {
+                                writes.push((RESUME.to_string(), Value::Array(pad.resume.clone())));
+                            }
+                            interrupts.push((i, values));
+                            self.write(&mut cur, &cp.id, &task.id, &path, writes)
                         }
-                        self.write(&mut cur, &cp.id, &task.id, &path, writes)?;
-                        interrupts.extend(values);
+                        Err(e) => {
+                            let writes = vec![(ERROR.to_string(), Value::String(e.repr()))];
+                            if failure.as_ref().is_none_or(|(j, _)| i < *j) {
+                                failure = Some((i, e));
+                            }
+                            self.write(&mut cur, &cp.id, &task.id, &path, writes)
+                        }
+                    };
+                    if let Err(e) = stored {
+                        fatal.get_or_insert(e);
                     }
-                    Err(e) => {
-                        let writes = vec![(ERROR.to_string(), Value::String(e.repr()))];
-                        self.write(&mut cur, &cp.id, &task.id, &path, writes)?;
-                        failure.get_or_insert((task.name.clone(), task.id.clone(), e));
-                    }
+                }
+            });
+            if let Some(e) = fatal {
+                return Err(e);
+            }
+            for (task, writes) in tasks.iter_mut().zip(outputs) {
+                if let Some(writes) = writes {
+                    task.writes = writes;
                 }
             }
+            let failure = failure.map(|(i, e)| (tasks[i].name.clone(), tasks[i].id.clone(), e));
+            interrupts.sort_by_key(|(i, _)| *i);
+            let interrupts: Vec<Value> = interrupts.into_iter().flat_map(|(_, v)| v).collect();
             null_resume = None;
             resuming = false;
             if let Some((node, task_id, error)) = failure {
@@ -227,6 +259,38 @@ impl CompiledGraph {
         }
         self.finish(&mut cur, &cp, &channels)?;
         Ok(Outcome { values: read_state(&channels, &self.graph.state_keys), interrupts: Vec::new() })
+    }
+
+    /// Runs one task of a superstep (a node in its scratchpad, or a
+    /// subgraph), on any thread.
+    fn run_one(
+        &self,
+        run: &RunOne<'_>,
+        task: &Task,
+        channels: &Channels,
+        shared_resume: &Arc<Mutex<Option<Value>>>,
+    ) -> Result<TaskResult> {
+        let ns = run.ctx.ns.as_str();
+        let task_ns = if ns.is_empty() {
+            format!("{}:{}", task.name, task.id)
+        } else {
+            format!("{ns}|{}:{}", task.name, task.id)
+        };
+        if let Some(child) = self.graph.node(&task.name).and_then(|n| n.subgraph()) {
+            let mut parents = run.ctx.parents.clone();
+            parents.insert(ns.to_string(), Value::String(run.cp_id.to_string()));
+            let child_ctx =
+                Ctx { ns: task_ns, parents, resuming: run.resuming, durability: run.ctx.durability };
+            let mut outer = shared_resume.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let result = self.run_subgraph(child, task, &child_ctx, run.thread_id, channels, &mut outer);
+            if let Some(unused) = outer {
+                *shared_resume.lock().unwrap_or_else(|p| p.into_inner()) = Some(unused);
+            }
+            return Ok((result?, Scratchpad::default()));
+        }
+        let pad = Scratchpad::new(task_ns, task_resume(run.loaded, &task.id), shared_resume.clone());
+        let (result, pad) = with_scratchpad(pad, || self.run_task(task, channels));
+        Ok((result, pad))
     }
 
     /// Runs subgraph `child` as `task` (in namespace `ctx.ns`, on the
