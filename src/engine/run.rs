@@ -146,8 +146,15 @@ impl CompiledGraph {
         &self.saver
     }
 
-    /// Runs the graph on `config`'s thread until no node is triggered, and
-    /// returns the state (every state key with a value).
+    /// Runs the graph on `config`'s thread until no node is triggered (or a
+    /// breakpoint or [`interrupt()`](super::interrupt()) pauses it), and
+    /// returns the state (every state key with a value; a pause by
+    /// `interrupt()` adds an `"__interrupt__"` list, read it with
+    /// [`Interrupt::from_output`](super::Interrupt::from_output)).
+    ///
+    /// The tasks of a superstep run concurrently, one thread each when
+    /// there are several; their writes are applied in LangGraph's task
+    /// order, so the checkpoints do not depend on which finished first.
     ///
     /// `Some(input)` (an object of state keys) starts a new run after the
     /// thread's latest checkpoint; `None` resumes the thread: tasks whose
@@ -165,9 +172,9 @@ impl CompiledGraph {
     /// - [`Error::InvalidUpdate`] if the input is not an object or a channel
     ///   rejects a superstep's writes (two writes to a last-value key).
     /// - [`Error::Recursion`] after the graph's recursion limit of supersteps.
-    /// - [`Error::InvalidArgument`] if `config` names a namespace
-    ///   (subgraphs are not supported yet), or names a checkpoint id and
-    ///   `input` is not `None`.
+    /// - [`Error::InvalidArgument`] if `config` names a namespace (a
+    ///   subgraph runs only inside its parent's run), or names a checkpoint
+    ///   id and `input` is not `None`.
     /// - [`Error::NotFound`] if `config.checkpoint_id` does not exist.
     /// - the checkpointer's errors ([`Error::Conflict`] if another writer
     ///   continued the thread meanwhile).
