@@ -54,16 +54,27 @@ impl fmt::Debug for Reducer {
 }
 
 impl Reducer {
-    fn apply(&self, key: &str, current: &Value, update: &Value) -> Result<Value> {
+    /// Folds `update` into `current` (owned: an append does not copy the
+    /// list).
+    fn apply(&self, key: &str, current: Value, update: &Value) -> Result<Value> {
         let bad = |what: &str| Error::InvalidUpdate(format!("At key '{key}': {what}"));
         match self {
             Reducer::Append => match (current, update) {
-                (Value::Array(a), Value::Array(b)) => Ok(Value::Array(a.iter().chain(b).cloned().collect())),
+                (Value::Array(mut a), Value::Array(b)) => {
+                    a.extend(b.iter().cloned());
+                    Ok(Value::Array(a))
+                }
                 _ => Err(bad("append needs a list value and a list update")),
             },
-            Reducer::Add => add_values(current, update).ok_or_else(|| bad("cannot add these values")),
+            Reducer::Add => match (current, update) {
+                (Value::Array(mut a), Value::Array(b)) => {
+                    a.extend(b.iter().cloned());
+                    Ok(Value::Array(a))
+                }
+                (a, b) => add_values(&a, b).ok_or_else(|| bad("cannot add these values")),
+            },
             Reducer::Messages => add_messages(current, update).map_err(|e| bad(&e)),
-            Reducer::Custom(f) => f(current, update).map_err(|e| bad(&e.to_string())),
+            Reducer::Custom(f) => f(&current, update).map_err(|e| bad(&e.to_string())),
         }
     }
 }
@@ -269,7 +280,7 @@ impl Channel {
                 }
                 let reducer = reducer.clone();
                 for v in values {
-                    let next = match &self.value {
+                    let next = match self.value.take() {
                         None => v.clone(),
                         Some(cur) => reducer.apply(key, cur, v)?,
                     };
@@ -310,9 +321,33 @@ impl Channel {
         }
     }
 
+    /// What [`get`](Self::get) reads, moved out of a channel that is about
+    /// to be dropped (no copy of a single value).
+    pub(crate) fn take(&mut self) -> Option<Value> {
+        match &self.spec.kind {
+            Kind::Topic { .. } | Kind::Barrier { .. } => self.get(),
+            _ => self.value.take(),
+        }
+    }
+
     /// The Sends of a topic (for `__pregel_tasks`).
     pub(crate) fn items(&self) -> &[Value] {
         &self.list
+    }
+
+    /// Whether a superstep that does not write the channel empties it (an
+    /// ephemeral value, a topic that does not accumulate).
+    pub(crate) fn clears_each_step(&self) -> bool {
+        matches!(self.spec.kind, Kind::Ephemeral { .. } | Kind::Topic { accumulate: false })
+    }
+
+    /// The stored value of a channel that holds one value (not a topic or a
+    /// barrier), borrowed.
+    pub(crate) fn value_ref(&self) -> Option<&Value> {
+        match &self.spec.kind {
+            Kind::Topic { .. } | Kind::Barrier { .. } => None,
+            _ => self.value.as_ref(),
+        }
     }
 
     /// What a checkpoint stores for the channel (`None`: nothing, LangGraph's

@@ -1,6 +1,8 @@
 //! LangGraph's `add_messages` reducer, on messages stored as LangChain
 //! stores them (pydantic ext values), so Python reads them as messages.
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::{json, Map, Value};
 
 const REMOVE_ALL: &str = "__remove_all__";
@@ -115,35 +117,53 @@ fn ensure_id(mut v: Value) -> Value {
 /// `add_messages(left, right)`: `right` (a message or a list) merged into
 /// `left`: same id replaces in place, a remove marker deletes, the rest is
 /// appended.
-pub(crate) fn add_messages(left: &Value, right: &Value) -> Result<Value, String> {
-    let as_list = |v: &Value| -> Result<Vec<Value>, String> {
-        match v {
-            Value::Array(items) => items.iter().map(|m| coerce(m).map(ensure_id)).collect(),
-            one => Ok(vec![ensure_id(coerce(one)?)]),
-        }
+pub(crate) fn add_messages(left: Value, right: &Value) -> Result<Value, String> {
+    let right: Vec<Value> = match right {
+        Value::Array(items) => items.iter().map(|m| coerce(m).map(ensure_id)).collect::<Result<_, _>>()?,
+        one => vec![ensure_id(coerce(one)?)],
     };
-    let left = as_list(left)?;
-    let right = as_list(right)?;
     if let Some(pos) = right.iter().rposition(|m| is_remove(m) && id_of(m) == Some(REMOVE_ALL)) {
         return Ok(Value::Array(right[pos + 1..].to_vec()));
     }
-    let mut merged = left;
-    let mut removed: Vec<String> = Vec::new();
+    // The current list is owned: its messages (already messages with ids,
+    // unless a checkpoint or an initial value held dicts) are not copied.
+    let mut merged = match left {
+        Value::Array(items) => items,
+        one => vec![one],
+    };
+    for m in merged.iter_mut() {
+        if message_fields(m).is_none() {
+            *m = coerce(m)?;
+        }
+        if id_of(m).is_none() {
+            *m = ensure_id(std::mem::take(m));
+        }
+    }
+    let mut index: HashMap<String, usize> =
+        merged.iter().enumerate().filter_map(|(i, m)| id_of(m).map(|id| (id.to_string(), i))).collect();
+    let mut removed: HashSet<String> = HashSet::new();
     for m in right {
         let id = id_of(&m).unwrap_or_default().to_string();
-        match merged.iter().position(|x| id_of(x) == Some(id.as_str())) {
-            Some(_) if is_remove(&m) => removed.push(id),
-            Some(i) => {
-                removed.retain(|r| r != &id);
+        match index.get(&id) {
+            Some(_) if is_remove(&m) => {
+                removed.insert(id);
+            }
+            Some(&i) => {
+                removed.remove(&id);
                 merged[i] = m;
             }
             None if is_remove(&m) => {
                 return Err(format!("Attempting to delete a message with an ID that doesn't exist ('{id}')"));
             }
-            None => merged.push(m),
+            None => {
+                index.insert(id, merged.len());
+                merged.push(m);
+            }
         }
     }
-    merged.retain(|m| !id_of(m).is_some_and(|id| removed.iter().any(|r| r == id)));
+    if !removed.is_empty() {
+        merged.retain(|m| !id_of(m).is_some_and(|id| removed.contains(id)));
+    }
     Ok(Value::Array(merged))
 }
 
@@ -157,19 +177,19 @@ mod tests {
 
     #[test]
     fn append_replace_remove() {
-        let a = add_messages(&json!([]), &json!([{"role": "user", "content": "hi", "id": "m1"}])).unwrap();
-        let b = add_messages(&a, &json!({"role": "assistant", "content": "yo", "id": "m2"})).unwrap();
+        let a = add_messages(json!([]), &json!([{"role": "user", "content": "hi", "id": "m1"}])).unwrap();
+        let b = add_messages(a, &json!({"role": "assistant", "content": "yo", "id": "m2"})).unwrap();
         assert_eq!(ids(&b), ["m1", "m2"]);
-        let c = add_messages(&b, &json!([{"role": "assistant", "content": "edited", "id": "m1"}])).unwrap();
+        let c = add_messages(b, &json!([{"role": "assistant", "content": "edited", "id": "m1"}])).unwrap();
         assert_eq!(message_fields(&c[0]).unwrap()["content"], json!("edited"));
         assert_eq!(message_fields(&c[0]).unwrap()["type"], json!("ai"));
-        let d = add_messages(&c, &json!([remove_message("m1")])).unwrap();
+        let d = add_messages(c.clone(), &json!([remove_message("m1")])).unwrap();
         assert_eq!(ids(&d), ["m2"]);
-        let e = add_messages(&d, &json!([{"type": "remove", "id": "m2"}])).unwrap();
+        let e = add_messages(d.clone(), &json!([{"type": "remove", "id": "m2"}])).unwrap();
         assert_eq!(e, json!([]));
-        assert!(add_messages(&e, &json!([remove_message("nope")])).is_err());
-        assert!(add_messages(&e, &json!([{"role": "wizard"}])).is_err());
-        let f = add_messages(&d, &json!([remove_message(REMOVE_ALL), "fresh"])).unwrap();
+        assert!(add_messages(e.clone(), &json!([remove_message("nope")])).is_err());
+        assert!(add_messages(e, &json!([{"role": "wizard"}])).is_err());
+        let f = add_messages(d, &json!([remove_message(REMOVE_ALL), "fresh"])).unwrap();
         assert_eq!(f.as_array().unwrap().len(), 1);
         assert!(id_of(&f[0]).is_some());
     }

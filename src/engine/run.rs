@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::algo::{
-    apply_writes, prepare_next_tasks, read_state, send_value, Channels, CpState, Task, TaskWrites,
-};
+use super::algo::{apply_writes, prepare_next_tasks, send_value, Channels, CpState, Task, TaskWrites};
 use super::channel::Channel;
 use super::graph::{Compiled, Goto, NodeError, NodeFn, NodeKind, Update};
 use super::{Durability, END, ERROR, INTERRUPT, NO_WRITES, RESUME, TASKS};
@@ -418,16 +416,33 @@ impl CompiledGraph {
         channels: &Channels,
     ) -> Result<Map<String, Value>> {
         let keys = &self.graph.state_keys;
-        let mut local: Channels =
-            channels.iter().filter(|(k, _)| keys.contains(k)).map(|(k, c)| (k.clone(), c.clone())).collect();
+        // Only the channels the task wrote are copied and updated; of the
+        // others, those a superstep clears (ephemeral values, a
+        // non-accumulating topic) read as empty, as LangGraph's local
+        // apply_writes leaves them.
+        let mut local: Channels = channels
+            .iter()
+            .filter(|(k, _)| keys.contains(k) && writes.iter().any(|(c, _)| c == *k))
+            .map(|(k, c)| (k.clone(), c.clone()))
+            .collect();
         let mut cp = CpState::default();
         let mut tw =
             [TaskWrites { path: task.path.as_str(), name: &task.name, triggers: &task.triggers, writes }];
         apply_writes(&mut cp, &mut local, &mut tw, false)?;
-        match read_state(&local, keys) {
-            Value::Object(m) => Ok(m),
-            _ => Ok(Map::new()),
+        let bump_step = !task.triggers.is_empty();
+        let mut state = Map::new();
+        for k in keys {
+            let value = match (local.get_mut(k), channels.get(k)) {
+                (Some(ch), _) => ch.take(),
+                (None, Some(ch)) if bump_step && ch.clears_each_step() => None,
+                (None, Some(ch)) => ch.get(),
+                (None, None) => None,
+            };
+            if let Some(v) = value {
+                state.insert(k.clone(), v);
+            }
         }
+        Ok(state)
     }
 
     /// Persists `cp` after `parent` through the step API: every channel
@@ -453,15 +468,30 @@ impl CompiledGraph {
                 continue;
             }
             let old = parent.and_then(|p| p.checkpoint.channel_values.get(chan));
-            s = match channels.get(chan).and_then(Channel::checkpoint) {
-                Some(Value::Array(new)) => match appended_tail(old, &new) {
-                    // The parent's list plus new items (an append reducer, a
-                    // topic): only the new items are stored.
-                    Some(tail) => s.append(chan.clone(), tail),
-                    None => s.set(chan.clone(), Value::Array(new)),
+            let Some(channel) = channels.get(chan) else {
+                s = s.clear(chan.clone());
+                s = s.version(chan.clone(), version.clone());
+                continue;
+            };
+            // A list that extends the stored one (an append reducer,
+            // add_messages appending) stores only its new items.
+            let new_list = match channel.value_ref() {
+                Some(Value::Array(new)) => Some(std::borrow::Cow::Borrowed(new)),
+                Some(_) => None,
+                None => match channel.checkpoint() {
+                    Some(Value::Array(new)) => Some(std::borrow::Cow::Owned(new)),
+                    _ => None,
                 },
-                Some(v) => s.set(chan.clone(), v),
-                None => s.clear(chan.clone()),
+            };
+            s = match new_list {
+                Some(new) => match appended_tail(old, &new) {
+                    Some(tail) => s.append(chan.clone(), tail),
+                    None => s.set(chan.clone(), Value::Array(new.into_owned())),
+                },
+                None => match channel.checkpoint() {
+                    Some(v) => s.set(chan.clone(), v),
+                    None => s.clear(chan.clone()),
+                },
             };
             s = s.version(chan.clone(), version.clone());
         }
