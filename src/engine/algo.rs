@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Map, Value};
 
 use super::channel::Channel;
-use super::graph::Compiled;
+use super::graph::{Compiled, State};
 use super::task_id::{pull_task_id, push_task_id};
 use super::{ERROR, INTERRUPT, NO_WRITES, PULL, PUSH, RESUME, TASKS};
 use crate::checkpoint::{next_version, ChannelVersions};
@@ -54,10 +54,29 @@ pub(crate) struct Task {
     pub(crate) name: String,
     pub(crate) path: TaskPath,
     pub(crate) triggers: Vec<String>,
-    /// The state the node reads (or a Send's argument, or the graph input
-    /// for `__start__`).
-    pub(crate) input: Value,
+    /// What the node reads.
+    pub(crate) input: TaskInput,
     pub(crate) writes: Vec<(String, Value)>,
+}
+
+/// What a task reads.
+#[derive(Clone, Debug)]
+pub(crate) enum TaskInput {
+    /// The state (or a Send's argument object), shared with the channels.
+    State(State),
+    /// The graph input (for `__start__`), or a Send argument that is not an
+    /// object.
+    Raw(Value),
+}
+
+impl TaskInput {
+    /// As JSON (a copy).
+    pub(crate) fn to_value(&self) -> Value {
+        match self {
+            TaskInput::State(s) => Value::Object(s.to_map()),
+            TaskInput::Raw(v) => v.clone(),
+        }
+    }
 }
 
 /// The writes of one task, as [`apply_writes`] takes them.
@@ -164,6 +183,15 @@ pub(crate) fn read_state(channels: &Channels, keys: &[String]) -> Value {
     Value::Object(m)
 }
 
+/// The state a node reads, its values shared with the channels.
+pub(crate) fn read_shared(channels: &Channels, keys: &[String]) -> State {
+    State::from_shared(
+        keys.iter()
+            .filter_map(|k| channels.get(k).and_then(Channel::get_shared).map(|v| (k.clone(), v)))
+            .collect(),
+    )
+}
+
 /// A Send as stored in `__pregel_tasks` (Python's `langgraph.types.Send`).
 pub(crate) fn send_value(node: &str, arg: &Value) -> Value {
     json!({"__ext__": {"code": 1, "module": "langgraph.types", "name": "Send", "args": [node, arg]}})
@@ -207,7 +235,10 @@ pub(crate) fn prepare_next_tasks(
                 name: node,
                 path: TaskPath::Push(idx),
                 triggers: vec![PUSH.to_string()],
-                input: arg,
+                input: match arg {
+                    Value::Object(m) => TaskInput::State(State::from(m)),
+                    other => TaskInput::Raw(other),
+                },
                 writes: Vec::new(),
             });
         }
@@ -238,11 +269,11 @@ pub(crate) fn prepare_next_tasks(
         }
         let input = if node.func.is_none() {
             match channels.get(&node.reads_single).and_then(Channel::get) {
-                Some(v) => v,
+                Some(v) => TaskInput::Raw(v),
                 None => continue,
             }
         } else {
-            read_state(channels, &graph.state_keys)
+            TaskInput::State(read_shared(channels, &graph.state_keys))
         };
         tasks.push(Task {
             id: pull_task_id(&cp.id, ns, step, name, &node.triggers)?,

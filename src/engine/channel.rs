@@ -172,7 +172,9 @@ impl ChannelSpec {
 pub(crate) struct Channel {
     pub(crate) key: String,
     pub(crate) spec: Arc<ChannelSpec>,
-    value: Option<Value>,
+    /// Shared with the states handed to nodes: a fold copies it only if a
+    /// node still holds it.
+    value: Option<Arc<Value>>,
     list: Vec<Value>,
     seen: BTreeSet<String>,
 }
@@ -181,7 +183,7 @@ impl Channel {
     /// An empty channel (a reducer channel holds its initial value).
     pub(crate) fn new(key: &str, spec: Arc<ChannelSpec>) -> Channel {
         let value = match &spec.kind {
-            Kind::Reduce { initial, .. } => initial.clone(),
+            Kind::Reduce { initial, .. } => initial.clone().map(Arc::new),
             _ => None,
         };
         Channel { key: key.to_string(), spec, value, list: Vec::new(), seen: BTreeSet::new() }
@@ -212,7 +214,7 @@ impl Channel {
                     .filter_map(|v| v.as_str().map(str::to_string))
                     .collect();
             }
-            _ => ch.value = Some(stored.clone()),
+            _ => ch.value = Some(Arc::new(stored.clone())),
         }
         Ok(ch)
     }
@@ -230,7 +232,7 @@ impl Channel {
             Kind::LastValue => match values {
                 [] => Ok(false),
                 [v] => {
-                    self.value = Some(v.clone());
+                    self.value = Some(Arc::new(v.clone()));
                     Ok(true)
                 }
                 _ => Err(Error::InvalidUpdate(format!(
@@ -240,7 +242,7 @@ impl Channel {
             Kind::Ephemeral { guard } => match values {
                 [] => Ok(self.value.take().is_some()),
                 [.., last] if values.len() == 1 || !guard => {
-                    self.value = Some(last.clone());
+                    self.value = Some(Arc::new(last.clone()));
                     Ok(true)
                 }
                 _ => Err(Error::InvalidUpdate(format!(
@@ -282,9 +284,9 @@ impl Channel {
                 for v in values {
                     let next = match self.value.take() {
                         None => v.clone(),
-                        Some(cur) => reducer.apply(key, cur, v)?,
+                        Some(cur) => reducer.apply(key, Arc::unwrap_or_clone(cur), v)?,
                     };
-                    self.value = Some(next);
+                    self.value = Some(Arc::new(next));
                 }
                 Ok(true)
             }
@@ -312,21 +314,18 @@ impl Channel {
         }
     }
 
-    /// The value a node reads, if any.
+    /// The value a node reads, if any (a copy).
     pub(crate) fn get(&self) -> Option<Value> {
-        match &self.spec.kind {
-            Kind::Topic { .. } => (!self.list.is_empty()).then(|| Value::Array(self.list.clone())),
-            Kind::Barrier { .. } => self.is_available().then_some(Value::Null),
-            _ => self.value.clone(),
-        }
+        self.get_shared().map(Arc::unwrap_or_clone)
     }
 
-    /// What [`get`](Self::get) reads, moved out of a channel that is about
-    /// to be dropped (no copy of a single value).
-    pub(crate) fn take(&mut self) -> Option<Value> {
+    /// The value a node reads, if any, shared (not copied) for a
+    /// single-value channel.
+    pub(crate) fn get_shared(&self) -> Option<Arc<Value>> {
         match &self.spec.kind {
-            Kind::Topic { .. } | Kind::Barrier { .. } => self.get(),
-            _ => self.value.take(),
+            Kind::Topic { .. } => (!self.list.is_empty()).then(|| Arc::new(Value::Array(self.list.clone()))),
+            Kind::Barrier { .. } => self.is_available().then(|| Arc::new(Value::Null)),
+            _ => self.value.clone(),
         }
     }
 
@@ -346,7 +345,7 @@ impl Channel {
     pub(crate) fn value_ref(&self) -> Option<&Value> {
         match &self.spec.kind {
             Kind::Topic { .. } | Kind::Barrier { .. } => None,
-            _ => self.value.as_ref(),
+            _ => self.value.as_deref(),
         }
     }
 
@@ -359,7 +358,7 @@ impl Channel {
             Kind::Barrier { .. } => {
                 Some(set_value(self.seen.iter().map(|s| Value::String(s.clone())).collect()))
             }
-            _ => self.value.clone(),
+            _ => self.value.as_deref().cloned(),
         }
     }
 }

@@ -15,9 +15,68 @@ use super::{END, START, TASKS};
 use crate::checkpoint::Checkpointer;
 use crate::error::{Error, Result};
 
-/// What a node reads: the state's available keys (for a node run by a
-/// [`Send`], the Send's argument object).
-pub type State = Map<String, Value>;
+/// What a node reads: the state keys that have a value, in declaration
+/// order (for a node run by a [`Send`], the Send's argument object). The
+/// values are shared with the run, not copied: reading a long message list
+/// costs nothing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct State {
+    values: Vec<(String, Arc<Value>)>,
+}
+
+impl State {
+    pub(crate) fn from_shared(values: Vec<(String, Arc<Value>)>) -> State {
+        State { values }
+    }
+
+    /// The value of `key`, if it has one.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.values.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
+    }
+
+    /// Whether `key` has a value.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The keys and values.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), &**v))
+    }
+
+    /// The number of keys with a value.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// True if no key has a value.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The state as a JSON object (a copy).
+    pub fn to_map(&self) -> Map<String, Value> {
+        self.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+}
+
+impl From<Map<String, Value>> for State {
+    fn from(m: Map<String, Value>) -> State {
+        State { values: m.into_iter().map(|(k, v)| (k, Arc::new(v))).collect() }
+    }
+}
+
+static NULL: Value = Value::Null;
+
+impl std::ops::Index<&str> for State {
+    type Output = Value;
+
+    /// The value of `key`, `Value::Null` if it has none (like indexing a
+    /// `serde_json::Value`).
+    fn index(&self, key: &str) -> &Value {
+        self.get(key).unwrap_or(&NULL)
+    }
+}
 
 /// The error a node (or a router or reducer) returns. It is stored as the
 /// task's `__error__` write and [`invoke`](CompiledGraph::invoke) returns it

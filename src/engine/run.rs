@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::algo::{apply_writes, prepare_next_tasks, send_value, Channels, CpState, Task, TaskWrites};
+use super::algo::{
+    apply_writes, prepare_next_tasks, send_value, Channels, CpState, Task, TaskInput, TaskWrites,
+};
 use super::channel::Channel;
-use super::graph::{Compiled, Goto, NodeError, NodeFn, NodeKind, Update};
+use super::graph::{Compiled, Goto, NodeError, NodeFn, NodeKind, State, Update};
 use super::{Durability, END, ERROR, INTERRUPT, NO_WRITES, RESUME, TASKS};
 use crate::checkpoint::{CheckpointConfig, CheckpointTuple, Checkpointer, Metadata};
 use crate::error::{Error, Result};
@@ -321,18 +323,17 @@ impl CompiledGraph {
             graph.node(&task.name).ok_or_else(|| NodeError::new(format!("unknown node {}", task.name)))?;
         let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
         let update = match &node.func {
-            None => {
-                let Value::Object(m) = &task.input else {
-                    return Err(invalid(format!("Expected dict, got {}", task.input)));
-                };
-                Update::from(m.clone())
-            }
+            None => match &task.input {
+                TaskInput::Raw(Value::Object(m)) => Update::from(m.clone()),
+                TaskInput::State(s) => Update::from(s.to_map()),
+                TaskInput::Raw(other) => return Err(invalid(format!("Expected dict, got {other}"))),
+            },
             Some(NodeKind::Fn(NodeFn::Sync(f))) => {
-                let Value::Object(state) = &task.input else {
-                    return Err(invalid(format!(
-                        "the input of {} is not an object: {}",
-                        task.name, task.input
-                    )));
+                let state = match &task.input {
+                    TaskInput::State(s) => s,
+                    TaskInput::Raw(other) => {
+                        return Err(invalid(format!("the input of {} is not an object: {other}", task.name)));
+                    }
                 };
                 // A panicking node fails its task like an erroring one (LangGraph
                 // catches every exception a node raises).
@@ -409,12 +410,7 @@ impl CompiledGraph {
 
     /// The state a router reads: the task's own writes applied to a copy of
     /// the state channels (LangGraph's fresh `local_read`).
-    fn fresh_state(
-        &self,
-        task: &Task,
-        writes: &[(String, Value)],
-        channels: &Channels,
-    ) -> Result<Map<String, Value>> {
+    fn fresh_state(&self, task: &Task, writes: &[(String, Value)], channels: &Channels) -> Result<State> {
         let keys = &self.graph.state_keys;
         // Only the channels the task wrote are copied and updated; of the
         // others, those a superstep clears (ephemeral values, a
@@ -430,19 +426,19 @@ impl CompiledGraph {
             [TaskWrites { path: task.path.as_str(), name: &task.name, triggers: &task.triggers, writes }];
         apply_writes(&mut cp, &mut local, &mut tw, false)?;
         let bump_step = !task.triggers.is_empty();
-        let mut state = Map::new();
+        let mut state = Vec::new();
         for k in keys {
-            let value = match (local.get_mut(k), channels.get(k)) {
-                (Some(ch), _) => ch.take(),
+            let value = match (local.get(k), channels.get(k)) {
+                (Some(ch), _) => ch.get_shared(),
                 (None, Some(ch)) if bump_step && ch.clears_each_step() => None,
-                (None, Some(ch)) => ch.get(),
+                (None, Some(ch)) => ch.get_shared(),
                 (None, None) => None,
             };
             if let Some(v) = value {
-                state.insert(k.clone(), v);
+                state.push((k.clone(), v));
             }
         }
-        Ok(state)
+        Ok(State::from_shared(state))
     }
 
     /// Persists `cp` after `parent` through the step API: every channel

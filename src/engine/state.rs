@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::algo::{apply_writes, read_state, Task, TaskPath, TaskWrites};
+use super::algo::{apply_writes, read_state, Task, TaskInput, TaskPath, TaskWrites};
 use super::graph::Update;
 use super::run::{CompiledGraph, PendingTask, Save};
 use super::INTERRUPT;
@@ -101,7 +101,7 @@ impl CompiledGraph {
             name: as_node.to_string(),
             path: TaskPath::Update(0),
             triggers: vec![INTERRUPT.to_string()],
-            input: Value::Null,
+            input: TaskInput::Raw(Value::Null),
             writes: Vec::new(),
         };
         let writes = self

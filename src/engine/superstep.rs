@@ -8,7 +8,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use serde_json::{Map, Value};
 
 use super::algo::{
-    apply_writes, finished_writes, prepare_next_tasks, read_state, Channels, CpState, Task, TaskWrites,
+    apply_writes, finished_writes, prepare_next_tasks, read_state, Channels, CpState, Task, TaskInput,
+    TaskWrites,
 };
 use super::graph::{Compiled, NodeError, Update};
 use super::interrupt::{with_scratchpad, Scratchpad};
@@ -248,6 +249,11 @@ impl CompiledGraph {
                 self.finish(&mut cur, &cp, &channels)?;
                 return Ok(Outcome { values: read_state(&channels, &self.graph.state_keys), interrupts });
             }
+            // The inputs share the channels' values: dropping them lets the
+            // reducers fold into those values without copying them.
+            for task in &mut tasks {
+                task.input = TaskInput::Raw(Value::Null);
+            }
             let mut tw: Vec<TaskWrites<'_>> = tasks.iter().map(TaskWrites::from).collect();
             let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
             self.save_checkpoint(&mut cur, &mut cp, &channels, ("loop", step), Some(&up), false)?;
@@ -309,7 +315,7 @@ impl CompiledGraph {
         let graph =
             CompiledGraph { graph: child.clone(), saver: self.saver.clone(), durability: ctx.durability };
         let out = match graph.run_in(
-            Input::Value(task.input.clone()),
+            Input::Value(task.input.to_value()),
             &CheckpointConfig::thread(thread_id),
             ctx,
             null_resume,
