@@ -171,6 +171,42 @@ pub enum Error {
     /// A filesystem error outside SQLite.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
+
+    /// A graph given to [`GraphBuilder::compile`](crate::engine::GraphBuilder::compile)
+    /// is malformed: a duplicate or reserved name, an edge to an unknown
+    /// node, no entry edge.
+    #[error("invalid graph: {0}")]
+    InvalidGraph(String),
+
+    /// A superstep's writes do not fit their channels (two writes to a
+    /// last-value key, a reducer that fails, an input that is not an
+    /// object). The message is LangGraph's where it has one.
+    #[error("invalid update: {0}")]
+    InvalidUpdate(String),
+
+    /// A node (or its router) failed. Its error is stored as the task's
+    /// `__error__` write; invoking the thread again with no input resumes.
+    #[error("node {node} failed: {error}")]
+    Node {
+        /// The node's name.
+        node: String,
+        /// The failed task's id.
+        task_id: String,
+        /// What the node returned.
+        error: Box<crate::engine::NodeError>,
+    },
+
+    /// A run took more supersteps than the graph's recursion limit.
+    #[error("Recursion limit of {limit} reached without hitting a stop condition")]
+    Recursion {
+        /// The limit.
+        limit: i64,
+    },
+
+    /// A graph was invoked with no input on a thread that has nothing to
+    /// resume.
+    #[error("received no input and the thread has no checkpoint to resume")]
+    EmptyInput,
 }
 
 impl Error {
@@ -235,6 +271,13 @@ impl Error {
                 },
             },
             Error::Io(e) => Error::Io(std::io::Error::new(e.kind(), e.to_string())),
+            Error::InvalidGraph(m) => Error::InvalidGraph(m.clone()),
+            Error::InvalidUpdate(m) => Error::InvalidUpdate(m.clone()),
+            Error::Node { node, task_id, error } => {
+                Error::Node { node: node.clone(), task_id: task_id.clone(), error: error.clone() }
+            }
+            Error::Recursion { limit } => Error::Recursion { limit: *limit },
+            Error::EmptyInput => Error::EmptyInput,
         }
     }
 

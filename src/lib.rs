@@ -5,6 +5,7 @@ pub mod checkpoint;
 pub mod codec;
 mod commit;
 mod db;
+pub mod engine;
 mod error;
 pub mod filter;
 pub mod inspect;

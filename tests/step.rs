@@ -154,3 +154,42 @@ fn a_missing_blob_is_an_error_never_an_absent_channel() {
     assert!(matches!(fresh.get_tuple(&head.config), Err(Error::Corrupt { .. })));
     assert!(matches!(fresh.list(&ListQuery::thread("t")), Err(Error::Corrupt { .. })));
 }
+
+#[test]
+fn explicit_versions_updated_channels_and_ids() {
+    let saver = Db::open_in_memory().unwrap().checkpointer();
+    let cfg = CheckpointConfig::thread("explicit");
+    let v7 = ChannelVersion::from("00000000000000000000000000000007.0.5");
+    let first = saver
+        .start(&cfg)
+        .set("a", json!(1))
+        .clear("b")
+        .version("a", v7.clone())
+        .updated_channels(["b".to_string(), "a".to_string(), "b".to_string()])
+        .commit()
+        .unwrap();
+    assert_eq!(first.checkpoint.channel_versions["a"], v7);
+    assert_eq!(first.checkpoint.channel_versions["b"].counter(), 1);
+    assert_eq!(first.checkpoint.updated_channels, Some(vec!["a".to_string(), "b".to_string()]));
+    let back = saver.get_tuple(&cfg).unwrap().unwrap();
+    assert_eq!(back.checkpoint.channel_versions["a"], v7);
+    assert_eq!(back.checkpoint.channel_values["a"].to_value(), json!(1));
+
+    // A version for a channel the step does not update names no value.
+    let err = saver.step(&first).version("zzz", v7.clone()).commit().unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+
+    let second = saver.step(&first).set("a", json!(2)).without_updated_channels().commit().unwrap();
+    assert_eq!(second.checkpoint.updated_channels, None);
+    assert_eq!(saver.get_tuple(&cfg).unwrap().unwrap().checkpoint.updated_channels, None);
+
+    // An explicit id must be a uuid after the parent's.
+    let bad = saver.step(&second).set("a", json!(3)).id(first.checkpoint.id.clone()).commit().unwrap_err();
+    assert!(matches!(bad, Error::InvalidArgument(_)), "{bad:?}");
+    let bad = saver.step(&second).set("a", json!(3)).id("not-a-uuid").commit().unwrap_err();
+    assert!(matches!(bad, Error::InvalidArgument(_)), "{bad:?}");
+    let id = agentstate::checkpoint::uuid6(Some(2)).to_string();
+    let third = saver.step(&second).set("a", json!(3)).id(id.clone()).commit().unwrap();
+    assert_eq!(third.checkpoint.id, id);
+    assert_eq!(saver.get_tuple(&cfg).unwrap().unwrap().checkpoint.id, id);
+}

@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+pub(crate) use id::uuid6_after;
 pub use id::{next_version, uuid6};
 pub use list::ListIter;
 pub use retention::Retention;

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::id::{now_iso8601, uuid6_after};
-use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata};
+use super::types::{
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata,
+};
 use super::value::ChannelValue;
 use super::write::{encode_row, sorted, CheckpointJob, Head, PlannedBlob};
 use super::{next_version, require_thread, Checkpointer};
@@ -50,6 +52,9 @@ pub struct Step<'a> {
     seen: BTreeMap<String, ChannelVersions>,
     metadata: Option<Metadata>,
     fork: bool,
+    versions: BTreeMap<String, ChannelVersion>,
+    updated: Option<Option<Vec<String>>>,
+    id: Option<String>,
 }
 
 enum Update {
@@ -84,6 +89,9 @@ impl Checkpointer {
             seen: BTreeMap::new(),
             metadata: None,
             fork: false,
+            versions: BTreeMap::new(),
+            updated: None,
+            id: None,
         }
     }
 
@@ -102,6 +110,9 @@ impl Checkpointer {
             seen: BTreeMap::new(),
             metadata: None,
             fork: false,
+            versions: BTreeMap::new(),
+            updated: None,
+            id: None,
         }
     }
 }
@@ -156,6 +167,58 @@ impl<'a> Step<'a> {
         self
     }
 
+    /// Gives `channel` exactly `version` instead of the next version after
+    /// its own (for a runtime that versions as LangGraph's loop does: every
+    /// channel changed in a superstep gets the successor of the highest
+    /// version of the checkpoint). `channel` must also be
+    /// [`set`](Self::set), [`append`](Self::append)ed or
+    /// [`clear`](Self::clear)ed in this step: a version names the value
+    /// stored with it.
+    ///
+    /// # Errors
+    /// [`commit`](Self::commit) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if `channel`
+    /// has no update in this step.
+    pub fn version(mut self, channel: impl Into<String>, version: ChannelVersion) -> Self {
+        self.versions.insert(channel.into(), version);
+        self
+    }
+
+    /// Stores `channels` (sorted, deduplicated) as the checkpoint's
+    /// `updated_channels` instead of the channels this step updates.
+    /// LangGraph lists only the updated channels that can trigger a node
+    /// (a cleared ephemeral channel gets a new version but is not listed).
+    ///
+    /// # Errors
+    /// None at this call; [`commit`](Self::commit) stores the list as given.
+    pub fn updated_channels(mut self, channels: impl IntoIterator<Item = String>) -> Self {
+        let mut list: Vec<String> = channels.into_iter().collect();
+        list.sort();
+        list.dedup();
+        self.updated = Some(Some(list));
+        self
+    }
+
+    /// Stores the checkpoint under `id` instead of a fresh UUIDv6 (a
+    /// runtime that derived task ids from an id before storing it, as
+    /// LangGraph's `durability="exit"` does).
+    ///
+    /// # Errors
+    /// [`commit`](Self::commit) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if `id` is
+    /// not a UUID or does not sort after the parent's id.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Stores no `updated_channels` at all (LangGraph's checkpoints from
+    /// `update_state` and time-travel forks have none).
+    pub fn without_updated_channels(mut self) -> Self {
+        self.updated = Some(None);
+        self
+    }
+
     /// Writes the checkpoint, in one transaction, and returns it as
     /// [`get_tuple`](Checkpointer::get_tuple) would read it (with no pending
     /// writes yet). With [`write_behind`](crate::DbBuilder::write_behind),
@@ -170,13 +233,21 @@ impl<'a> Step<'a> {
     /// - [`Error::NotFound`](crate::Error::NotFound) if a fork's parent does not exist (any more).
     /// - [`Error::InvalidConfig`](crate::Error::InvalidConfig) if the thread id is empty.
     /// - [`Error::InvalidArgument`](crate::Error::InvalidArgument) if the metadata nests too deeply to be
-    ///   read back.
+    ///   read back, a [`version`](Self::version) names a channel this
+    ///   step does not update, or an [`id`](Self::id) is not a UUID sorting
+    ///   after the parent's.
     /// - [`Error::Serialization`](crate::Error::Serialization) if a value cannot be encoded.
     /// - [`Error::Corrupt`](crate::Error::Corrupt) if the parent's stored list is missing.
     /// - database errors; nothing is written then.
     pub fn commit(self) -> Result<CheckpointTuple> {
         let saver = self.saver;
         require_thread(&CheckpointConfig::thread(&self.thread))?;
+        if let Some(ch) = self.versions.keys().find(|ch| !self.updates.contains_key(*ch)) {
+            return Err(crate::Error::InvalidArgument(format!(
+                "Step::version for channel {ch:?}, which this step does not update"
+            )));
+        }
+        let mut versions = self.versions;
         let parent_id = self.parent.and_then(|p| p.config.checkpoint_id.clone());
         let step = match (&self.metadata, self.parent) {
             (Some(m), _) => m.step().unwrap_or(-1),
@@ -193,12 +264,24 @@ impl<'a> Step<'a> {
             Some(p) => p.checkpoint.clone(),
             None => Checkpoint::with_id(String::new()),
         };
-        cp.id = uuid6_after(Some(step), parent_id.as_deref()).to_string();
+        cp.id = match self.id {
+            Some(id) => {
+                let valid = uuid::Uuid::parse_str(&id).is_ok()
+                    && parent_id.as_deref().is_none_or(|p| id.as_str() > p);
+                if !valid {
+                    return Err(crate::Error::InvalidArgument(format!(
+                        "Step::id {id:?} is not a uuid sorting after the parent's id"
+                    )));
+                }
+                id
+            }
+            None => uuid6_after(Some(step), parent_id.as_deref()).to_string(),
+        };
         cp.ts = now_iso8601();
         let mut blobs = Vec::with_capacity(self.updates.len());
         let mut changed = Vec::with_capacity(self.updates.len());
         for (ch, update) in self.updates {
-            let version = next_version(cp.channel_versions.get(&ch));
+            let version = versions.remove(&ch).unwrap_or_else(|| next_version(cp.channel_versions.get(&ch)));
             let old = cp.channel_versions.insert(ch.clone(), version.clone());
             let version = version.to_string();
             match update {
@@ -231,7 +314,10 @@ impl<'a> Step<'a> {
             changed.push(ch);
         }
         cp.versions_seen.extend(self.seen);
-        cp.updated_channels = Some(sorted(changed));
+        cp.updated_channels = match self.updated {
+            Some(given) => given,
+            None => Some(sorted(changed)),
+        };
         let (checkpoint_json, metadata_json) = encode_row(&cp, &metadata.0)?;
         let (thread, ns) = (&self.thread, &self.ns);
         let head = match (&parent_id, self.fork) {

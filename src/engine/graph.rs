@@ -1,0 +1,599 @@
+//! [`Graph::builder`]: state channels, nodes and edges, compiled the way
+//! LangGraph's `StateGraph.compile()` lays them out (a `branch:to:<node>`
+//! trigger channel per node, a `join:<a+b>:<node>` barrier per join edge,
+//! `__start__` and `__pregel_tasks`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::channel::ChannelSpec;
+use super::run::CompiledGraph;
+use super::{END, START, TASKS};
+use crate::checkpoint::Checkpointer;
+use crate::error::{Error, Result};
+
+/// What a node reads: the state keys that have a value, in declaration
+/// order (for a node run by a [`Send`], the Send's argument object). The
+/// values are shared with the run, not copied: reading a long message list
+/// costs nothing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct State {
+    values: Vec<(String, Arc<Value>)>,
+}
+
+impl State {
+    pub(crate) fn from_shared(values: Vec<(String, Arc<Value>)>) -> State {
+        State { values }
+    }
+
+    /// The value of `key`, if it has one.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.values.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
+    }
+
+    /// Whether `key` has a value.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The keys and values.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), &**v))
+    }
+
+    /// The number of keys with a value.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// True if no key has a value.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The state as a JSON object (a copy).
+    pub fn to_map(&self) -> Map<String, Value> {
+        self.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+}
+
+impl From<Map<String, Value>> for State {
+    fn from(m: Map<String, Value>) -> State {
+        State { values: m.into_iter().map(|(k, v)| (k, Arc::new(v))).collect() }
+    }
+}
+
+static NULL: Value = Value::Null;
+
+impl std::ops::Index<&str> for State {
+    type Output = Value;
+
+    /// The value of `key`, `Value::Null` if it has none (like indexing a
+    /// `serde_json::Value`).
+    fn index(&self, key: &str) -> &Value {
+        self.get(key).unwrap_or(&NULL)
+    }
+}
+
+/// The error a node (or a router or reducer) returns. It is stored as the
+/// task's `__error__` write and [`invoke`](CompiledGraph::invoke) returns it
+/// as [`Error::Node`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeError {
+    kind: String,
+    message: String,
+    interrupts: Vec<Value>,
+}
+
+impl NodeError {
+    /// An error with a message (stored as `NodeError('<message>')`).
+    pub fn new(message: impl Into<String>) -> NodeError {
+        NodeError { kind: "NodeError".into(), message: message.into(), interrupts: Vec::new() }
+    }
+
+    /// The signal [`interrupt`](super::interrupt()) returns: the node is
+    /// paused, not failed.
+    pub(crate) fn interrupted(interrupts: Vec<Value>) -> NodeError {
+        NodeError { kind: "GraphInterrupt".into(), message: "interrupted".into(), interrupts }
+    }
+
+    /// Whether this is [`interrupt`](super::interrupt())'s pause rather
+    /// than a failure.
+    pub fn is_interrupt(&self) -> bool {
+        !self.interrupts.is_empty()
+    }
+
+    /// The stored `Interrupt`s of a pause.
+    pub(crate) fn interrupts(&self) -> &[Value] {
+        &self.interrupts
+    }
+
+    /// An error of a named kind, stored as `<kind>('<message>')` like a
+    /// Python exception's repr (`RuntimeError('flaky failed')`).
+    pub fn with_kind(kind: impl Into<String>, message: impl Into<String>) -> NodeError {
+        NodeError { kind: kind.into(), message: message.into(), interrupts: Vec::new() }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The kind (`NodeError` unless given).
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// The Python-repr form stored in the `__error__` write.
+    pub fn repr(&self) -> String {
+        format!("{}('{}')", self.kind, self.message.replace('\\', "\\\\").replace('\'', "\\'"))
+    }
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+/// A message to run `node` with `arg` as its state in the next superstep
+/// (LangGraph's `Send`; a PUSH task).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Send {
+    /// The node to run.
+    pub node: String,
+    /// Its input (an object: the node's [`State`]).
+    pub arg: Value,
+}
+
+impl Send {
+    /// A Send of `arg` to `node`.
+    pub fn new(node: impl Into<String>, arg: Value) -> Send {
+        Send { node: node.into(), arg }
+    }
+}
+
+/// Where a router sends the graph next.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Goto {
+    /// A node by name (or [`END`]).
+    Node(String),
+    /// A [`Send`] (fan-out).
+    Send(Send),
+}
+
+impl Goto {
+    /// Go to `node` (or [`END`]).
+    pub fn node(node: impl Into<String>) -> Goto {
+        Goto::Node(node.into())
+    }
+
+    /// Stop this path.
+    pub fn end() -> Goto {
+        Goto::Node(END.into())
+    }
+}
+
+/// What a node returns: state writes, in order (keys that are not state
+/// keys are ignored, as in LangGraph), and optionally where to go next
+/// (LangGraph's `Command(update=..., goto=...)`).
+#[derive(Clone, Debug, Default, PartialEq)]
+#[must_use]
+pub struct Update {
+    pub(crate) writes: Vec<(String, Value)>,
+    pub(crate) gotos: Vec<Goto>,
+}
+
+impl Update {
+    /// No writes.
+    pub fn new() -> Update {
+        Update::default()
+    }
+
+    /// Adds a write of `value` to state key `key`.
+    pub fn set(mut self, key: impl Into<String>, value: Value) -> Update {
+        self.writes.push((key.into(), value));
+        self
+    }
+
+    /// Also goes to `goto` after this node (a node name, [`END`] or a
+    /// [`Send`]), like `Command(goto=...)`; the node's static edges still
+    /// apply.
+    pub fn goto(mut self, goto: Goto) -> Update {
+        self.gotos.push(goto);
+        self
+    }
+
+    /// The writes.
+    pub fn writes(&self) -> &[(String, Value)] {
+        &self.writes
+    }
+}
+
+impl From<Map<String, Value>> for Update {
+    fn from(m: Map<String, Value>) -> Update {
+        Update { writes: m.into_iter().collect(), gotos: Vec::new() }
+    }
+}
+
+/// A synchronous node function.
+pub type SyncNodeFn =
+    Arc<dyn Fn(&State) -> std::result::Result<Update, NodeError> + std::marker::Send + Sync>;
+
+/// A router: reads the state after its node's writes, says where to go.
+pub type RouterFn =
+    Arc<dyn Fn(&State) -> std::result::Result<Vec<Goto>, NodeError> + std::marker::Send + Sync>;
+
+/// A node's function. Only synchronous functions exist today; an async
+/// variant will be added beside [`NodeFn::Sync`].
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum NodeFn {
+    /// Runs on the calling thread.
+    Sync(SyncNodeFn),
+}
+
+impl fmt::Debug for NodeFn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NodeFn::Sync(..)")
+    }
+}
+
+/// What a compiled node runs.
+#[derive(Clone)]
+pub(crate) enum NodeKind {
+    /// A function.
+    Fn(NodeFn),
+    /// A compiled subgraph (see [`GraphBuilder::subgraph`]).
+    Subgraph(Arc<Compiled>),
+}
+
+/// A compiled node (`__start__` has no function: it passes the input on).
+#[derive(Clone)]
+pub(crate) struct NodeSpec {
+    pub(crate) name: String,
+    pub(crate) triggers: Vec<String>,
+    pub(crate) func: Option<NodeKind>,
+    /// For `__start__`: the channel it reads.
+    pub(crate) reads_single: String,
+    /// Channel writes after every run (edges and join barriers).
+    pub(crate) static_writes: Vec<(String, Value)>,
+    pub(crate) routers: Vec<RouterFn>,
+}
+
+/// The compiled graph: channels, nodes, triggers.
+pub(crate) struct Compiled {
+    pub(crate) channels: Vec<(String, Arc<ChannelSpec>)>,
+    pub(crate) state_keys: Vec<String>,
+    pub(crate) nodes: Vec<NodeSpec>,
+    pub(crate) trigger_to_nodes: BTreeMap<String, Vec<String>>,
+    pub(crate) recursion_limit: i64,
+    pub(crate) interrupt_before: Vec<String>,
+    pub(crate) interrupt_after: Vec<String>,
+}
+
+impl NodeSpec {
+    /// The subgraph this node runs, if it is one.
+    pub(crate) fn subgraph(&self) -> Option<&Arc<Compiled>> {
+        match &self.func {
+            Some(NodeKind::Subgraph(g)) => Some(g),
+            _ => None,
+        }
+    }
+}
+
+impl Compiled {
+    pub(crate) fn node(&self, name: &str) -> Option<&NodeSpec> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+}
+
+/// Entry point: [`Graph::builder`].
+#[derive(Debug)]
+pub struct Graph;
+
+impl Graph {
+    /// A new, empty graph.
+    pub fn builder() -> GraphBuilder {
+        GraphBuilder::default()
+    }
+}
+
+/// Builds a graph: state keys, nodes, edges; then [`compile`](Self::compile).
+#[derive(Default)]
+#[must_use]
+pub struct GraphBuilder {
+    state: Vec<(String, ChannelSpec)>,
+    nodes: Vec<(String, NodeKind)>,
+    subgraphs: Vec<(String, GraphBuilder)>,
+    edges: Vec<(String, String)>,
+    joins: Vec<(Vec<String>, String)>,
+    routers: Vec<(String, RouterFn)>,
+    recursion_limit: Option<i64>,
+    interrupt_before: Vec<String>,
+    interrupt_after: Vec<String>,
+}
+
+impl fmt::Debug for GraphBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GraphBuilder")
+            .field("state", &self.state.iter().map(|s| &s.0).collect::<Vec<_>>())
+            .field("nodes", &self.nodes.iter().map(|n| &n.0).collect::<Vec<_>>())
+            .field("edges", &self.edges)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GraphBuilder {
+    /// A state key and its channel kind (declaration order is the order
+    /// nodes see keys in).
+    pub fn state(mut self, key: impl Into<String>, spec: ChannelSpec) -> Self {
+        self.state.push((key.into(), spec));
+        self
+    }
+
+    /// A node.
+    pub fn node<F>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(&State) -> std::result::Result<Update, NodeError> + std::marker::Send + Sync + 'static,
+    {
+        self.nodes.push((name.into(), NodeKind::Fn(NodeFn::Sync(Arc::new(f)))));
+        self
+    }
+
+    /// A node that runs `child` (a graph with its own state keys): its
+    /// input is this graph's state, its final state the node's update. It
+    /// checkpoints on the parent's checkpointer in namespace
+    /// `<name>:<task id>` (metadata `parents` names the parent's
+    /// checkpoint), and an [`interrupt()`](super::interrupt()) inside it
+    /// pauses the parent; resuming the parent resumes it.
+    pub fn subgraph(mut self, name: impl Into<String>, child: GraphBuilder) -> Self {
+        self.subgraphs.push((name.into(), child));
+        self
+    }
+
+    /// An edge: `to` runs in the superstep after `from` (either may be
+    /// [`START`] / [`END`]).
+    pub fn edge(mut self, from: impl Into<String>, to: impl Into<String>) -> Self {
+        self.edges.push((from.into(), to.into()));
+        self
+    }
+
+    /// A join: `to` runs once every node of `from` has run (a
+    /// `NamedBarrierValue` channel `join:<a+b>:<to>`).
+    pub fn join<I, S>(mut self, from: I, to: impl Into<String>) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.joins.push((from.into_iter().map(Into::into).collect(), to.into()));
+        self
+    }
+
+    /// A conditional edge: after `from` runs, `router` reads the state
+    /// (with `from`'s writes applied) and returns the next nodes and
+    /// [`Send`]s.
+    pub fn conditional_edges<F>(mut self, from: impl Into<String>, router: F) -> Self
+    where
+        F: Fn(&State) -> std::result::Result<Vec<Goto>, NodeError> + std::marker::Send + Sync + 'static,
+    {
+        self.routers.push((from.into(), Arc::new(router)));
+        self
+    }
+
+    /// The most supersteps one [`invoke`](CompiledGraph::invoke) runs
+    /// (default 25, LangGraph's).
+    pub fn recursion_limit(mut self, limit: i64) -> Self {
+        self.recursion_limit = Some(limit);
+        self
+    }
+
+    /// Breakpoints: the run stops before a superstep that would run one of
+    /// `nodes` (`"*"`: any node; LangGraph's `interrupt_before`);
+    /// `invoke(None, ..)` goes on.
+    pub fn interrupt_before<I, S>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.interrupt_before.extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Breakpoints: the run stops after a superstep that ran one of `nodes`
+    /// (`"*"`: any node; LangGraph's `interrupt_after`); `invoke(None, ..)`
+    /// goes on.
+    pub fn interrupt_after<I, S>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.interrupt_after.extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Checks the graph and compiles it to run on `checkpointer`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidGraph`] for a duplicate or reserved name, an edge or
+    /// join naming an unknown node, no edge from [`START`], or a limit < 1.
+    pub fn compile(self, checkpointer: Checkpointer) -> Result<CompiledGraph> {
+        Ok(CompiledGraph::new(Arc::new(self.build()?), checkpointer))
+    }
+
+    fn build(mut self) -> Result<Compiled> {
+        for (name, child) in std::mem::take(&mut self.subgraphs) {
+            let child = child.build().map_err(|e| Error::InvalidGraph(format!("subgraph {name}: {e}")))?;
+            self.nodes.push((name, NodeKind::Subgraph(Arc::new(child))));
+        }
+        let bad = |m: String| Err(Error::InvalidGraph(m));
+        let mut names = BTreeSet::new();
+        for (n, _) in &self.nodes {
+            if n.is_empty() || n.starts_with("__") || n.contains('|') || n.contains(':') {
+                return bad(format!("node name {n:?} is reserved or has a reserved character (| :)"));
+            }
+            if !names.insert(n.clone()) {
+                return bad(format!("node {n:?} is defined twice"));
+            }
+        }
+        let mut keys = BTreeSet::new();
+        for (k, _) in &self.state {
+            if k.starts_with("__")
+                || k.starts_with("branch:")
+                || k.starts_with("join:")
+                || !keys.insert(k.clone())
+            {
+                return bad(format!("state key {k:?} is reserved or defined twice"));
+            }
+            if names.contains(k) {
+                return bad(format!("{k:?} is both a state key and a node"));
+            }
+        }
+        let known = |n: &str, allow: &str| n == allow || names.contains(n);
+        for (from, to) in &self.edges {
+            if !known(from, START) || !known(to, END) {
+                return bad(format!("edge {from:?} -> {to:?} names an unknown node"));
+            }
+        }
+        for (from, to) in &self.joins {
+            if from.is_empty() || from.iter().any(|f| !names.contains(f)) || !names.contains(to) {
+                return bad(format!("join {from:?} -> {to:?} names an unknown node"));
+            }
+        }
+        for (from, _) in &self.routers {
+            if !known(from, START) {
+                return bad(format!("conditional edge from unknown node {from:?}"));
+            }
+        }
+        if let Some(n) = self
+            .interrupt_before
+            .iter()
+            .chain(&self.interrupt_after)
+            .find(|n| *n != "*" && !names.contains(*n))
+        {
+            return bad(format!("breakpoint on unknown node {n:?}"));
+        }
+        if !self.edges.iter().any(|(f, _)| f == START) && !self.routers.iter().any(|(f, _)| f == START) {
+            return bad("the graph has no edge from START".into());
+        }
+        let recursion_limit = self.recursion_limit.unwrap_or(25);
+        if recursion_limit < 1 {
+            return bad(format!("recursion limit {recursion_limit} < 1"));
+        }
+
+        let mut channels: Vec<(String, Arc<ChannelSpec>)> = Vec::new();
+        let state_keys: Vec<String> = self.state.iter().map(|(k, _)| k.clone()).collect();
+        for (k, spec) in self.state {
+            channels.push((k, Arc::new(spec)));
+        }
+        channels.push((START.into(), Arc::new(ChannelSpec::ephemeral())));
+        channels.push((TASKS.into(), Arc::new(ChannelSpec::topic(false))));
+        let mut nodes = vec![NodeSpec {
+            name: START.into(),
+            triggers: vec![START.into()],
+            func: None,
+            reads_single: START.into(),
+            static_writes: Vec::new(),
+            routers: Vec::new(),
+        }];
+        for (name, func) in self.nodes {
+            let branch = format!("branch:to:{name}");
+            channels.push((branch.clone(), Arc::new(ChannelSpec::branch())));
+            nodes.push(NodeSpec {
+                name,
+                triggers: vec![branch],
+                func: Some(func),
+                reads_single: String::new(),
+                static_writes: Vec::new(),
+                routers: Vec::new(),
+            });
+        }
+        for (from, to) in &self.edges {
+            if to == END {
+                continue;
+            }
+            let node = nodes.iter_mut().find(|n| &n.name == from).expect("checked above");
+            node.static_writes.push((format!("branch:to:{to}"), Value::Null));
+        }
+        for (from, to) in &self.joins {
+            let chan = format!("join:{}:{to}", from.join("+"));
+            channels.push((chan.clone(), Arc::new(ChannelSpec::barrier(from.iter().cloned().collect()))));
+            for f in from {
+                let node = nodes.iter_mut().find(|n| &n.name == f).expect("checked above");
+                node.static_writes.push((chan.clone(), Value::String(f.clone())));
+            }
+            let target = nodes.iter_mut().find(|n| &n.name == to).expect("checked above");
+            target.triggers.push(chan);
+        }
+        for (from, router) in self.routers {
+            let node = nodes.iter_mut().find(|n| n.name == from).expect("checked above");
+            node.routers.push(router);
+        }
+        let mut trigger_to_nodes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for n in &nodes {
+            for t in &n.triggers {
+                trigger_to_nodes.entry(t.clone()).or_default().push(n.name.clone());
+            }
+        }
+        Ok(Compiled {
+            channels,
+            state_keys,
+            nodes,
+            trigger_to_nodes,
+            recursion_limit,
+            interrupt_before: self.interrupt_before,
+            interrupt_after: self.interrupt_after,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Reducer;
+
+    fn noop(_: &State) -> std::result::Result<Update, NodeError> {
+        Ok(Update::new())
+    }
+
+    #[test]
+    fn compiles_like_langgraph() {
+        let g = Graph::builder()
+            .state("results", ChannelSpec::reducer(Reducer::Append))
+            .node("x", noop)
+            .node("y", noop)
+            .node("join", noop)
+            .edge(START, "x")
+            .edge(START, "y")
+            .join(["x", "y"], "join")
+            .edge("join", END)
+            .build()
+            .unwrap();
+        let join = g.node("join").unwrap();
+        assert_eq!(join.triggers, ["branch:to:join", "join:x+y:join"]);
+        assert_eq!(
+            g.node("x").unwrap().static_writes,
+            [("join:x+y:join".to_string(), Value::String("x".into()))]
+        );
+        assert_eq!(g.node(START).unwrap().static_writes.len(), 2);
+        assert_eq!(g.trigger_to_nodes["join:x+y:join"], ["join"]);
+    }
+
+    #[test]
+    fn bad_graphs_are_typed_errors() {
+        let err = |b: GraphBuilder| matches!(b.build(), Err(Error::InvalidGraph(_)));
+        assert!(err(Graph::builder().node("a", noop)));
+        assert!(err(Graph::builder().node("a", noop).node("a", noop).edge(START, "a")));
+        assert!(err(Graph::builder().node("__x", noop).edge(START, "__x")));
+        assert!(err(Graph::builder().node("a", noop).edge(START, "b")));
+        assert!(err(Graph::builder().node("a", noop).edge(START, "a").join(["a", "q"], "a")));
+        assert!(err(Graph::builder().node("a", noop).edge(START, "a").recursion_limit(0)));
+        assert!(err(Graph::builder().state("a", ChannelSpec::last_value()).node("a", noop).edge(START, "a")));
+    }
+}

@@ -1,0 +1,196 @@
+//! LangGraph's `add_messages` reducer, on messages stored as LangChain
+//! stores them (pydantic ext values), so Python reads them as messages.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{json, Map, Value};
+
+const REMOVE_ALL: &str = "__remove_all__";
+
+/// A marker that deletes the message with `id` when written to a
+/// [`Reducer::Messages`](super::Reducer::Messages) channel (LangChain's
+/// `RemoveMessage(id=...)`, stored as Python stores it). The plain dict
+/// `{"type": "remove", "id": ...}` works too.
+pub fn remove_message(id: impl Into<String>) -> Value {
+    message_ext("remove", Map::new(), Some(id.into()))
+}
+
+/// `(module, class)` of the LangChain message of a `type`.
+fn class_of(kind: &str) -> Option<(&'static str, &'static str)> {
+    Some(match kind {
+        "human" => ("langchain_core.messages.human", "HumanMessage"),
+        "ai" => ("langchain_core.messages.ai", "AIMessage"),
+        "system" => ("langchain_core.messages.system", "SystemMessage"),
+        "tool" => ("langchain_core.messages.tool", "ToolMessage"),
+        "remove" => ("langchain_core.messages.modifier", "RemoveMessage"),
+        _ => return None,
+    })
+}
+
+/// A LangChain message's `model_dump()` as an ext value: the fields every
+/// message has, then the ones its class adds, `fields` overriding.
+fn message_ext(kind: &str, fields: Map<String, Value>, id: Option<String>) -> Value {
+    let (module, name) = class_of(kind).unwrap_or(("langchain_core.messages.chat", "ChatMessage"));
+    let mut m = Map::new();
+    m.insert("content".into(), json!(""));
+    m.insert("additional_kwargs".into(), json!({}));
+    m.insert("response_metadata".into(), json!({}));
+    m.insert("type".into(), json!(kind));
+    m.insert("name".into(), Value::Null);
+    m.insert("id".into(), id.map_or(Value::Null, Value::String));
+    match kind {
+        "ai" => {
+            m.insert("tool_calls".into(), json!([]));
+            m.insert("invalid_tool_calls".into(), json!([]));
+            m.insert("usage_metadata".into(), Value::Null);
+        }
+        "tool" => {
+            m.insert("tool_call_id".into(), json!(""));
+            m.insert("artifact".into(), Value::Null);
+            m.insert("status".into(), json!("success"));
+        }
+        _ => {}
+    }
+    for (k, v) in fields {
+        if k != "role" && k != "type" && k != "id" {
+            m.insert(k, v);
+        }
+    }
+    json!({"__ext__": {"code": 5, "module": module, "name": name, "args": Value::Object(m), "method": "model_validate_json"}})
+}
+
+/// The dump of a message ext value (its `args`), if `v` is one.
+pub(crate) fn message_fields(v: &Value) -> Option<&Map<String, Value>> {
+    let ext = v.get("__ext__")?;
+    if !ext.get("module")?.as_str()?.starts_with("langchain_core.messages") {
+        return None;
+    }
+    ext.get("args")?.as_object()
+}
+
+/// Any accepted message form as a message ext value: the ext value itself,
+/// a dict with `role` (`user`, `assistant`, `system`, `tool`) or `type`, or
+/// a string (a human message).
+fn coerce(v: &Value) -> Result<Value, String> {
+    if message_fields(v).is_some() {
+        return Ok(v.clone());
+    }
+    match v {
+        Value::String(s) => {
+            Ok(message_ext("human", [("content".to_string(), json!(s))].into_iter().collect(), None))
+        }
+        Value::Object(o) => {
+            let kind = match o.get("role").or_else(|| o.get("type")).and_then(Value::as_str) {
+                Some("user" | "human") => "human",
+                Some("assistant" | "ai") => "ai",
+                Some("system") => "system",
+                Some("tool") => "tool",
+                Some("remove") => "remove",
+                Some(other) => return Err(format!("message type {other:?} is not supported")),
+                None => return Err(format!("a message needs a role or type: {v}")),
+            };
+            let id = o.get("id").and_then(Value::as_str).map(str::to_string);
+            Ok(message_ext(kind, o.clone(), id))
+        }
+        other => Err(format!("not a message: {other}")),
+    }
+}
+
+fn id_of(v: &Value) -> Option<&str> {
+    message_fields(v)?.get("id")?.as_str()
+}
+
+fn is_remove(v: &Value) -> bool {
+    message_fields(v).and_then(|f| f.get("type")).and_then(Value::as_str) == Some("remove")
+}
+
+/// Gives `v` (a message ext value) a fresh id if it has none.
+fn ensure_id(mut v: Value) -> Value {
+    if id_of(&v).is_none() {
+        if let Some(args) = v.pointer_mut("/__ext__/args").and_then(Value::as_object_mut) {
+            args.insert("id".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+        }
+    }
+    v
+}
+
+/// `add_messages(left, right)`: `right` (a message or a list) merged into
+/// `left`: same id replaces in place, a remove marker deletes, the rest is
+/// appended.
+pub(crate) fn add_messages(left: Value, right: &Value) -> Result<Value, String> {
+    let right: Vec<Value> = match right {
+        Value::Array(items) => items.iter().map(|m| coerce(m).map(ensure_id)).collect::<Result<_, _>>()?,
+        one => vec![ensure_id(coerce(one)?)],
+    };
+    if let Some(pos) = right.iter().rposition(|m| is_remove(m) && id_of(m) == Some(REMOVE_ALL)) {
+        return Ok(Value::Array(right[pos + 1..].to_vec()));
+    }
+    // The current list is owned: its messages (already messages with ids,
+    // unless a checkpoint or an initial value held dicts) are not copied.
+    let mut merged = match left {
+        Value::Array(items) => items,
+        one => vec![one],
+    };
+    for m in merged.iter_mut() {
+        if message_fields(m).is_none() {
+            *m = coerce(m)?;
+        }
+        if id_of(m).is_none() {
+            *m = ensure_id(std::mem::take(m));
+        }
+    }
+    let mut index: HashMap<String, usize> =
+        merged.iter().enumerate().filter_map(|(i, m)| id_of(m).map(|id| (id.to_string(), i))).collect();
+    let mut removed: HashSet<String> = HashSet::new();
+    for m in right {
+        let id = id_of(&m).unwrap_or_default().to_string();
+        match index.get(&id) {
+            Some(_) if is_remove(&m) => {
+                removed.insert(id);
+            }
+            Some(&i) => {
+                removed.remove(&id);
+                merged[i] = m;
+            }
+            None if is_remove(&m) => {
+                return Err(format!("Attempting to delete a message with an ID that doesn't exist ('{id}')"));
+            }
+            None => {
+                index.insert(id, merged.len());
+                merged.push(m);
+            }
+        }
+    }
+    if !removed.is_empty() {
+        merged.retain(|m| !id_of(m).is_some_and(|id| removed.contains(id)));
+    }
+    Ok(Value::Array(merged))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(v: &Value) -> Vec<String> {
+        v.as_array().unwrap().iter().map(|m| id_of(m).unwrap().to_string()).collect()
+    }
+
+    #[test]
+    fn append_replace_remove() {
+        let a = add_messages(json!([]), &json!([{"role": "user", "content": "hi", "id": "m1"}])).unwrap();
+        let b = add_messages(a, &json!({"role": "assistant", "content": "yo", "id": "m2"})).unwrap();
+        assert_eq!(ids(&b), ["m1", "m2"]);
+        let c = add_messages(b, &json!([{"role": "assistant", "content": "edited", "id": "m1"}])).unwrap();
+        assert_eq!(message_fields(&c[0]).unwrap()["content"], json!("edited"));
+        assert_eq!(message_fields(&c[0]).unwrap()["type"], json!("ai"));
+        let d = add_messages(c.clone(), &json!([remove_message("m1")])).unwrap();
+        assert_eq!(ids(&d), ["m2"]);
+        let e = add_messages(d.clone(), &json!([{"type": "remove", "id": "m2"}])).unwrap();
+        assert_eq!(e, json!([]));
+        assert!(add_messages(e.clone(), &json!([remove_message("nope")])).is_err());
+        assert!(add_messages(e, &json!([{"role": "wizard"}])).is_err());
+        let f = add_messages(d, &json!([remove_message(REMOVE_ALL), "fresh"])).unwrap();
+        assert_eq!(f.as_array().unwrap().len(), 1);
+        assert!(id_of(&f[0]).is_some());
+    }
+}

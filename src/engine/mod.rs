@@ -1,0 +1,103 @@
+//! A superstep graph runtime whose checkpoints are LangGraph 1.2's.
+//!
+//! Build a graph with [`Graph::builder`] (state keys and their
+//! [channels](ChannelSpec), nodes, edges, conditional edges with [`Send`]
+//! fan-out, join edges), [`compile`](GraphBuilder::compile) it onto a
+//! [`Checkpointer`](crate::Checkpointer) and [`invoke`](CompiledGraph::invoke)
+//! it. Every checkpoint and pending write it stores is the one LangGraph
+//! would store for the same graph with `durability="sync"`: same channel
+//! versions (every channel changed in a superstep gets the same next
+//! version), `versions_seen`, `updated_channels`, task ids (XXH3 over the
+//! checkpoint id, see [`task_id()`]) and task paths, so a LangGraph process
+//! can resume a thread this crate ran, and the reverse.
+//!
+//! ```
+//! # fn main() -> agentstate::Result<()> {
+//! use agentstate::engine::{ChannelSpec, Graph, Reducer, Update, END, START};
+//! use agentstate::{CheckpointConfig, Db};
+//! use serde_json::json;
+//!
+//! let graph = Graph::builder()
+//!     .state("items", ChannelSpec::reducer(Reducer::Append))
+//!     .node("a", |_| Ok(Update::new().set("items", json!(["a"]))))
+//!     .node("b", |_| Ok(Update::new().set("items", json!(["b"]))))
+//!     .edge(START, "a")
+//!     .edge("a", "b")
+//!     .edge("b", END)
+//!     .compile(Db::open_in_memory()?.checkpointer())?;
+//! let out = graph.invoke(Some(json!({"items": ["in"]})), &CheckpointConfig::thread("t"))?;
+//! assert_eq!(out["items"], json!(["in", "a", "b"]));
+//! # Ok(()) }
+//! ```
+//!
+//! Pause a run with [`interrupt()`] or breakpoints
+//! ([`interrupt_before`](GraphBuilder::interrupt_before) /
+//! [`interrupt_after`](GraphBuilder::interrupt_after)) and go on with
+//! [`resume`](CompiledGraph::resume) or `invoke(None, ..)`.
+//!
+//! Read and edit a thread with [`get_state`](CompiledGraph::get_state),
+//! [`get_state_history`](CompiledGraph::get_state_history) and
+//! [`update_state`](CompiledGraph::update_state); replay from an old
+//! checkpoint with `invoke(None, config.at(id))`. Nest graphs with
+//! [`subgraph`](GraphBuilder::subgraph). Choose when checkpoints are stored
+//! with [`with_durability`](CompiledGraph::with_durability).
+//!
+//! Not yet: async nodes, streaming, node retry and cache policies, deferred
+//! nodes, `Command(update=..)` / `Command(goto=..)` as input.
+
+mod algo;
+mod channel;
+mod graph;
+mod interrupt;
+mod messages;
+mod run;
+mod state;
+mod superstep;
+mod task_id;
+
+pub use channel::{ChannelSpec, Reducer, ReducerFn};
+pub use graph::{Goto, Graph, GraphBuilder, NodeError, NodeFn, RouterFn, Send, State, SyncNodeFn, Update};
+pub use interrupt::{interrupt, Interrupt};
+pub use messages::remove_message;
+pub use run::{CompiledGraph, PendingTask};
+pub use state::StateSnapshot;
+pub use task_id::{checkpoint_id_bytes, interrupt_id, task_id};
+
+/// When a run stores its checkpoints and writes (LangGraph's `durability`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Each checkpoint and task write is stored before the run goes on.
+    #[default]
+    Sync,
+    /// LangGraph stores in the background; the same checkpoints as
+    /// [`Sync`](Durability::Sync). Here it is `Sync` (open the
+    /// [`Db`](crate::Db) with write-behind to queue the writes).
+    Async,
+    /// Only the last checkpoint (and the writes of an unfinished superstep)
+    /// is stored, when the run ends: a crash mid-run loses the run.
+    Exit,
+}
+
+/// The virtual node that receives the graph input.
+pub const START: &str = "__start__";
+/// The virtual node that ends a path.
+pub const END: &str = "__end__";
+/// The topic channel holding the Sends of a superstep.
+pub const TASKS: &str = "__pregel_tasks";
+/// The name of the input pseudo-task in `versions_seen`.
+pub const INPUT: &str = "__input__";
+/// The interrupt channel / `versions_seen` entry of a resumed run.
+pub const INTERRUPT: &str = "__interrupt__";
+/// The channel of a failed task's error write (write idx -1).
+pub const ERROR: &str = "__error__";
+/// The channel of a resume value (write idx -4).
+pub const RESUME: &str = "__resume__";
+/// The task id of writes that belong to no task (a resume value).
+pub const NULL_TASK_ID: &str = "00000000-0000-0000-0000-000000000000";
+/// The write a task that wrote nothing stores.
+pub const NO_WRITES: &str = "__no_writes__";
+/// The task kind of a node triggered by its channels.
+pub const PULL: &str = "__pregel_pull";
+/// The task kind of a Send.
+pub const PUSH: &str = "__pregel_push";

@@ -1,0 +1,514 @@
+//! [`CompiledGraph::invoke`]: supersteps run and persisted exactly as
+//! LangGraph persists them with `durability="sync"`: the input checkpoint,
+//! each task's writes as it finishes (`put_writes`, with LangGraph's task ids
+//! and paths), then a checkpoint per superstep.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::algo::{
+    apply_writes, prepare_next_tasks, send_value, Channels, CpState, Task, TaskInput, TaskWrites,
+};
+use super::channel::Channel;
+use super::graph::{Compiled, Goto, NodeError, NodeFn, NodeKind, State, Update};
+use super::{Durability, END, ERROR, INTERRUPT, NO_WRITES, RESUME, TASKS};
+use crate::checkpoint::{CheckpointConfig, CheckpointTuple, Checkpointer, Metadata};
+use crate::error::{Error, Result};
+
+/// A graph ready to run, persisting to a [`Checkpointer`]. Cheap to clone.
+#[derive(Clone)]
+pub struct CompiledGraph {
+    pub(crate) graph: Arc<Compiled>,
+    pub(crate) saver: Checkpointer,
+    pub(crate) durability: Durability,
+}
+
+impl std::fmt::Debug for CompiledGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledGraph")
+            .field("nodes", &self.graph.nodes.iter().map(|n| &n.name).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A task the next superstep of a thread would run, with what the
+/// checkpoint's pending writes say about it (LangGraph's `PregelTask`).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct PendingTask {
+    /// Its id (LangGraph's, derived from the checkpoint id).
+    pub id: String,
+    /// The node.
+    pub name: String,
+    /// LangGraph's task path string (`~__pregel_pull, a`).
+    pub path: String,
+    /// Its stored error (`Kind('message')`), if it failed.
+    pub error: Option<String>,
+    /// The interrupts it raised.
+    pub interrupts: Vec<Value>,
+    /// Its state writes by key, if it stored any writes.
+    pub result: Option<Value>,
+}
+
+/// The answers task `id` consumed in earlier runs (its `__resume__` write).
+pub(crate) fn task_resume(pending: &[(String, String, Value)], id: &str) -> Vec<Value> {
+    match pending.iter().find(|(t, c, _)| t == id && c == RESUME).map(|(_, _, v)| v) {
+        Some(Value::Array(items)) => items.clone(),
+        Some(one) => vec![one.clone()],
+        None => Vec::new(),
+    }
+}
+
+/// LangGraph's breakpoint rule: some channel changed since the last
+/// interrupt (`versions_seen["__interrupt__"]`) and a task runs one of
+/// `nodes` (`"*"`: any).
+pub(crate) fn should_interrupt(cp: &CpState, nodes: &[String], tasks: &[Task]) -> bool {
+    let all = nodes.iter().any(|n| n == "*");
+    // `"*"` skips __start__, which LangGraph tags hidden.
+    if nodes.is_empty() || !tasks.iter().any(|t| (all && t.name != super::START) || nodes.contains(&t.name)) {
+        return false;
+    }
+    let seen = cp.seen.get(INTERRUPT);
+    cp.versions.iter().any(|(chan, v)| seen.and_then(|s| s.get(chan)) < Some(v))
+}
+
+/// The items `new` adds to the list `old`, if `new` starts with `old`.
+fn appended_tail(old: Option<&crate::ChannelValue>, new: &[Value]) -> Option<Vec<Value>> {
+    let old = old?.as_list()?;
+    if old.is_empty() || old.len() > new.len() || !old.iter().zip(new).all(|(a, b)| a == b) {
+        return None;
+    }
+    Some(new[old.len()..].to_vec())
+}
+
+/// How [`CompiledGraph::commit`] saves a checkpoint.
+pub(crate) struct Save<'a> {
+    /// An id to store it under (exit mode: the id its tasks hashed).
+    pub(crate) id: Option<&'a str>,
+    pub(crate) source: &'a str,
+    pub(crate) step: i64,
+    /// `None`: no `updated_channels` stored.
+    pub(crate) updated: Option<&'a BTreeSet<String>>,
+    /// The parent may be an older checkpoint than the thread's head.
+    pub(crate) fork: bool,
+    /// Metadata `parents`: namespace -> checkpoint id of the enclosing runs.
+    pub(crate) parents: &'a Map<String, Value>,
+}
+
+/// Where a run happens: its namespace, its metadata `parents`, whether
+/// its parent is resuming.
+pub(crate) struct Ctx {
+    pub(crate) ns: String,
+    pub(crate) parents: Map<String, Value>,
+    pub(crate) resuming: bool,
+    pub(crate) durability: Durability,
+}
+
+/// What a run ends with.
+pub(crate) struct Outcome {
+    pub(crate) values: Value,
+    pub(crate) interrupts: Vec<Value>,
+}
+
+/// What a run starts from.
+pub(crate) enum Input {
+    Value(Value),
+    Nothing,
+    Resume(Value),
+}
+
+/// A thread's state loaded from its latest checkpoint.
+pub(crate) struct Loaded {
+    pub(crate) tuple: Option<CheckpointTuple>,
+    pub(crate) cp: CpState,
+    pub(crate) channels: Channels,
+    pub(crate) step: i64,
+    pub(crate) pending: Vec<(String, String, Value)>,
+}
+
+impl CompiledGraph {
+    pub(crate) fn new(graph: Arc<Compiled>, saver: Checkpointer) -> CompiledGraph {
+        CompiledGraph { graph, saver, durability: Durability::Sync }
+    }
+
+    /// The same graph, persisting with `durability` (default
+    /// [`Durability::Sync`]).
+    #[must_use]
+    pub fn with_durability(mut self, durability: Durability) -> CompiledGraph {
+        self.durability = durability;
+        self
+    }
+
+    /// The checkpointer the graph persists to.
+    pub fn checkpointer(&self) -> &Checkpointer {
+        &self.saver
+    }
+
+    /// Runs the graph on `config`'s thread until no node is triggered (or a
+    /// breakpoint or [`interrupt()`](super::interrupt()) pauses it), and
+    /// returns the state (every state key with a value; a pause by
+    /// `interrupt()` adds an `"__interrupt__"` list, read it with
+    /// [`Interrupt::from_output`](super::Interrupt::from_output)).
+    ///
+    /// The tasks of a superstep run concurrently, one thread each when
+    /// there are several; their writes are applied in LangGraph's task
+    /// order, so the checkpoints do not depend on which finished first.
+    ///
+    /// `Some(input)` (an object of state keys) starts a new run after the
+    /// thread's latest checkpoint; `None` resumes the thread: tasks whose
+    /// writes the latest checkpoint already holds are not run again. With
+    /// `config.checkpoint_id` (and `None`), the run replays from that
+    /// checkpoint as LangGraph time-travels: its tasks run again, after a
+    /// `"fork"` copy of it unless it is the head made by
+    /// [`update_state`](Self::update_state).
+    ///
+    /// # Errors
+    /// - [`Error::Node`] if a node (or its router) fails; its `__error__`
+    ///   write and its siblings' writes are stored, so `invoke(None, ..)`
+    ///   resumes.
+    /// - [`Error::EmptyInput`] for `None` on a thread with no checkpoint.
+    /// - [`Error::InvalidUpdate`] if the input is not an object or a channel
+    ///   rejects a superstep's writes (two writes to a last-value key).
+    /// - [`Error::Recursion`] after the graph's recursion limit of supersteps.
+    /// - [`Error::InvalidArgument`] if `config` names a namespace (a
+    ///   subgraph runs only inside its parent's run), or names a checkpoint
+    ///   id and `input` is not `None`.
+    /// - [`Error::NotFound`] if `config.checkpoint_id` does not exist.
+    /// - the checkpointer's errors ([`Error::Conflict`] if another writer
+    ///   continued the thread meanwhile).
+    pub fn invoke(&self, input: Option<Value>, config: &CheckpointConfig) -> Result<Value> {
+        self.run(input.map_or(Input::Nothing, Input::Value), config)
+    }
+
+    /// Resumes a thread paused by [`interrupt()`](super::interrupt()) with
+    /// `answer` (LangGraph's `invoke(Command(resume=answer))`): the
+    /// interrupted node runs again and its `interrupt()` call returns
+    /// `answer`.
+    ///
+    /// # Errors
+    /// As [`invoke`](Self::invoke); [`Error::EmptyInput`] if the thread has
+    /// no checkpoint.
+    pub fn resume(&self, answer: Value, config: &CheckpointConfig) -> Result<Value> {
+        self.run(Input::Resume(answer), config)
+    }
+
+    fn run(&self, input: Input, config: &CheckpointConfig) -> Result<Value> {
+        if !config.checkpoint_ns.is_empty() {
+            return Err(Error::InvalidArgument(
+                "invoke in a namespace (a subgraph's) is not supported yet".into(),
+            ));
+        }
+        if config.checkpoint_id.is_some() && !matches!(input, Input::Nothing) {
+            return Err(Error::InvalidArgument(
+                "invoke with input or a resume value at a checkpoint id is not supported yet".into(),
+            ));
+        }
+        let ctx =
+            Ctx { ns: String::new(), parents: Map::new(), resuming: false, durability: self.durability };
+        let out = self.run_in(input, config, &ctx, &mut None)?;
+        let mut values = out.values;
+        if !out.interrupts.is_empty() {
+            if let Value::Object(m) = &mut values {
+                m.insert(INTERRUPT.into(), Value::Array(out.interrupts));
+            }
+        }
+        Ok(values)
+    }
+
+    /// The tasks the next superstep of `config`'s thread would run (from its
+    /// latest checkpoint, or from `config.checkpoint_id`), with their ids.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if `config.checkpoint_id` does not exist; the
+    /// checkpointer's errors.
+    pub fn next_tasks(&self, config: &CheckpointConfig) -> Result<Vec<PendingTask>> {
+        let graph = self.for_namespace(&config.checkpoint_ns)?;
+        let loaded = graph.load(config)?;
+        if config.checkpoint_id.is_some() && loaded.tuple.is_none() {
+            return Err(Error::NotFound(format!("checkpoint {:?}", config.checkpoint_id)));
+        }
+        let ns = config.checkpoint_ns.as_str();
+        let tasks = prepare_next_tasks(&graph.graph, &loaded.cp, &loaded.channels, loaded.step, ns, None)?;
+        let keys = &graph.graph.state_keys;
+        Ok(tasks
+            .into_iter()
+            .map(|t| {
+                let mut task = PendingTask {
+                    path: t.path.as_str(),
+                    id: t.id,
+                    name: t.name,
+                    error: None,
+                    interrupts: Vec::new(),
+                    result: None,
+                };
+                let mut result = Map::new();
+                let mut wrote = false;
+                for (_, chan, value) in loaded.pending.iter().filter(|(id, _, _)| *id == task.id) {
+                    wrote = true;
+                    match (chan.as_str(), value) {
+                        (ERROR, Value::String(e)) => task.error = Some(e.clone()),
+                        (ERROR, other) => task.error = Some(other.to_string()),
+                        (INTERRUPT, Value::Array(items)) => task.interrupts.extend(items.iter().cloned()),
+                        (INTERRUPT, other) => task.interrupts.push(other.clone()),
+                        (chan, value) if keys.iter().any(|k| k == chan) => {
+                            result.insert(chan.to_string(), value.clone());
+                        }
+                        _ => {}
+                    }
+                }
+                task.result = wrote.then_some(Value::Object(result));
+                task
+            })
+            .collect())
+    }
+
+    /// The (sub)graph that runs in namespace `ns` (`""`: this one;
+    /// `sub:<task id>|inner:<task id>`: nested subgraphs by node name).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if a segment names no subgraph node.
+    pub(crate) fn for_namespace(&self, ns: &str) -> Result<CompiledGraph> {
+        let mut graph = self.graph.clone();
+        if !ns.is_empty() {
+            for segment in ns.split('|') {
+                let name = segment.split(':').next().unwrap_or_default();
+                let child = graph.node(name).and_then(|n| n.subgraph()).cloned();
+                graph = child.ok_or_else(|| {
+                    Error::InvalidArgument(format!("namespace {ns:?}: {name:?} is not a subgraph node"))
+                })?;
+            }
+        }
+        Ok(CompiledGraph { graph, saver: self.saver.clone(), durability: self.durability })
+    }
+
+    /// The thread's checkpoint (latest, or `config.checkpoint_id`), its
+    /// channels restored.
+    pub(crate) fn load(&self, config: &CheckpointConfig) -> Result<Loaded> {
+        let tuple = self.saver.get_tuple(config)?;
+        let mut cp = CpState::default();
+        let mut channels = Channels::new();
+        let stored = tuple.as_ref().map(|t| &t.checkpoint.channel_values);
+        for (name, spec) in &self.graph.channels {
+            let value = stored.and_then(|s| s.get(name)).map(|v| v.to_value());
+            channels.insert(name.clone(), Channel::from_checkpoint(name, spec.clone(), value.as_ref())?);
+        }
+        let mut step = -1;
+        let mut pending = Vec::new();
+        if let Some(t) = &tuple {
+            cp.id.clone_from(&t.checkpoint.id);
+            cp.versions.clone_from(&t.checkpoint.channel_versions);
+            cp.seen.clone_from(&t.checkpoint.versions_seen);
+            step = t.metadata.step().map_or(-1, |s| s + 1);
+            pending = t
+                .pending_writes
+                .iter()
+                .map(|w| (w.task_id.clone(), w.channel.clone(), w.value.clone()))
+                .collect();
+        }
+        Ok(Loaded { tuple, cp, channels, step, pending })
+    }
+
+    /// Runs one task: its node (or `__start__`'s pass-through), then its
+    /// edges and routers. Returns its writes, in LangGraph's order: state
+    /// writes, static edges, routers' targets.
+    pub(crate) fn run_task(
+        &self,
+        task: &Task,
+        channels: &Channels,
+    ) -> std::result::Result<Vec<(String, Value)>, NodeError> {
+        let graph = &self.graph;
+        let node =
+            graph.node(&task.name).ok_or_else(|| NodeError::new(format!("unknown node {}", task.name)))?;
+        let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
+        let update = match &node.func {
+            None => match &task.input {
+                TaskInput::Raw(Value::Object(m)) => Update::from(m.clone()),
+                TaskInput::State(s) => Update::from(s.to_map()),
+                TaskInput::Raw(other) => return Err(invalid(format!("Expected dict, got {other}"))),
+            },
+            Some(NodeKind::Fn(NodeFn::Sync(f))) => {
+                let state = match &task.input {
+                    TaskInput::State(s) => s,
+                    TaskInput::Raw(other) => {
+                        return Err(invalid(format!("the input of {} is not an object: {other}", task.name)));
+                    }
+                };
+                // A panicking node fails its task like an erroring one (LangGraph
+                // catches every exception a node raises).
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(state))) {
+                    Ok(result) => result?,
+                    Err(panic) => {
+                        let message = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| (*s).to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "node panicked".to_string());
+                        return Err(NodeError::with_kind("Panic", message));
+                    }
+                }
+            }
+            Some(NodeKind::Subgraph(_)) => {
+                return Err(NodeError::new(format!("{} is a subgraph", task.name)))
+            }
+        };
+        self.node_writes(task, update, channels)
+    }
+
+    /// The writes of `task`'s node returning `update`: its state writes
+    /// (non-state keys dropped), its gotos, static edges and routers'
+    /// targets, in LangGraph's order; `__no_writes__` if none.
+    pub(crate) fn node_writes(
+        &self,
+        task: &Task,
+        update: Update,
+        channels: &Channels,
+    ) -> std::result::Result<Vec<(String, Value)>, NodeError> {
+        let graph = &self.graph;
+        let node =
+            graph.node(&task.name).ok_or_else(|| NodeError::new(format!("unknown node {}", task.name)))?;
+        let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
+        let is_key = |k: &str| graph.state_keys.iter().any(|s| s == k);
+        let mut writes: Vec<(String, Value)> = update.writes.into_iter().filter(|(k, _)| is_key(k)).collect();
+        let gotos = update.gotos;
+        let state_writes = writes.len();
+        for goto in gotos {
+            writes.push(self.goto_write(&task.name, goto)?);
+        }
+        writes.extend(node.static_writes.iter().cloned());
+        if !node.routers.is_empty() {
+            let state = self
+                .fresh_state(task, &writes[..state_writes], channels)
+                .map_err(|e| invalid(e.to_string()))?;
+            for router in &node.routers {
+                for goto in router(&state)? {
+                    writes.push(self.goto_write(&task.name, goto)?);
+                }
+            }
+        }
+        writes.retain(|(c, _)| !c.is_empty());
+        if writes.is_empty() {
+            writes.push((NO_WRITES.to_string(), Value::Null));
+        }
+        Ok(writes)
+    }
+
+    /// The write that sends the graph to `goto` after `from` (an empty
+    /// channel name for [`END`], dropped by the caller).
+    fn goto_write(&self, from: &str, goto: Goto) -> std::result::Result<(String, Value), NodeError> {
+        let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
+        let runnable = |n: &str| self.graph.node(n).is_some_and(|n| n.func.is_some());
+        match goto {
+            Goto::Node(n) if n == END => Ok((String::new(), Value::Null)),
+            Goto::Node(n) if runnable(&n) => Ok((format!("branch:to:{n}"), Value::Null)),
+            Goto::Node(n) => Err(invalid(format!("{from} went to unknown node {n:?}"))),
+            Goto::Send(s) if runnable(&s.node) => Ok((TASKS.to_string(), send_value(&s.node, &s.arg))),
+            Goto::Send(s) => Err(invalid(format!("Send to unknown node {:?}", s.node))),
+        }
+    }
+
+    /// The state a router reads: the task's own writes applied to a copy of
+    /// the state channels (LangGraph's fresh `local_read`).
+    fn fresh_state(&self, task: &Task, writes: &[(String, Value)], channels: &Channels) -> Result<State> {
+        let keys = &self.graph.state_keys;
+        // Only the channels the task wrote are copied and updated; of the
+        // others, those a superstep clears (ephemeral values, a
+        // non-accumulating topic) read as empty, as LangGraph's local
+        // apply_writes leaves them.
+        let mut local: Channels = channels
+            .iter()
+            .filter(|(k, _)| keys.contains(k) && writes.iter().any(|(c, _)| c == *k))
+            .map(|(k, c)| (k.clone(), c.clone()))
+            .collect();
+        let mut cp = CpState::default();
+        let mut tw =
+            [TaskWrites { path: task.path.as_str(), name: &task.name, triggers: &task.triggers, writes }];
+        apply_writes(&mut cp, &mut local, &mut tw, false)?;
+        let bump_step = !task.triggers.is_empty();
+        let mut state = Vec::new();
+        for k in keys {
+            let value = match (local.get(k), channels.get(k)) {
+                (Some(ch), _) => ch.get_shared(),
+                (None, Some(ch)) if bump_step && ch.clears_each_step() => None,
+                (None, Some(ch)) => ch.get_shared(),
+                (None, None) => None,
+            };
+            if let Some(v) = value {
+                state.push((k.clone(), v));
+            }
+        }
+        Ok(State::from_shared(state))
+    }
+
+    /// Persists `cp` after `parent` through the step API: every channel
+    /// whose version moved since `persisted` gets its new value (or is
+    /// cleared) at exactly that version; changed `versions_seen` entries,
+    /// LangGraph's `updated_channels` and metadata are given explicitly.
+    pub(crate) fn commit(
+        &self,
+        parent: Option<&CheckpointTuple>,
+        thread: &CheckpointConfig,
+        persisted: &CpState,
+        cp: &CpState,
+        channels: &Channels,
+        save: &Save<'_>,
+    ) -> Result<CheckpointTuple> {
+        let mut s = match parent {
+            Some(p) if save.fork => self.saver.step(p).fork(),
+            Some(p) => self.saver.step(p),
+            None => self.saver.start(thread),
+        };
+        for (chan, version) in &cp.versions {
+            if persisted.versions.get(chan) == Some(version) {
+                continue;
+            }
+            let old = parent.and_then(|p| p.checkpoint.channel_values.get(chan));
+            let Some(channel) = channels.get(chan) else {
+                s = s.clear(chan.clone());
+                s = s.version(chan.clone(), version.clone());
+                continue;
+            };
+            // A list that extends the stored one (an append reducer,
+            // add_messages appending) stores only its new items.
+            let new_list = match channel.value_ref() {
+                Some(Value::Array(new)) => Some(std::borrow::Cow::Borrowed(new)),
+                Some(_) => None,
+                None => match channel.checkpoint() {
+                    Some(Value::Array(new)) => Some(std::borrow::Cow::Owned(new)),
+                    _ => None,
+                },
+            };
+            s = match new_list {
+                Some(new) => match appended_tail(old, &new) {
+                    Some(tail) => s.append(chan.clone(), tail),
+                    None => s.set(chan.clone(), Value::Array(new.into_owned())),
+                },
+                None => match channel.checkpoint() {
+                    Some(v) => s.set(chan.clone(), v),
+                    None => s.clear(chan.clone()),
+                },
+            };
+            s = s.version(chan.clone(), version.clone());
+        }
+        if let Some(id) = save.id {
+            s = s.id(id);
+        }
+        for (node, seen) in &cp.seen {
+            if persisted.seen.get(node) != Some(seen) {
+                s = s.seen(node.clone(), seen.clone());
+            }
+        }
+        s = match save.updated {
+            Some(updated) => s.updated_channels(updated.iter().cloned()),
+            None => s.without_updated_channels(),
+        };
+        s.metadata(
+            Metadata::new()
+                .with("source", save.source)
+                .with("step", save.step)
+                .with("parents", Value::Object(save.parents.clone())),
+        )
+        .commit()
+    }
+}

@@ -1,0 +1,131 @@
+//! Reading and editing a thread's state from outside a run:
+//! [`CompiledGraph::get_state`] and [`CompiledGraph::update_state`].
+
+use serde_json::Value;
+
+use super::algo::{apply_writes, read_state, Task, TaskInput, TaskPath, TaskWrites};
+use super::graph::Update;
+use super::run::{CompiledGraph, PendingTask, Save};
+use super::INTERRUPT;
+use crate::checkpoint::{CheckpointConfig, ListQuery, Metadata};
+use crate::error::{Error, Result};
+
+/// A thread's state at a checkpoint (LangGraph's `StateSnapshot`, without
+/// the task details yet).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct StateSnapshot {
+    /// The state keys with a value.
+    pub values: Value,
+    /// The nodes the next superstep would run.
+    pub next: Vec<String>,
+    /// Those tasks, with their ids.
+    pub tasks: Vec<PendingTask>,
+    /// The checkpoint's config (`None` for a thread with no checkpoint).
+    pub config: Option<CheckpointConfig>,
+    /// Its parent's config.
+    pub parent_config: Option<CheckpointConfig>,
+    /// Its metadata.
+    pub metadata: Option<Metadata>,
+}
+
+impl CompiledGraph {
+    /// The state at `config`'s checkpoint (the thread's latest unless
+    /// `config.checkpoint_id` is given; a subgraph's with its namespace
+    /// `<node>:<task id>`).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if `config.checkpoint_id` does not exist;
+    /// [`Error::InvalidArgument`] for a namespace of no subgraph; the
+    /// checkpointer's errors.
+    pub fn get_state(&self, config: &CheckpointConfig) -> Result<StateSnapshot> {
+        let tasks = self.next_tasks(config)?;
+        let graph = self.for_namespace(&config.checkpoint_ns)?;
+        let loaded = graph.load(config)?;
+        let tuple = loaded.tuple;
+        Ok(StateSnapshot {
+            values: read_state(&loaded.channels, &graph.graph.state_keys),
+            next: tasks.iter().map(|t| t.name.clone()).collect(),
+            tasks,
+            config: tuple.as_ref().map(|t| t.config.clone()),
+            parent_config: tuple.as_ref().and_then(|t| t.parent_config.clone()),
+            metadata: tuple.map(|t| t.metadata),
+        })
+    }
+
+    /// Every checkpoint of `config`'s thread (in its namespace), newest
+    /// first, as [`get_state`](Self::get_state) reads each (LangGraph's
+    /// `get_state_history`, without filters yet).
+    ///
+    /// # Errors
+    /// As [`get_state`](Self::get_state).
+    pub fn get_state_history(&self, config: &CheckpointConfig) -> Result<Vec<StateSnapshot>> {
+        let query = ListQuery::thread(config.thread_id.clone()).namespace(config.checkpoint_ns.clone());
+        let tuples = self.saver.list(&query)?;
+        tuples.iter().map(|t| self.get_state(&t.config)).collect()
+    }
+
+    /// Writes `values` to the state as if node `as_node` had returned them
+    /// (its edges and routers apply), in a new checkpoint after `config`'s
+    /// (source `"update"`; an older checkpoint is forked). Returns the new
+    /// checkpoint's config: `invoke(None, ..)` on it goes on from there.
+    ///
+    /// # Errors
+    /// - [`Error::NotFound`] if the thread or `config.checkpoint_id` has no
+    ///   checkpoint (updating an empty thread is not supported yet).
+    /// - [`Error::InvalidUpdate`] if `as_node` is not a node, `values` is not
+    ///   an object, or the writes do not fit their channels.
+    /// - [`Error::InvalidArgument`] for a namespace (subgraphs).
+    /// - the checkpointer's errors.
+    pub fn update_state(
+        &self,
+        config: &CheckpointConfig,
+        values: Value,
+        as_node: &str,
+    ) -> Result<CheckpointConfig> {
+        if !config.checkpoint_ns.is_empty() {
+            return Err(Error::InvalidArgument("update_state in a namespace is not supported yet".into()));
+        }
+        let mut loaded = self.load(config)?;
+        let Some(saved) = loaded.tuple.take() else {
+            return Err(Error::NotFound(format!("no checkpoint for thread {:?}", config.thread_id)));
+        };
+        if self.graph.node(as_node).is_none_or(|n| n.func.is_none()) {
+            return Err(Error::InvalidUpdate(format!("Node {as_node} does not exist")));
+        }
+        let Value::Object(values) = values else {
+            return Err(Error::InvalidUpdate(format!("update_state needs an object, got {values}")));
+        };
+        let task = Task {
+            id: String::new(),
+            name: as_node.to_string(),
+            path: TaskPath::Update(0),
+            triggers: vec![INTERRUPT.to_string()],
+            input: TaskInput::Raw(Value::Null),
+            writes: Vec::new(),
+        };
+        let writes = self
+            .node_writes(&task, Update::from(values), &loaded.channels)
+            .map_err(|e| Error::InvalidUpdate(e.message().to_string()))?;
+        let persisted = loaded.cp.clone();
+        let mut tw = [TaskWrites {
+            path: task.path.as_str(),
+            name: &task.name,
+            triggers: &task.triggers,
+            writes: &writes,
+        }];
+        apply_writes(&mut loaded.cp, &mut loaded.channels, &mut tw, true)?;
+        let parents = serde_json::Map::new();
+        let save = Save {
+            source: "update",
+            step: loaded.step,
+            updated: None,
+            fork: true,
+            parents: &parents,
+            id: None,
+        };
+        let thread = CheckpointConfig::thread(&config.thread_id);
+        let tuple = self.commit(Some(&saved), &thread, &persisted, &loaded.cp, &loaded.channels, &save)?;
+        Ok(tuple.config)
+    }
+}

@@ -1,0 +1,405 @@
+//! The superstep loop of [`CompiledGraph::invoke`]: load, apply the input
+//! (or resume), then prepare, run and persist supersteps until no task is
+//! left, as LangGraph's `SyncPregelLoop` does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{mpsc, Arc, Mutex};
+
+use serde_json::{Map, Value};
+
+use super::algo::{
+    apply_writes, finished_writes, prepare_next_tasks, read_state, Channels, CpState, Task, TaskInput,
+    TaskWrites,
+};
+use super::graph::{Compiled, NodeError, Update};
+use super::interrupt::{with_scratchpad, Scratchpad};
+use super::run::{should_interrupt, task_resume, CompiledGraph, Ctx, Input, Loaded, Outcome, Save};
+use super::{Durability, ERROR, INPUT, INTERRUPT, NULL_TASK_ID, RESUME, START};
+use crate::checkpoint::{uuid6_after, CheckpointConfig, CheckpointTuple};
+use crate::error::{Error, Result};
+
+/// What running a task gives: its writes or its failure / pause, and its
+/// scratchpad after the run.
+type TaskResult = (std::result::Result<Vec<(String, Value)>, NodeError>, Scratchpad);
+
+/// What every task of a superstep shares.
+struct RunOne<'a> {
+    ctx: &'a Ctx,
+    cp_id: &'a str,
+    thread_id: &'a str,
+    resuming: bool,
+    loaded: &'a [(String, String, Value)],
+}
+
+/// A task's writes held back: task id, task path, writes.
+type HeldWrites = (String, String, Vec<(String, Value)>);
+
+/// Where a run persists: the thread and namespace, the last checkpoint
+/// stored, and with [`Durability::Exit`] what is held back until the run
+/// ends.
+struct Cursor<'a> {
+    thread: CheckpointConfig,
+    parent: Option<CheckpointTuple>,
+    /// The state as last stored (what the next checkpoint is diffed against).
+    persisted: CpState,
+    exit: bool,
+    /// Exit mode: source, step and updated channels of the newest
+    /// checkpoint, kept in memory only, and whether a fork came first.
+    unsaved: Option<(String, i64, Option<BTreeSet<String>>, bool)>,
+    /// Exit mode: the current superstep's task writes.
+    held: Vec<HeldWrites>,
+    parents: &'a Map<String, Value>,
+}
+
+impl CompiledGraph {
+    /// Runs the graph in `ctx.ns` (a subgraph runs in its own namespace,
+    /// resuming there when its parent resumes). `outer_resume` is the
+    /// parent's unconsumed resume answer.
+    pub(crate) fn run_in(
+        &self,
+        input: Input,
+        config: &CheckpointConfig,
+        ctx: &Ctx,
+        outer_resume: &mut Option<Value>,
+    ) -> Result<Outcome> {
+        let ns = ctx.ns.as_str();
+        let thread = CheckpointConfig::thread(&config.thread_id).ns(ns);
+        let at_config =
+            config.checkpoint_id.as_ref().map_or_else(|| thread.clone(), |id| thread.clone().at(id));
+        let Loaded { tuple, mut cp, mut channels, mut step, mut pending } = self.load(&at_config)?;
+        let input = match input {
+            Input::Value(_) if ctx.resuming && !cp.versions.is_empty() => Input::Nothing,
+            other => other,
+        };
+        // Time travel: LangGraph replays from an addressed checkpoint,
+        // re-running its tasks, and first saves a "fork" copy of it unless
+        // it is the thread's head made by update_state / a fork.
+        let mut fork = false;
+        if config.checkpoint_id.is_some() {
+            let Some(t) = &tuple else {
+                return Err(Error::NotFound(format!("checkpoint {:?}", config.checkpoint_id)));
+            };
+            let head = self.saver.get_tuple(&thread)?.map(|h| h.checkpoint.id);
+            let is_head = head.as_deref() == Some(t.checkpoint.id.as_str());
+            fork = !is_head || !matches!(t.metadata.source(), Some("update" | "fork"));
+            pending.clear();
+        }
+        let mut cur = Cursor {
+            thread: thread.clone(),
+            parent: tuple,
+            persisted: cp.clone(),
+            exit: ctx.durability == Durability::Exit,
+            unsaved: None,
+            held: Vec::new(),
+            parents: &ctx.parents,
+        };
+        let stop = step + self.graph.recursion_limit + 1;
+        let mut updated: Option<BTreeSet<String>> = None;
+        if let Input::Resume(answer) = &input {
+            if cp.versions.is_empty() {
+                return Err(Error::EmptyInput);
+            }
+            self.write(&mut cur, &cp.id, NULL_TASK_ID, "", vec![(RESUME.to_string(), answer.clone())])?;
+            pending.retain(|(t, c, _)| !(t == NULL_TASK_ID && c == RESUME));
+            pending.push((NULL_TASK_ID.into(), RESUME.into(), answer.clone()));
+        }
+        let mut null_resume =
+            pending.iter().find(|(t, c, _)| t == NULL_TASK_ID && c == RESUME).map(|(_, _, v)| v.clone());
+        if null_resume.is_none() {
+            null_resume = outer_resume.take();
+        }
+        let mut resuming = matches!(input, Input::Nothing | Input::Resume(_));
+        let mut pending = Some(pending);
+        match input {
+            Input::Nothing if cp.versions.is_empty() => return Err(Error::EmptyInput),
+            Input::Nothing | Input::Resume(_) => {
+                let all: BTreeMap<_, _> = cp
+                    .versions
+                    .iter()
+                    .filter(|(k, _)| channels.contains_key(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                cp.seen.insert(INTERRUPT.into(), all);
+                if fork {
+                    self.save_checkpoint(&mut cur, &mut cp, &channels, ("fork", step), None, true)?;
+                    step += 1;
+                }
+            }
+            Input::Value(input) => {
+                if !input.is_object() {
+                    return Err(Error::InvalidUpdate(format!("Expected dict, got {input}")));
+                }
+                let discard = prepare_next_tasks(&self.graph, &cp, &channels, step, ns, None)?;
+                let input_writes = [(START.to_string(), input)];
+                let mut tw: Vec<TaskWrites<'_>> = discard.iter().map(TaskWrites::from).collect();
+                tw.push(TaskWrites { path: "~".into(), name: INPUT, triggers: &[], writes: &input_writes });
+                let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
+                self.save_checkpoint(&mut cur, &mut cp, &channels, ("input", step), Some(&up), false)?;
+                updated = Some(up);
+                pending = None;
+                step += 1;
+            }
+        }
+        loop {
+            if step > stop {
+                self.finish(&mut cur, &cp, &channels)?;
+                return Err(Error::Recursion { limit: self.graph.recursion_limit });
+            }
+            let mut tasks = prepare_next_tasks(&self.graph, &cp, &channels, step, ns, updated.as_ref())?;
+            if tasks.is_empty() {
+                break;
+            }
+            let loaded = pending.take().unwrap_or_default();
+            let done = finished_writes(&loaded);
+            for task in &mut tasks {
+                if let Some(writes) = done.get(&task.id) {
+                    task.writes.clone_from(writes);
+                }
+            }
+            if should_interrupt(&cp, &self.graph.interrupt_before, &tasks) {
+                self.finish(&mut cur, &cp, &channels)?;
+                return Ok(Outcome {
+                    values: read_state(&channels, &self.graph.state_keys),
+                    interrupts: Vec::new(),
+                });
+            }
+            let mut failure: Option<(usize, NodeError)> = None;
+            let mut interrupts: Vec<(usize, Vec<Value>)> = Vec::new();
+            let mut outputs: Vec<Option<Vec<(String, Value)>>> = vec![None; tasks.len()];
+            let mut fatal: Option<Error> = None;
+            let runnable: Vec<usize> =
+                (0..tasks.len()).filter(|&i| !done.contains_key(&tasks[i].id)).collect();
+            let shared_resume = Arc::new(Mutex::new(null_resume.take()));
+            let run = RunOne { ctx, cp_id: &cp.id, thread_id: &config.thread_id, resuming, loaded: &loaded };
+            // The tasks of a superstep run concurrently (one thread each when
+            // there are several), as in LangGraph; each task's writes are
+            // stored as soon as it finishes.
+            std::thread::scope(|scope| {
+                let (tx, rx) = mpsc::channel();
+                if let [only] = runnable[..] {
+                    let _ = tx.send((only, self.run_one(&run, &tasks[only], &channels, &shared_resume)));
+                } else {
+                    for &i in &runnable {
+                        let (tx, run, task, channels, shared) =
+                            (tx.clone(), &run, &tasks[i], &channels, &shared_resume);
+                        scope.spawn(move || {
+                            let _ = tx.send((i, self.run_one(run, task, channels, shared)));
+                        });
+                    }
+                }
+                drop(tx);
+                for (i, outcome) in rx {
+                    let task = &tasks[i];
+                    let path = task.path.as_str();
+                    let (result, pad) = match outcome {
+                        Ok(done) => done,
+                        Err(e) => {
+                            fatal.get_or_insert(e);
+                            continue;
+                        }
+                    };
+                    let stored = match result {
+                        Ok(mut writes) => {
+                            if pad.used_resume {
+                                writes.insert(0, (RESUME.to_string(), Value::Array(pad.resume.clone())));
+                            }
+                            outputs[i] = Some(writes.clone());
+                            self.write(&mut cur, &cp.id, &task.id, &path, writes)
+                        }
+                        Err(e) if e.is_interrupt() => {
+                            let values = e.interrupts().to_vec();
+                            let mut writes = vec![(INTERRUPT.to_string(), Value::Array(values.clone()))];
+                            if pad.used_resume {
+                                writes.push((RESUME.to_string(), Value::Array(pad.resume.clone())));
+                            }
+                            interrupts.push((i, values));
+                            self.write(&mut cur, &cp.id, &task.id, &path, writes)
+                        }
+                        Err(e) => {
+                            let writes = vec![(ERROR.to_string(), Value::String(e.repr()))];
+                            if failure.as_ref().is_none_or(|(j, _)| i < *j) {
+                                failure = Some((i, e));
+                            }
+                            self.write(&mut cur, &cp.id, &task.id, &path, writes)
+                        }
+                    };
+                    if let Err(e) = stored {
+                        fatal.get_or_insert(e);
+                    }
+                }
+            });
+            if let Some(e) = fatal {
+                return Err(e);
+            }
+            for (task, writes) in tasks.iter_mut().zip(outputs) {
+                if let Some(writes) = writes {
+                    task.writes = writes;
+                }
+            }
+            let failure = failure.map(|(i, e)| (tasks[i].name.clone(), tasks[i].id.clone(), e));
+            interrupts.sort_by_key(|(i, _)| *i);
+            let interrupts: Vec<Value> = interrupts.into_iter().flat_map(|(_, v)| v).collect();
+            null_resume = None;
+            resuming = false;
+            if let Some((node, task_id, error)) = failure {
+                self.finish(&mut cur, &cp, &channels)?;
+                return Err(Error::Node { node, task_id, error: Box::new(error) });
+            }
+            if !interrupts.is_empty() {
+                self.finish(&mut cur, &cp, &channels)?;
+                return Ok(Outcome { values: read_state(&channels, &self.graph.state_keys), interrupts });
+            }
+            // The inputs share the channels' values: dropping them lets the
+            // reducers fold into those values without copying them.
+            for task in &mut tasks {
+                task.input = TaskInput::Raw(Value::Null);
+            }
+            let mut tw: Vec<TaskWrites<'_>> = tasks.iter().map(TaskWrites::from).collect();
+            let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
+            self.save_checkpoint(&mut cur, &mut cp, &channels, ("loop", step), Some(&up), false)?;
+            updated = Some(up);
+            step += 1;
+            if should_interrupt(&cp, &self.graph.interrupt_after, &tasks) {
+                break;
+            }
+        }
+        self.finish(&mut cur, &cp, &channels)?;
+        Ok(Outcome { values: read_state(&channels, &self.graph.state_keys), interrupts: Vec::new() })
+    }
+
+    /// Runs one task of a superstep (a node in its scratchpad, or a
+    /// subgraph), on any thread.
+    fn run_one(
+        &self,
+        run: &RunOne<'_>,
+        task: &Task,
+        channels: &Channels,
+        shared_resume: &Arc<Mutex<Option<Value>>>,
+    ) -> Result<TaskResult> {
+        let ns = run.ctx.ns.as_str();
+        let task_ns = if ns.is_empty() {
+            format!("{}:{}", task.name, task.id)
+        } else {
+            format!("{ns}|{}:{}", task.name, task.id)
+        };
+        if let Some(child) = self.graph.node(&task.name).and_then(|n| n.subgraph()) {
+            let mut parents = run.ctx.parents.clone();
+            parents.insert(ns.to_string(), Value::String(run.cp_id.to_string()));
+            let child_ctx =
+                Ctx { ns: task_ns, parents, resuming: run.resuming, durability: run.ctx.durability };
+            let mut outer = shared_resume.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let result = self.run_subgraph(child, task, &child_ctx, run.thread_id, channels, &mut outer);
+            if let Some(unused) = outer {
+                *shared_resume.lock().unwrap_or_else(|p| p.into_inner()) = Some(unused);
+            }
+            return Ok((result?, Scratchpad::default()));
+        }
+        let pad = Scratchpad::new(task_ns, task_resume(run.loaded, &task.id), shared_resume.clone());
+        let (result, pad) = with_scratchpad(pad, || self.run_task(task, channels));
+        Ok((result, pad))
+    }
+
+    /// Runs subgraph `child` as `task` (in namespace `ctx.ns`, on the
+    /// parent's checkpointer), its input the task's state; its final state
+    /// is the task's update, its interrupts the task's, its failure the
+    /// task's.
+    fn run_subgraph(
+        &self,
+        child: &Arc<Compiled>,
+        task: &Task,
+        ctx: &Ctx,
+        thread_id: &str,
+        channels: &Channels,
+        null_resume: &mut Option<Value>,
+    ) -> Result<std::result::Result<Vec<(String, Value)>, NodeError>> {
+        let graph =
+            CompiledGraph { graph: child.clone(), saver: self.saver.clone(), durability: ctx.durability };
+        let out = match graph.run_in(
+            Input::Value(task.input.to_value()),
+            &CheckpointConfig::thread(thread_id),
+            ctx,
+            null_resume,
+        ) {
+            Ok(out) => out,
+            Err(Error::Node { error, .. }) => return Ok(Err(*error)),
+            Err(e @ (Error::InvalidUpdate(_) | Error::Recursion { .. } | Error::EmptyInput)) => {
+                return Ok(Err(NodeError::with_kind("SubgraphError", e.to_string())));
+            }
+            Err(e) => return Err(e),
+        };
+        if !out.interrupts.is_empty() {
+            return Ok(Err(NodeError::interrupted(out.interrupts)));
+        }
+        let Value::Object(values) = out.values else { return Ok(Ok(Vec::new())) };
+        Ok(self.node_writes(task, Update::from(values), channels))
+    }
+
+    /// Stores the checkpoint after a superstep (or keeps it in memory in
+    /// exit mode, under a fresh id the tasks of the next superstep hash).
+    fn save_checkpoint(
+        &self,
+        cur: &mut Cursor<'_>,
+        cp: &mut CpState,
+        channels: &Channels,
+        (source, step): (&str, i64),
+        updated: Option<&BTreeSet<String>>,
+        fork: bool,
+    ) -> Result<()> {
+        if cur.exit {
+            let after = Some(cp.id.as_str()).filter(|id| !id.is_empty());
+            cp.id = uuid6_after(Some(step), after).to_string();
+            let forked = fork || cur.unsaved.as_ref().is_some_and(|u| u.3);
+            cur.unsaved = Some((source.to_string(), step, updated.cloned(), forked));
+            cur.held.clear();
+            return Ok(());
+        }
+        let save = Save { source, step, updated, fork, parents: cur.parents, id: None };
+        let tuple = self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save)?;
+        cp.id.clone_from(&tuple.checkpoint.id);
+        cur.persisted = cp.clone();
+        cur.parent = Some(tuple);
+        Ok(())
+    }
+
+    /// Stores a task's writes for checkpoint `cp_id` (held back in exit
+    /// mode).
+    fn write(
+        &self,
+        cur: &mut Cursor<'_>,
+        cp_id: &str,
+        task: &str,
+        path: &str,
+        writes: Vec<(String, Value)>,
+    ) -> Result<()> {
+        if cur.exit {
+            cur.held.push((task.to_string(), path.to_string(), writes));
+            return Ok(());
+        }
+        self.saver.put_writes(&cur.thread.clone().at(cp_id), &writes, task, path)
+    }
+
+    /// At the end of a run in exit mode: stores the newest checkpoint under
+    /// its in-memory id, then the writes of its unfinished superstep.
+    fn finish(&self, cur: &mut Cursor<'_>, cp: &CpState, channels: &Channels) -> Result<()> {
+        if !cur.exit {
+            return Ok(());
+        }
+        let mut id = cur.parent.as_ref().map(|p| p.checkpoint.id.clone()).unwrap_or_default();
+        if let Some((source, step, updated, fork)) = cur.unsaved.take() {
+            let save = Save {
+                source: &source,
+                step,
+                updated: updated.as_ref(),
+                fork,
+                parents: cur.parents,
+                id: Some(&cp.id),
+            };
+            let tuple = self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save)?;
+            id = tuple.checkpoint.id;
+        }
+        for (task, path, writes) in std::mem::take(&mut cur.held) {
+            self.saver.put_writes(&cur.thread.clone().at(&id), &writes, &task, &path)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,412 @@
+//! The golden harness: runs a fixture's calls on our engine and compares
+//! our checkpoints with LangGraph's in the fixture's normalised form.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use agentstate::engine::{
+    interrupt_id, task_id, CompiledGraph, Durability, GraphBuilder, NodeError, State, Update, NULL_TASK_ID,
+};
+use agentstate::{CheckpointConfig, Db, Error, JsonPlusSerializer, ListQuery, Serializer};
+use serde_json::{json, Map, Value};
+
+pub(crate) type Counts = Arc<Mutex<BTreeMap<String, usize>>>;
+
+pub(crate) fn fixture(name: &str) -> Value {
+    let path = format!("{}/tests/fixtures/engine/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Counts a node's runs, then runs `f`.
+pub(crate) fn counted<F>(
+    counts: &Counts,
+    name: &str,
+    f: F,
+) -> impl Fn(&State) -> Result<Update, NodeError> + 'static
+where
+    F: Fn(&State) -> Result<Update, NodeError> + 'static,
+{
+    let counts = counts.clone();
+    let name = name.to_string();
+    move |s| {
+        *counts.lock().unwrap().entry(name.clone()).or_default() += 1;
+        f(s)
+    }
+}
+
+pub(crate) fn int(s: &State, k: &str) -> i64 {
+    s.get(k).and_then(Value::as_i64).unwrap_or(0)
+}
+
+pub(crate) fn strs(s: &State, k: &str) -> Vec<String> {
+    s.get(k)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+/// Python's `str()` of a state value (`None` when absent).
+pub(crate) fn py_str(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "None".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// One scenario run: the file, the graphs by thread.
+pub(crate) struct Harness {
+    pub(crate) _dir: tempfile::TempDir,
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) db: Db,
+    pub(crate) graphs: BTreeMap<String, (String, CompiledGraph)>,
+    pub(crate) counts: Counts,
+}
+
+impl Harness {
+    pub(crate) fn new() -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("golden.db");
+        let db = Db::open(&path).unwrap();
+        Harness { _dir: dir, path, db, graphs: BTreeMap::new(), counts: Counts::default() }
+    }
+
+    pub(crate) fn graph(&mut self, thread: &str, key: &str, build: GraphBuilder) {
+        self.graph_with(thread, key, build, Durability::Sync);
+    }
+
+    pub(crate) fn graph_with(
+        &mut self,
+        thread: &str,
+        key: &str,
+        build: GraphBuilder,
+        durability: Durability,
+    ) {
+        let g = build.compile(self.db.checkpointer()).unwrap().with_durability(durability);
+        self.graphs.insert(thread.to_string(), (key.to_string(), g));
+    }
+
+    /// Every checkpoint id of the file (all namespaces), oldest first,
+    /// with its thread and namespace.
+    pub(crate) fn ids(&self) -> Vec<(String, String, String)> {
+        let saver = self.db.checkpointer();
+        let mut ids: Vec<(String, String, String)> = self
+            .graphs
+            .keys()
+            .flat_map(|t| saver.list(&ListQuery::thread(t.clone())).unwrap())
+            .map(|t| (t.checkpoint.id.clone(), t.config.thread_id.clone(), t.config.checkpoint_ns.clone()))
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Runs the fixture's calls and compares them and every checkpoint.
+    pub(crate) fn check(&self, fx: &Value) {
+        let mut names: BTreeMap<String, String> = BTreeMap::new();
+        let name_ids = |names: &mut BTreeMap<String, String>, ids: &[(String, String, String)]| {
+            for (i, (id, _, _)) in ids.iter().enumerate() {
+                names.insert(id.clone(), format!("c{i}"));
+            }
+        };
+        let mut outputs = Vec::new();
+        for (n, call) in fx["normalized"]["calls"].as_array().unwrap().iter().enumerate() {
+            let thread = call["thread_id"].as_str().unwrap();
+            let (_, graph) = &self.graphs[thread];
+            let before: BTreeSet<String> = self.ids().into_iter().map(|(id, _, _)| id).collect();
+            self.counts.lock().unwrap().clear();
+            let raw_of =
+                |name: &Value| names.iter().find(|(_, v)| *v == name).map(|(k, _)| k.clone()).unwrap();
+            let mut cfg = CheckpointConfig::thread(thread);
+            let at = &call["config"]["configurable"]["checkpoint_id"];
+            if !at.is_null() {
+                cfg = cfg.at(raw_of(at));
+            }
+            let result = match call["call"].as_str().unwrap() {
+                "invoke" => match Some(call["input"].clone()).filter(|v| !v.is_null()) {
+                    Some(cmd) if cmd["__type__"] == "Command" => graph.resume(cmd["resume"].clone(), &cfg),
+                    input => graph.invoke(input, &cfg),
+                },
+                "update_state" => graph
+                    .update_state(&cfg, call["values"].clone(), call["as_node"].as_str().unwrap())
+                    .map(|c| json!({"configurable": {"thread_id": c.thread_id, "checkpoint_ns": c.checkpoint_ns, "checkpoint_id": c.checkpoint_id}})),
+                "get_state" => graph.get_state(&cfg).map(|s| {
+                    let conf = |c: Option<CheckpointConfig>| {
+                        c.map(|c| json!({"configurable": {"thread_id": c.thread_id, "checkpoint_ns": c.checkpoint_ns, "checkpoint_id": c.checkpoint_id}}))
+                    };
+                    json!({"values": s.values, "next": s.next, "config": conf(s.config), "parent_config": conf(s.parent_config), "metadata": s.metadata.map(|m| Value::Object(m.0))})
+                }),
+                other => panic!("call {n}: {other} is not supported"),
+            };
+            let after = self.ids();
+            name_ids(&mut names, &after);
+            let created: Vec<Value> = after
+                .iter()
+                .filter(|(id, _, _)| !before.contains(id))
+                .map(|(id, _, _)| json!(names[id]))
+                .collect();
+            assert_eq!(Value::Array(created), call["checkpoints_created"], "call {n}: checkpoints created");
+            let counts: Map<String, Value> =
+                self.counts.lock().unwrap().iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+            assert_eq!(Value::Object(counts), call["node_executions"], "call {n}: node executions");
+            let expected = if call["call"] == "get_state" {
+                let st = &call["state"];
+                json!({"values": st["values"], "next": st["next"], "config": st["config"], "parent_config": st["parent_config"], "metadata": st["metadata"]})
+            } else {
+                call["output"].clone()
+            };
+            match (result, call.get("error")) {
+                (Ok(out), None) => outputs.push((n, norm_value(&out), expected)),
+                (Err(Error::Node { error, .. }), Some(expected)) => {
+                    assert_eq!(error.kind(), expected["class"], "call {n}: error class");
+                    assert_eq!(error.message(), expected["str"], "call {n}: error");
+                }
+                (other, expected) => panic!("call {n}: got {other:?}, expected error {expected:?}"),
+            }
+        }
+        let mut renames = names.clone();
+        let ours = self.checkpoints(fx, &names, &mut renames);
+        for (n, ours, theirs) in outputs {
+            assert_eq!(rename(&ours, &renames), theirs, "call {n}: output");
+        }
+        let theirs = fx["normalized"]["checkpoints"].as_array().unwrap();
+        assert_eq!(ours.len(), theirs.len(), "number of checkpoints");
+        for (a, b) in ours.iter().zip(theirs) {
+            let id = &b["checkpoint_id"];
+            for k in ["thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "metadata"] {
+                assert_eq!(a[k], b[k], "{id}: {k}");
+            }
+            for k in ["v", "id", "channel_versions", "versions_seen", "updated_channels", "channel_values"] {
+                assert_eq!(a["checkpoint"][k], b["checkpoint"][k], "{id}: checkpoint.{k}");
+            }
+            assert_eq!(
+                canonical_writes(&a["pending_writes"]),
+                canonical_writes(&b["pending_writes"]),
+                "{id}: pending writes"
+            );
+            let next = |v: &Value| {
+                let mut n: Vec<String> =
+                    v["next"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
+                n.sort();
+                let mut t: Vec<Value> = v["tasks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| json!([x["id"], x["name"], x["error"], x["interrupts"], x["result"]]))
+                    .collect();
+                t.sort_by_key(|x| x.to_string());
+                (n, t)
+            };
+            assert_eq!(next(&a["state"]), next(&b["state"]), "{id}: next tasks");
+        }
+    }
+
+    /// Our checkpoints in the fixture's normalised form.
+    pub(crate) fn checkpoints(
+        &self,
+        fx: &Value,
+        names: &BTreeMap<String, String>,
+        renames: &mut BTreeMap<String, String>,
+    ) -> Vec<Value> {
+        let saver = self.db.checkpointer();
+        self.db.flush().unwrap();
+        let conn = agentstate::rusqlite::Connection::open(&self.path).unwrap();
+        let serde = JsonPlusSerializer;
+        let mut out = Vec::new();
+        for (id, thread, ns) in self.ids() {
+            let (key, graph) = &self.graphs[&thread];
+            let cfg = CheckpointConfig::thread(&thread).ns(&ns).at(&id);
+            let t = saver.get_tuple(&cfg).unwrap().unwrap();
+            let step = t.metadata.step().unwrap();
+            let compiled = match ns.split(':').next().filter(|_| !ns.is_empty()) {
+                Some(node) => &fx["graphs"][key]["compiled_subgraphs"][node]["nodes"],
+                None => &fx["graphs"][key]["compiled"]["nodes"],
+            };
+            let tasks = task_names(compiled, &id, &ns, step + 1, &names[&id]);
+            for (raw, name) in &tasks {
+                let node = name.trim_start_matches("task(").split(',').nth(1).unwrap().trim_end_matches(')');
+                let task_ns =
+                    if ns.is_empty() { format!("{node}:{raw}") } else { format!("{ns}|{node}:{raw}") };
+                renames.insert(interrupt_id(&task_ns), format!("interrupt({name})"));
+                renames.insert(raw.clone(), name.clone());
+            }
+            let tname = |raw: &str| {
+                tasks
+                    .get(raw)
+                    .cloned()
+                    .or_else(|| (raw == NULL_TASK_ID).then(|| raw.to_string()))
+                    .unwrap_or_else(|| panic!("{}: task id {raw} not derivable", names[&id]))
+            };
+            let cp = &t.checkpoint;
+            let versions = |m: &BTreeMap<String, agentstate::checkpoint::ChannelVersion>| -> Value {
+                m.iter().map(|(k, v)| (k.clone(), json!(v.counter()))).collect::<Map<_, _>>().into()
+            };
+            let seen: Map<String, Value> =
+                cp.versions_seen.iter().map(|(n, m)| (n.clone(), versions(m))).collect();
+            let values: Map<String, Value> =
+                cp.channel_values.iter().map(|(k, v)| (k.clone(), norm_value(&v.to_value()))).collect();
+            let mut stmt = conn
+                .prepare("SELECT task_id, idx, channel, type, blob, task_path FROM checkpoint_writes WHERE thread_id = ?1 AND checkpoint_ns = ?3 AND checkpoint_id = ?2")
+                .unwrap();
+            let writes: Vec<Value> = stmt
+                .query_map([&thread, &id, &ns], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, Vec<u8>>(4)?, r.get::<_, String>(5)?))
+                })
+                .unwrap()
+                .map(|r| {
+                    let (task, idx, channel, tag, blob, path) = r.unwrap();
+                    let value = serde.loads_typed(&tag, &blob).unwrap();
+                    json!({"task_id": tname(&task), "idx": idx, "channel": channel, "value": norm_value(&value), "serde_type": tag, "task_path": path})
+                })
+                .collect();
+            let next = graph.next_tasks(&cfg).unwrap();
+            let state = json!({
+                "next": next.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+                "tasks": next.iter().map(|t| json!({
+                    "id": tname(&t.id),
+                    "name": t.name,
+                    "error": t.error,
+                    "interrupts": norm_value(&Value::Array(t.interrupts.clone())),
+                    "result": t.result.as_ref().map(norm_value),
+                })).collect::<Vec<_>>(),
+            });
+            out.push(json!({
+                "thread_id": thread,
+                "checkpoint_ns": t.config.checkpoint_ns,
+                "checkpoint_id": names[&id],
+                "parent_checkpoint_id": t.parent_config.as_ref().and_then(|p| p.checkpoint_id.as_ref()).map(|p| names[p].clone()),
+                "checkpoint": {
+                    "v": cp.v,
+                    "id": names[&id],
+                    "channel_versions": versions(&cp.channel_versions),
+                    "versions_seen": seen,
+                    "updated_channels": cp.updated_channels,
+                    "channel_values": values,
+                },
+                "metadata": Value::Object(t.metadata.0.clone()),
+                "pending_writes": writes,
+                "state": state,
+            }));
+        }
+        out.into_iter().map(|v| rename(&v, renames)).collect()
+    }
+}
+
+/// `v` with every raw id (a whole string, or inside one such as a
+/// namespace) replaced by its name.
+pub(crate) fn rename(v: &Value, names: &BTreeMap<String, String>) -> Value {
+    match v {
+        Value::String(s) => Value::String(names.get(s).cloned().unwrap_or_else(|| {
+            let mut s = s.clone();
+            if s.contains('-') {
+                for (raw, name) in names.iter().filter(|(raw, _)| raw.contains('-')) {
+                    if s.contains(raw.as_str()) {
+                        s = s.replace(raw.as_str(), name);
+                    }
+                }
+            }
+            s
+        })),
+        Value::Array(a) => Value::Array(a.iter().map(|x| rename(x, names)).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, x)| (k.clone(), rename(x, names))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Raw task id -> `task(cN,name)` / `task(cN,name,pushI)` for every task
+/// that could be prepared from checkpoint `id`, derived with LangGraph's
+/// formula from the fixture's compiled triggers.
+pub(crate) fn task_names(
+    nodes: &Value,
+    id: &str,
+    ns: &str,
+    step: i64,
+    cname: &str,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let step = step.to_string();
+    for (name, node) in nodes.as_object().unwrap() {
+        let mut triggers: Vec<&str> =
+            node["triggers"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+        triggers.sort_unstable();
+        let task_ns = if ns.is_empty() { name.clone() } else { format!("{ns}|{name}") };
+        let mut parts = vec![task_ns.as_str(), &step, name, "__pregel_pull"];
+        parts.extend(triggers);
+        out.insert(task_id(id, &parts).unwrap(), format!("task({cname},{name})"));
+        for i in 0..16 {
+            let push = task_id(id, &[&task_ns, &step, name, "__pregel_push", &i.to_string()]).unwrap();
+            out.insert(push, format!("task({cname},{name},push{i})"));
+        }
+    }
+    out
+}
+
+/// Python objects in the fixtures' tagged forms: a set is
+/// `{"__set__": [sorted]}`, a Send `{"__type__": "Send", ...}`, a LangChain
+/// message its dump tagged `"__type__": "message"`.
+pub(crate) fn norm_value(v: &Value) -> Value {
+    match v {
+        Value::Array(items) => Value::Array(items.iter().map(norm_value).collect()),
+        Value::Object(m) => {
+            if let Some(ext) = m.get("__ext__").filter(|_| m.len() == 1) {
+                let name = ext["name"].as_str().unwrap_or_default();
+                let module = ext["module"].as_str().unwrap_or_default();
+                if name == "set" {
+                    let mut items: Vec<Value> =
+                        ext["args"].as_array().unwrap().iter().map(norm_value).collect();
+                    items.sort_by_key(|a| a.to_string());
+                    return json!({"__set__": items});
+                }
+                if name == "Interrupt" {
+                    let id = ext["args"]["id"].as_str().unwrap();
+                    return json!({"__type__": "Interrupt", "value": norm_value(&ext["args"]["value"]), "id": id});
+                }
+                if name == "Send" {
+                    return json!({"__type__": "Send", "node": ext["args"][0], "arg": norm_value(&ext["args"][1])});
+                }
+                if module.starts_with("langchain_core.messages") {
+                    let mut dump = ext["args"].as_object().unwrap().clone();
+                    dump.insert("__type__".into(), json!("message"));
+                    return Value::Object(dump);
+                }
+            }
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), norm_value(v))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// Pending writes in `(task_path, task, idx)` order. Where a task wrote
+/// several `branch:to:*` channels (several static out-edges), LangGraph's
+/// order of those writes follows Python's hash seed: they are compared as a
+/// set (sorted by channel, given their idx values in order).
+pub(crate) fn canonical_writes(writes: &Value) -> Vec<Value> {
+    let mut ws: Vec<Value> = writes.as_array().unwrap().clone();
+    let mut by_task: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, w) in ws.iter().enumerate() {
+        if w["channel"].as_str().unwrap().starts_with("branch:to:") {
+            by_task.entry(w["task_id"].as_str().unwrap().to_string()).or_default().push(i);
+        }
+    }
+    for positions in by_task.values().filter(|p| p.len() > 1) {
+        let mut idxs: Vec<i64> = positions.iter().map(|&i| ws[i]["idx"].as_i64().unwrap()).collect();
+        idxs.sort_unstable();
+        let mut chans: Vec<String> =
+            positions.iter().map(|&i| ws[i]["channel"].as_str().unwrap().to_string()).collect();
+        chans.sort();
+        for ((&pos, idx), chan) in positions.iter().zip(idxs).zip(chans) {
+            ws[pos]["idx"] = json!(idx);
+            ws[pos]["channel"] = json!(chan);
+        }
+    }
+    ws.sort_by(|a, b| {
+        let key = |w: &Value| {
+            (
+                w["task_path"].as_str().unwrap().to_string(),
+                w["task_id"].as_str().unwrap().to_string(),
+                w["idx"].as_i64().unwrap(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    ws
+}
