@@ -1,0 +1,99 @@
+//! The graph of `shared/peer-bench/bench_graph.py` on agentstate's engine:
+//! three nodes (`agent` appends an assistant message through the
+//! `add_messages` reducer, `tools` sets `scratch`, `finish` bumps `counter`),
+//! invoked `--invokes` times on one thread, each invoke adding a user message
+//! of `--msg-bytes`. Every checkpoint and pending write is stored as
+//! LangGraph's `durability="sync"` stores them.
+//!
+//! `cargo run --release --example bench_graph -- [--invokes 200] [--msg-bytes 200] [--memory] [--full]`
+//! (`--memory`: an in-memory database, the engine without a file; `--full`:
+//! `Durability::Full`). Prints one JSON object.
+
+use std::time::Instant;
+
+use agentstate::engine::{ChannelSpec, Graph, Reducer, Update, END, START};
+use agentstate::{CheckpointConfig, Db, Durability, Result};
+use serde_json::{json, Value};
+
+fn text(i: usize, n: usize) -> String {
+    let s = format!("message {i} {}", "lorem ipsum dolor sit amet ".repeat(20));
+    s[..n.min(s.len())].to_string()
+}
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> Result<()> {
+    let invokes = arg("--invokes", 200);
+    let msg_bytes = arg("--msg-bytes", 200);
+    let flag = |f: &str| std::env::args().any(|a| a == f);
+    let dir = tempfile::tempdir().map_err(|e| agentstate::Error::InvalidArgument(e.to_string()))?;
+    let path = dir.path().join("graph.db");
+    let db = if flag("--memory") {
+        Db::open_in_memory()?
+    } else {
+        let durability = if flag("--full") { Durability::Full } else { Durability::Normal };
+        Db::builder().durability(durability).open(&path)?
+    };
+    let graph = Graph::builder()
+        .state("messages", ChannelSpec::reducer(Reducer::Messages))
+        .state("scratch", ChannelSpec::last_value())
+        .state("counter", ChannelSpec::last_value())
+        .node("agent", move |s| {
+            let n = s.get("messages").and_then(Value::as_array).map_or(0, Vec::len);
+            Ok(Update::new().set("messages", json!([{"role": "assistant", "content": text(n, msg_bytes)}])))
+        })
+        .node("tools", |s| {
+            let n = s.get("messages").and_then(Value::as_array).map_or(0, Vec::len);
+            Ok(Update::new().set("scratch", json!({"last_tool": "search", "n_msgs": n})))
+        })
+        .node("finish", |s| {
+            let c = s.get("counter").and_then(Value::as_i64).unwrap_or(0);
+            Ok(Update::new().set("counter", json!(c + 1)))
+        })
+        .edge(START, "agent")
+        .edge("agent", "tools")
+        .edge("tools", "finish")
+        .edge("finish", END)
+        .compile(db.checkpointer())?;
+    let config = CheckpointConfig::thread("bench-thread");
+    let mut lat = Vec::with_capacity(invokes);
+    let t0 = Instant::now();
+    let mut out = Value::Null;
+    for i in 0..invokes {
+        let input = json!({"messages": [{"role": "user", "content": text(i, msg_bytes)}]});
+        let t = Instant::now();
+        out = graph.invoke(Some(input), &config)?;
+        lat.push(t.elapsed().as_secs_f64());
+    }
+    let el = t0.elapsed().as_secs_f64();
+    assert_eq!(out["messages"].as_array().map(Vec::len), Some(2 * invokes));
+    let k = invokes.min(20);
+    let checkpoints = db.threads()?.iter().map(|t| t.checkpoints).sum::<u64>();
+    drop(graph);
+    drop(db);
+    let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "{}",
+        json!({
+            "invokes_per_s": invokes as f64 / el,
+            "ms_per_invoke_median": median(lat.clone()) * 1e3,
+            "ms_first20_median": median(lat[..k].to_vec()) * 1e3,
+            "ms_last20_median": median(lat[lat.len() - k..].to_vec()) * 1e3,
+            "checkpoints": checkpoints,
+            "db_bytes_after_close": bytes,
+        })
+    );
+    Ok(())
+}
