@@ -212,7 +212,10 @@ def main():
     ap.add_argument("--n-large", type=int, default=50_000)
     ap.add_argument("--store-reps", type=int, default=2)
     ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "agentstate-compare"))
+    ap.add_argument("--sections", default="checkpointer,store,graph",
+                    help="which tables to run: checkpointer, store, graph")
     args = ap.parse_args()
+    sections = set(args.sections.split(","))
     os.makedirs(args.out, exist_ok=True)
     work = os.path.join(args.out, "work")
     os.makedirs(work, exist_ok=True)
@@ -223,76 +226,78 @@ def main():
               f"{args.reps} alternating repeats per checkpointer row, {args.store_reps} per store row; "
               "medians of the repeats (each Python repeat is itself one --repeats 1 run)."]
     raw = {}
-    for steps in [int(s) for s in args.steps.split(",")]:
-        # Python's default is synchronous=FULL in WAL; NORMAL is our default.
-        for sync, rs_flag in (("default", ["--full"]), ("NORMAL", [])):
-            py_runs, rs_runs, py_rss, rs_rss = [], [], [], []
-            variants: dict[str, list[dict]] = {}
-            for rep in range(args.reps):
-                out = os.path.join(args.out, f"py_ckpt_{steps}_{sync}_{rep}.json")
-                d, _, rss = run_rss([args.python, os.path.join(PEER, "bench_checkpointer.py"), "--steps", str(steps),
-                                     "--synchronous", sync, "--repeats", "1", "--dir", work, "--json", out], out)
-                py_rss.append(rss)
-                cold, _, _ = run([args.python, os.path.join(HERE, "py_cold.py"), "--steps", str(steps)])
-                d.update(cold)
-                py_runs.append(d)
-                d, _, rss = run_rss([rs_ck, "--steps", str(steps)] + rs_flag)
-                rs_runs.append(d)
-                rs_rss.append(rss)
-                # The same workload through LangGraph's put, and write-behind.
-                for variant, flags in (("put", ["--put"]), ("behind", ["--write-behind"])):
-                    d, _, _ = run_rss([rs_ck, "--steps", str(steps), "--get-iters", "20", "--list-iters", "1"]
-                                      + rs_flag + flags)
-                    variants.setdefault(variant, []).append(d)
-                print(f"# checkpointer steps={steps} sync={sync} repeat {rep + 1}/{args.reps}", file=sys.stderr)
-            raw[f"ckpt_{steps}_{sync}"] = {"python": py_runs, "rust": rs_runs, "py_rss": py_rss, "rs_rss": rs_rss}
-            mode = "synchronous=FULL (Python's default) vs Durability::Full" if sync == "default" else \
-                "synchronous=NORMAL vs Durability::Normal (agentstate's default)"
-            rss_row = (f"| peak RSS of the whole run (MiB) | {statistics.median(py_rss):.0f} | "
-                       f"{statistics.median(rs_rss):.0f} | {statistics.median(py_rss) / statistics.median(rs_rss):.1f}x | | |")
-            flat = [r["single_last100_ms"] / r["single_first100_ms"] for r in rs_runs]
-            pflat = [r["single_last100_ms"] / r["single_first100_ms"] for r in py_runs]
-            flat_row = (f"| step cost growth: last 100 / first 100 steps (`flatness`) | {statistics.median(pflat):.2f} | "
-                        f"{statistics.median(flat):.2f} | | <= 1.5 (Rust) | "
-                        f"{'yes' if statistics.median(flat) <= 1.5 else '**no**'} |")
-            pst = statistics.median([r["single_steps_per_s"] for r in py_runs])
-            extra = [flat_row, rss_row]
-            for variant, label in (("put", "step through LangGraph's `put` (versions made by hand)"),
-                                   ("behind", "step with write-behind (`DbBuilder::write_behind`, flushed at the end)")):
-                for key, what in (("single_steps_per_s", "1 thread"), ("multi_steps_per_s", "100 threads round-robin")):
-                    v = statistics.median([r[key] for r in variants[variant]])
-                    p = statistics.median([r[key] for r in py_runs])
-                    extra.append(f"| {label}, {what} (`{key}`) | {fmt(p)} | {fmt(v)} | {v / p:.1f}x | | |")
-            conc = statistics.median([r["concurrent_steps_per_s"] for r in rs_runs])
-            n = rs_runs[0].get("concurrent_writers", 8)
-            tgt = 5 if sync == "default" else None
-            extra.append(f"| {n} writer threads on one Db (group commit at Full) vs Python's 1 thread "
-                         f"(`concurrent_steps_per_s`) | {fmt(pst)} | {fmt(conc)} | {conc / pst:.1f}x | "
-                         f"{'>= 5x' if tgt else ''} | {('yes' if conc / pst >= 5 else '**no**') if tgt else ''} |")
-            raw[f"ckpt_{steps}_{sync}"]["variants"] = variants
-            report.append(table(f"Checkpointer, {steps} steps, {mode}", CKPT, py_runs, rs_runs, extra))
-    report.append(long_runs(rs_ck, args.out))
-    py_runs, rs_runs, py_rss, rs_rss = [], [], [], []
-    s, l = args.n_small, args.n_large
-    for rep in range(args.store_reps):
-        out = os.path.join(args.out, f"py_store_{rep}.json")
-        d, _, rss = run_rss([args.python, os.path.join(PEER, "bench_store.py"), "--backend", "sqlite", "--repeats", "1",
-                             "--n-small", str(s), "--n-large", str(l), "--dir", work, "--json", out], out)
-        py_runs.append(d)
-        py_rss.append(rss)
-        d, _, rss = run_rss([rs_st, "--n-small", str(s), "--n-large", str(l), "--full"])
-        rs_runs.append(d)
-        rs_rss.append(rss)
-        print(f"# store repeat {rep + 1}/{args.store_reps}", file=sys.stderr)
-    raw["store"] = {"python": py_runs, "rust": rs_runs, "py_rss": py_rss, "rs_rss": rs_rss}
-    rows = [tuple(x.format(s=s, l=l) if isinstance(x, str) else x for x in row) for row in STORE]
-    rss_ratio = statistics.median(rs_rss) / statistics.median(py_rss)
-    rss_row = (f"| peak RSS of the whole run (MiB), Rust / Python | {statistics.median(py_rss):.0f} | "
-               f"{statistics.median(rs_rss):.0f} | {rss_ratio:.1f}x | <= 1.5x | "
-               f"{'yes' if rss_ratio <= 1.5 else '**no**'} |")
-    report.append(table(f"Store, {s} and {l} items x 384 dims, synchronous=FULL on both sides", rows, py_runs,
-                        rs_runs, [rss_row]))
-    if os.path.exists(rs_graph):
+    if "checkpointer" in sections:
+        for steps in [int(s) for s in args.steps.split(",")]:
+            # Python's default is synchronous=FULL in WAL; NORMAL is our default.
+            for sync, rs_flag in (("default", ["--full"]), ("NORMAL", [])):
+                py_runs, rs_runs, py_rss, rs_rss = [], [], [], []
+                variants: dict[str, list[dict]] = {}
+                for rep in range(args.reps):
+                    out = os.path.join(args.out, f"py_ckpt_{steps}_{sync}_{rep}.json")
+                    d, _, rss = run_rss([args.python, os.path.join(PEER, "bench_checkpointer.py"), "--steps", str(steps),
+                                         "--synchronous", sync, "--repeats", "1", "--dir", work, "--json", out], out)
+                    py_rss.append(rss)
+                    cold, _, _ = run([args.python, os.path.join(HERE, "py_cold.py"), "--steps", str(steps)])
+                    d.update(cold)
+                    py_runs.append(d)
+                    d, _, rss = run_rss([rs_ck, "--steps", str(steps)] + rs_flag)
+                    rs_runs.append(d)
+                    rs_rss.append(rss)
+                    # The same workload through LangGraph's put, and write-behind.
+                    for variant, flags in (("put", ["--put"]), ("behind", ["--write-behind"])):
+                        d, _, _ = run_rss([rs_ck, "--steps", str(steps), "--get-iters", "20", "--list-iters", "1"]
+                                          + rs_flag + flags)
+                        variants.setdefault(variant, []).append(d)
+                    print(f"# checkpointer steps={steps} sync={sync} repeat {rep + 1}/{args.reps}", file=sys.stderr)
+                raw[f"ckpt_{steps}_{sync}"] = {"python": py_runs, "rust": rs_runs, "py_rss": py_rss, "rs_rss": rs_rss}
+                mode = "synchronous=FULL (Python's default) vs Durability::Full" if sync == "default" else \
+                    "synchronous=NORMAL vs Durability::Normal (agentstate's default)"
+                rss_row = (f"| peak RSS of the whole run (MiB) | {statistics.median(py_rss):.0f} | "
+                           f"{statistics.median(rs_rss):.0f} | {statistics.median(py_rss) / statistics.median(rs_rss):.1f}x | | |")
+                flat = [r["single_last100_ms"] / r["single_first100_ms"] for r in rs_runs]
+                pflat = [r["single_last100_ms"] / r["single_first100_ms"] for r in py_runs]
+                flat_row = (f"| step cost growth: last 100 / first 100 steps (`flatness`) | {statistics.median(pflat):.2f} | "
+                            f"{statistics.median(flat):.2f} | | <= 1.5 (Rust) | "
+                            f"{'yes' if statistics.median(flat) <= 1.5 else '**no**'} |")
+                pst = statistics.median([r["single_steps_per_s"] for r in py_runs])
+                extra = [flat_row, rss_row]
+                for variant, label in (("put", "step through LangGraph's `put` (versions made by hand)"),
+                                       ("behind", "step with write-behind (`DbBuilder::write_behind`, flushed at the end)")):
+                    for key, what in (("single_steps_per_s", "1 thread"), ("multi_steps_per_s", "100 threads round-robin")):
+                        v = statistics.median([r[key] for r in variants[variant]])
+                        p = statistics.median([r[key] for r in py_runs])
+                        extra.append(f"| {label}, {what} (`{key}`) | {fmt(p)} | {fmt(v)} | {v / p:.1f}x | | |")
+                conc = statistics.median([r["concurrent_steps_per_s"] for r in rs_runs])
+                n = rs_runs[0].get("concurrent_writers", 8)
+                tgt = 5 if sync == "default" else None
+                extra.append(f"| {n} writer threads on one Db (group commit at Full) vs Python's 1 thread "
+                             f"(`concurrent_steps_per_s`) | {fmt(pst)} | {fmt(conc)} | {conc / pst:.1f}x | "
+                             f"{'>= 5x' if tgt else ''} | {('yes' if conc / pst >= 5 else '**no**') if tgt else ''} |")
+                raw[f"ckpt_{steps}_{sync}"]["variants"] = variants
+                report.append(table(f"Checkpointer, {steps} steps, {mode}", CKPT, py_runs, rs_runs, extra))
+        report.append(long_runs(rs_ck, args.out))
+    if "store" in sections:
+        py_runs, rs_runs, py_rss, rs_rss = [], [], [], []
+        s, l = args.n_small, args.n_large
+        for rep in range(args.store_reps):
+            out = os.path.join(args.out, f"py_store_{rep}.json")
+            d, _, rss = run_rss([args.python, os.path.join(PEER, "bench_store.py"), "--backend", "sqlite", "--repeats", "1",
+                                 "--n-small", str(s), "--n-large", str(l), "--dir", work, "--json", out], out)
+            py_runs.append(d)
+            py_rss.append(rss)
+            d, _, rss = run_rss([rs_st, "--n-small", str(s), "--n-large", str(l), "--full"])
+            rs_runs.append(d)
+            rs_rss.append(rss)
+            print(f"# store repeat {rep + 1}/{args.store_reps}", file=sys.stderr)
+        raw["store"] = {"python": py_runs, "rust": rs_runs, "py_rss": py_rss, "rs_rss": rs_rss}
+        rows = [tuple(x.format(s=s, l=l) if isinstance(x, str) else x for x in row) for row in STORE]
+        rss_ratio = statistics.median(rs_rss) / statistics.median(py_rss)
+        rss_row = (f"| peak RSS of the whole run (MiB), Rust / Python | {statistics.median(py_rss):.0f} | "
+                   f"{statistics.median(rs_rss):.0f} | {rss_ratio:.1f}x | <= 1.5x | "
+                   f"{'yes' if rss_ratio <= 1.5 else '**no**'} |")
+        report.append(table(f"Store, {s} and {l} items x 384 dims, synchronous=FULL on both sides", rows, py_runs,
+                            rs_runs, [rss_row]))
+    if "graph" in sections and os.path.exists(rs_graph):
         report.append(graph_runs(args.python, rs_graph, args.out, work, args.reps))
     with open(os.path.join(args.out, "raw.json"), "w") as f:
         json.dump(raw, f, indent=1)

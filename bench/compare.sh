@@ -18,6 +18,6 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/pip" install -q langgraph==1.2.22 langgraph-checkpoint==4.3.2 \
     langgraph-checkpoint-sqlite==3.1.2 sqlite-vec==0.1.9 numpy==2.4.6
-cargo build --release --example bench_checkpointer --example bench_store
+cargo build --release --example bench_checkpointer --example bench_store --example bench_graph
 export PEER_BENCH="${PEER_BENCH:-$(pwd)/../shared/peer-bench}"
 exec /usr/bin/python3 bench/compare.py --python "$VENV/bin/python" "$@"
