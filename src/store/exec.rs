@@ -246,34 +246,12 @@ impl Store {
                 alive("s")
             )
         });
-        let row = conn
-            .prepare_cached(&SQL)?
-            .query_row([&prefix, &g.key], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Option<String>>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                    r.get::<_, Option<String>>(3)?,
-                    r.get::<_, bool>(4)?,
-                ))
-            })
-            .optional()?;
-        let Some((v, c, u, e, has_ttl)) = row else { return Ok(None) };
-        if has_ttl && self.refresh(g.refresh_ttl) {
+        let row = conn.prepare_cached(&SQL)?.query_row([&prefix, &g.key], ItemRow::read).optional()?;
+        let Some(row) = row else { return Ok(None) };
+        if row.has_ttl && self.refresh(g.refresh_ttl) {
             refresh.push((prefix.clone(), g.key.clone()));
         }
-        let value: Value = serde_json::from_str(&v)
-            .map_err(|e| Error::corrupt(format!("value of item {prefix}/{} is not JSON: {e}", g.key)))?;
-        let time =
-            |t: Option<String>, col: &str| time_column(t.as_deref().unwrap_or(""), col, &prefix, &g.key);
-        Ok(Some(Item {
-            namespace: Namespace::from_labels(g.namespace.clone()),
-            key: g.key.clone(),
-            value,
-            created_at: time(c, "created_at")?,
-            updated_at: time(u, "updated_at")?,
-            expires_at: e.map(|e| time(Some(e), "expires_at")).transpose()?,
-        }))
+        row.into_item(Namespace::from_labels(g.namespace.clone()), &prefix, g.key.clone()).map(Some)
     }
 
     /// Search through the in-memory cache (see `cache`): the prefixes under
@@ -343,33 +321,53 @@ impl Store {
         )?;
         let mut out = Vec::with_capacity(hits.len());
         for (prefix, key, score) in hits {
-            let (v, c, u, e, has_ttl) = stmt.query_row([&prefix, &key], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Option<String>>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                    r.get::<_, Option<String>>(3)?,
-                    r.get::<_, bool>(4)?,
-                ))
-            })?;
-            let value: Value = serde_json::from_str(&v)
-                .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))?;
-            let time =
-                |t: Option<String>, col: &str| time_column(t.as_deref().unwrap_or(""), col, &prefix, &key);
-            let item = Item {
-                namespace: Namespace::from_labels(namespace::decode_prefix(&prefix)),
-                value,
-                created_at: time(c, "created_at")?,
-                updated_at: time(u, "updated_at")?,
-                expires_at: e.map(|e| time(Some(e), "expires_at")).transpose()?,
-                key,
-            };
+            let row = stmt.query_row([&prefix, &key], ItemRow::read)?;
+            let has_ttl = row.has_ttl;
+            let item =
+                row.into_item(Namespace::from_labels(namespace::decode_prefix(&prefix)), &prefix, key)?;
             if wants_refresh && has_ttl {
                 refresh.push((prefix, item.key.clone()));
             }
             out.push(SearchItem { item, score });
         }
         Ok(out)
+    }
+}
+
+/// An item's row as `get` and the streamed search read it: `value` as text,
+/// `created_at`, `updated_at`, `expires_at`, whether it has a TTL.
+struct ItemRow {
+    value: String,
+    created_at: Option<String>,
+    updated_at: Option<String>,
+    expires_at: Option<String>,
+    has_ttl: bool,
+}
+
+impl ItemRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<ItemRow> {
+        Ok(ItemRow {
+            value: r.get(0)?,
+            created_at: r.get(1)?,
+            updated_at: r.get(2)?,
+            expires_at: r.get(3)?,
+            has_ttl: r.get(4)?,
+        })
+    }
+
+    /// The item; `Corrupt` if its value is not JSON or a time does not parse.
+    fn into_item(self, namespace: Namespace, prefix: &str, key: String) -> Result<Item> {
+        let value: Value = serde_json::from_str(&self.value)
+            .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))?;
+        let time = |t: Option<String>, col: &str| time_column(t.as_deref().unwrap_or(""), col, prefix, &key);
+        Ok(Item {
+            namespace,
+            value,
+            created_at: time(self.created_at, "created_at")?,
+            updated_at: time(self.updated_at, "updated_at")?,
+            expires_at: self.expires_at.map(|e| time(Some(e), "expires_at")).transpose()?,
+            key,
+        })
     }
 }
 
