@@ -141,7 +141,9 @@ pub(crate) struct Ctx {
 
 /// What a run ends with.
 pub(crate) struct Outcome {
-    pub(crate) values: Value,
+    /// The state keys with a value, shared with the channels kept for the
+    /// thread's next run.
+    pub(crate) values: State,
     pub(crate) interrupts: Vec<Value>,
 }
 
@@ -215,6 +217,18 @@ impl CompiledGraph {
         self.run(input.map_or(Input::Nothing, Input::Value), config)
     }
 
+    /// [`invoke`](Self::invoke), returning the state shared instead of
+    /// copied: its values are the run's own, so this costs the same however
+    /// long the thread's history (`invoke` copies every value into the JSON
+    /// it returns). Drop the state before the thread's next run: a value
+    /// still held then is copied once when that run changes it.
+    ///
+    /// # Errors
+    /// As [`invoke`](Self::invoke).
+    pub fn invoke_state(&self, input: Option<Value>, config: &CheckpointConfig) -> Result<State> {
+        self.run_shared(input.map_or(Input::Nothing, Input::Value), config)
+    }
+
     /// Resumes a thread paused by [`interrupt()`](super::interrupt()) with
     /// `answer` (LangGraph's `invoke(Command(resume=answer))`): the
     /// interrupted node runs again and its `interrupt()` call returns
@@ -228,6 +242,10 @@ impl CompiledGraph {
     }
 
     fn run(&self, input: Input, config: &CheckpointConfig) -> Result<Value> {
+        self.run_shared(input, config).map(|s| Value::Object(s.to_map()))
+    }
+
+    fn run_shared(&self, input: Input, config: &CheckpointConfig) -> Result<State> {
         if !config.checkpoint_ns.is_empty() {
             return Err(Error::InvalidArgument(
                 "invoke in a namespace (a subgraph's) is not supported yet".into(),
@@ -240,12 +258,20 @@ impl CompiledGraph {
         }
         let ctx =
             Ctx { ns: String::new(), parents: Map::new(), resuming: false, durability: self.durability };
-        let out = self.run_in(input, config, &ctx, &mut None)?;
+        let out = self.run_in(input, config, &ctx, &mut None);
+        // Async durability: the run queued its writes behind it (on a
+        // write-behind Db); like LangGraph, invoke returns once they are
+        // committed, whether the run succeeded or not.
+        if self.durability == Durability::Async {
+            let flushed = self.saver.db().flush();
+            if out.is_ok() {
+                flushed?;
+            }
+        }
+        let out = out?;
         let mut values = out.values;
         if !out.interrupts.is_empty() {
-            if let Value::Object(m) = &mut values {
-                m.insert(INTERRUPT.into(), Value::Array(out.interrupts));
-            }
+            values.push(INTERRUPT, Arc::new(Value::Array(out.interrupts)));
         }
         Ok(values)
     }

@@ -8,7 +8,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use serde_json::{Map, Value};
 
 use super::algo::{
-    apply_writes, finished_writes, prepare_next_tasks, read_state, Channels, CpState, Task, TaskInput,
+    apply_writes, finished_writes, prepare_next_tasks, read_shared, Channels, CpState, Task, TaskInput,
     TaskWrites,
 };
 use super::graph::{Compiled, NodeError, Update};
@@ -334,8 +334,7 @@ impl CompiledGraph {
         if !out.interrupts.is_empty() {
             return Ok(Err(NodeError::interrupted(out.interrupts)));
         }
-        let Value::Object(values) = out.values else { return Ok(Ok(Vec::new())) };
-        Ok(self.node_writes(task, Update::from(values), channels))
+        Ok(self.node_writes(task, Update::from(out.values.to_map()), channels))
     }
 
     /// Stores the checkpoint after a superstep (or keeps it in memory in
@@ -369,7 +368,7 @@ impl CompiledGraph {
     /// The outcome of a run that ended at checkpoint `cp` (stored): the
     /// state, and the channels kept for the thread's next run.
     fn end(&self, cur: &Cursor<'_>, cp: &CpState, channels: Channels, interrupts: Vec<Value>) -> Outcome {
-        let values = read_state(&channels, &self.graph.state_keys);
+        let values = read_shared(&channels, &self.graph.state_keys);
         // Subgraph namespaces carry a task id: a later run does not reuse them.
         if cur.thread.checkpoint_ns.is_empty() {
             self.live.keep(&cur.thread.thread_id, "", &cp.id, channels);
