@@ -9,7 +9,10 @@
 //! channel, and notes each start in a side file. A child process runs the
 //! graph on a file; the parent kills it at a random moment, reads which tasks
 //! of the interrupted superstep have stored writes, resumes with
-//! `invoke(None)`, and checks the side file and the final state.
+//! `invoke(None)`, and checks the side file and the final state. Twice: with
+//! `Durability::Sync`, and with `Durability::Async` on a write-behind `Db`
+//! (the child's writes are queued and committed behind its run, so a kill
+//! also loses a suffix of them).
 
 mod common;
 
@@ -18,7 +21,9 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use agentstate::engine::{ChannelSpec, CompiledGraph, Goto, Graph, Reducer, State, Update, END, START};
+use agentstate::engine::{
+    ChannelSpec, CompiledGraph, Durability, Goto, Graph, Reducer, State, Update, END, START,
+};
 use agentstate::{CheckpointConfig, Db};
 use common::harness::{child_command, child_env, soak};
 use common::{seed_from_env, Rng};
@@ -95,8 +100,12 @@ fn graph(seed: u64, db: &Db, side: Option<&Path>) -> CompiledGraph {
 fn engine_crash_child() {
     let path = child_env("AGENTSTATE_ENGINE_CHILD", PARENT);
     let seed: u64 = child_env("AGENTSTATE_ENGINE_CHILD_SEED", PARENT).parse().unwrap();
-    let db = Db::open(&path).unwrap();
-    let g = graph(seed, &db, Some(Path::new(&format!("{path}.side"))));
+    let async_mode = std::env::var("AGENTSTATE_ENGINE_CHILD_ASYNC").is_ok_and(|v| v == "1");
+    let db = Db::builder().write_behind(async_mode).open(&path).unwrap();
+    let mut g = graph(seed, &db, Some(Path::new(&format!("{path}.side"))));
+    if async_mode {
+        g = g.with_durability(Durability::Async);
+    }
     println!("@ready");
     g.invoke(Some(json!({"log": ["in"]})), &CheckpointConfig::thread("t")).unwrap();
     println!("@done");
@@ -104,6 +113,17 @@ fn engine_crash_child() {
 
 #[test]
 fn sigkill_during_a_run_never_reruns_a_stored_task() {
+    crash_rounds(false);
+}
+
+#[test]
+fn sigkill_during_an_async_run_never_reruns_a_stored_task() {
+    crash_rounds(true);
+}
+
+/// Kills children running random graphs (with `Durability::Async` on a
+/// write-behind Db if `async_mode`), resumes each, checks.
+fn crash_rounds(async_mode: bool) {
     let seed = seed_from_env("AGENTSTATE_SEED");
     let mut rng = Rng::new(seed);
     let exe = std::env::current_exe().unwrap();
@@ -116,6 +136,7 @@ fn sigkill_during_a_run_never_reruns_a_stored_task() {
         let mut child = child_command(&exe, "engine_crash_child")
             .env("AGENTSTATE_ENGINE_CHILD", &path)
             .env("AGENTSTATE_ENGINE_CHILD_SEED", gseed.to_string())
+            .env("AGENTSTATE_ENGINE_CHILD_ASYNC", if async_mode { "1" } else { "0" })
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(rng.range(5, 60)));
@@ -123,8 +144,11 @@ fn sigkill_during_a_run_never_reruns_a_stored_task() {
         child.wait().unwrap();
 
         // What the file says about the interrupted superstep.
-        let db = Db::open(&path).unwrap();
-        let g = graph(gseed, &db, Some(&side));
+        let db = Db::builder().write_behind(async_mode).open(&path).unwrap();
+        let mut g = graph(gseed, &db, Some(&side));
+        if async_mode {
+            g = g.with_durability(Durability::Async);
+        }
         let thread = CheckpointConfig::thread("t");
         let snap = g.get_state(&thread).unwrap();
         let starts_before = std::fs::read_to_string(&side).unwrap_or_default().lines().count();
@@ -154,7 +178,8 @@ fn sigkill_during_a_run_never_reruns_a_stored_task() {
             .unwrap();
         assert_eq!(out["log"], reference["log"], "round {round} (graph seed {gseed})");
     }
-    common::report("engine_crash", &[("resumed_runs", resumed), ("tasks_with_stored_writes", protected)]);
+    let name = if async_mode { "engine_crash_async" } else { "engine_crash" };
+    common::report(name, &[("resumed_runs", resumed), ("tasks_with_stored_writes", protected)]);
     assert!(resumed > 0, "no kill landed inside a run");
     assert!(
         protected > 0,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::messages::add_messages;
+use super::messages::{add_messages_indexed, MessageIndex};
 use super::NodeError;
 use crate::error::{Error, Result};
 
@@ -55,26 +55,34 @@ impl fmt::Debug for Reducer {
 
 impl Reducer {
     /// Folds `update` into `current` (owned: an append does not copy the
-    /// list).
-    fn apply(&self, key: &str, current: Value, update: &Value) -> Result<Value> {
+    /// list). `index` is the add_messages id index of `current`, kept up to
+    /// date. Returns the new value and whether it is `current` with items
+    /// appended (nothing replaced or removed).
+    fn apply(
+        &self,
+        key: &str,
+        current: Value,
+        update: &Value,
+        index: &mut Option<MessageIndex>,
+    ) -> Result<(Value, bool)> {
         let bad = |what: &str| Error::InvalidUpdate(format!("At key '{key}': {what}"));
         match self {
             Reducer::Append => match (current, update) {
                 (Value::Array(mut a), Value::Array(b)) => {
                     a.extend(b.iter().cloned());
-                    Ok(Value::Array(a))
+                    Ok((Value::Array(a), true))
                 }
                 _ => Err(bad("append needs a list value and a list update")),
             },
             Reducer::Add => match (current, update) {
                 (Value::Array(mut a), Value::Array(b)) => {
                     a.extend(b.iter().cloned());
-                    Ok(Value::Array(a))
+                    Ok((Value::Array(a), true))
                 }
-                (a, b) => add_values(&a, b).ok_or_else(|| bad("cannot add these values")),
+                (a, b) => add_values(&a, b).map(|v| (v, false)).ok_or_else(|| bad("cannot add these values")),
             },
-            Reducer::Messages => add_messages(current, update).map_err(|e| bad(&e)),
-            Reducer::Custom(f) => f(&current, update).map_err(|e| bad(&e.to_string())),
+            Reducer::Messages => add_messages_indexed(current, update, index).map_err(|e| bad(&e)),
+            Reducer::Custom(f) => f(&current, update).map(|v| (v, false)).map_err(|e| bad(&e.to_string())),
         }
     }
 }
@@ -177,6 +185,12 @@ pub(crate) struct Channel {
     value: Option<Arc<Value>>,
     list: Vec<Value>,
     seen: BTreeSet<String>,
+    /// `Some(n)`: the list value is the one last stored (`n` items) with
+    /// items appended since, so a checkpoint stores only those. `None`:
+    /// unknown (not stored yet, or replaced, reordered, cleared).
+    stored_len: Option<usize>,
+    /// The add_messages id index of the value (a `Messages` reducer).
+    index: Option<MessageIndex>,
 }
 
 impl Channel {
@@ -186,7 +200,15 @@ impl Channel {
             Kind::Reduce { initial, .. } => initial.clone().map(Arc::new),
             _ => None,
         };
-        Channel { key: key.to_string(), spec, value, list: Vec::new(), seen: BTreeSet::new() }
+        Channel {
+            key: key.to_string(),
+            spec,
+            value,
+            list: Vec::new(),
+            seen: BTreeSet::new(),
+            stored_len: None,
+            index: None,
+        }
     }
 
     /// The channel restored from what a checkpoint stored for it.
@@ -216,6 +238,7 @@ impl Channel {
             }
             _ => ch.value = Some(Arc::new(stored.clone())),
         }
+        ch.mark_stored();
         Ok(ch)
     }
 
@@ -233,6 +256,7 @@ impl Channel {
                 [] => Ok(false),
                 [v] => {
                     self.value = Some(Arc::new(v.clone()));
+                    self.stored_len = None;
                     Ok(true)
                 }
                 _ => Err(Error::InvalidUpdate(format!(
@@ -240,8 +264,12 @@ impl Channel {
                 ))),
             },
             Kind::Ephemeral { guard } => match values {
-                [] => Ok(self.value.take().is_some()),
+                [] => {
+                    self.stored_len = None;
+                    Ok(self.value.take().is_some())
+                }
                 [.., last] if values.len() == 1 || !guard => {
+                    self.stored_len = None;
                     self.value = Some(Arc::new(last.clone()));
                     Ok(true)
                 }
@@ -254,6 +282,7 @@ impl Channel {
                 if !accumulate {
                     updated = !self.list.is_empty();
                     self.list.clear();
+                    self.stored_len = None;
                 }
                 for v in values {
                     match v {
@@ -283,13 +312,56 @@ impl Channel {
                 let reducer = reducer.clone();
                 for v in values {
                     let next = match self.value.take() {
-                        None => v.clone(),
-                        Some(cur) => reducer.apply(key, Arc::unwrap_or_clone(cur), v)?,
+                        None => {
+                            self.stored_len = None;
+                            self.index = None;
+                            v.clone()
+                        }
+                        Some(cur) => {
+                            let (next, appended) =
+                                reducer.apply(key, Arc::unwrap_or_clone(cur), v, &mut self.index)?;
+                            if !appended {
+                                self.stored_len = None;
+                            }
+                            next
+                        }
                     };
                     self.value = Some(Arc::new(next));
                 }
                 Ok(true)
             }
+        }
+    }
+
+    /// Records that the channel's value is now the stored one (after a
+    /// checkpoint stored it, or when it was loaded from one).
+    pub(crate) fn mark_stored(&mut self) {
+        self.stored_len = match &self.spec.kind {
+            Kind::Topic { .. } => Some(self.list.len()),
+            Kind::Barrier { .. } => None,
+            _ => match self.value.as_deref() {
+                Some(Value::Array(items)) => Some(items.len()),
+                _ => None,
+            },
+        };
+    }
+
+    /// The number of leading items of the list value that the last stored
+    /// checkpoint holds, if the value is that list with items appended.
+    pub(crate) fn stored_len(&self) -> Option<usize> {
+        self.stored_len
+    }
+
+    /// The list a checkpoint stores for a list channel (a topic's items or
+    /// a list value), borrowed.
+    pub(crate) fn list_ref(&self) -> Option<&[Value]> {
+        match &self.spec.kind {
+            Kind::Topic { .. } => Some(&self.list),
+            Kind::Barrier { .. } => None,
+            _ => match self.value.as_deref() {
+                Some(Value::Array(items)) => Some(items),
+                _ => None,
+            },
         }
     }
 
@@ -338,15 +410,6 @@ impl Channel {
     /// ephemeral value, a topic that does not accumulate).
     pub(crate) fn clears_each_step(&self) -> bool {
         matches!(self.spec.kind, Kind::Ephemeral { .. } | Kind::Topic { accumulate: false })
-    }
-
-    /// The stored value of a channel that holds one value (not a topic or a
-    /// barrier), borrowed.
-    pub(crate) fn value_ref(&self) -> Option<&Value> {
-        match &self.spec.kind {
-            Kind::Topic { .. } | Kind::Barrier { .. } => None,
-            _ => self.value.as_deref(),
-        }
     }
 
     /// What a checkpoint stores for the channel (`None`: nothing, LangGraph's
@@ -458,5 +521,39 @@ mod tests {
         let mut f = ch(ChannelSpec::custom(|_, _| Err(NodeError::new("boom")), None));
         f.update(&[json!(1)]).unwrap();
         assert!(matches!(f.update(&[json!(2)]), Err(Error::InvalidUpdate(m)) if m.contains("boom")));
+    }
+
+    #[test]
+    fn a_channel_knows_what_was_appended_since_it_was_stored() {
+        let mut m = ch(ChannelSpec::reducer(Reducer::Messages));
+        m.update(&[json!([{"role": "user", "content": "a", "id": "1"}])]).unwrap();
+        m.mark_stored();
+        assert_eq!(m.stored_len(), Some(1));
+        m.update(&[json!({"role": "assistant", "content": "b", "id": "2"})]).unwrap();
+        m.update(&[json!({"role": "assistant", "content": "c", "id": "3"})]).unwrap();
+        assert_eq!(m.stored_len(), Some(1));
+        assert_eq!(m.list_ref().map(<[Value]>::len), Some(3));
+        // Replacing a message in place is not an append.
+        m.update(&[json!({"role": "assistant", "content": "B", "id": "2"})]).unwrap();
+        assert_eq!(m.stored_len(), None);
+        assert_eq!(m.list_ref().map(<[Value]>::len), Some(3));
+        m.mark_stored();
+        m.update(&[super::super::remove_message("1")]).unwrap();
+        assert_eq!(m.stored_len(), None);
+        assert_eq!(m.list_ref().map(<[Value]>::len), Some(2));
+        // The kept index follows the removal.
+        m.update(&[json!({"role": "assistant", "content": "C", "id": "3"})]).unwrap();
+        let ids: Vec<_> =
+            m.list_ref().unwrap().iter().map(|v| v["__ext__"]["args"]["content"].clone()).collect();
+        assert_eq!(ids, [json!("B"), json!("C")]);
+        let mut a = ch(ChannelSpec::reducer(Reducer::Append));
+        a.mark_stored();
+        a.update(&[json!(["x"])]).unwrap();
+        assert_eq!(a.stored_len(), Some(0));
+        let mut l = ch(ChannelSpec::last_value());
+        l.update(&[json!([1])]).unwrap();
+        l.mark_stored();
+        l.update(&[json!([1, 2])]).unwrap();
+        assert_eq!(l.stored_len(), None);
     }
 }

@@ -29,6 +29,14 @@ impl State {
         State { values }
     }
 
+    /// Adds (or replaces) `key`.
+    pub(crate) fn push(&mut self, key: &str, value: Arc<Value>) {
+        match self.values.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) => *v = value,
+            None => self.values.push((key.to_string(), value)),
+        }
+    }
+
     /// The value of `key`, if it has one.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.values.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)

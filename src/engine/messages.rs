@@ -114,57 +114,96 @@ fn ensure_id(mut v: Value) -> Value {
     v
 }
 
+/// The ids of a message list (id -> position), kept with the list so that a
+/// superstep that appends does not index the whole history again.
+pub(crate) type MessageIndex = HashMap<String, usize>;
+
 /// `add_messages(left, right)`: `right` (a message or a list) merged into
 /// `left`: same id replaces in place, a remove marker deletes, the rest is
-/// appended.
-pub(crate) fn add_messages(left: Value, right: &Value) -> Result<Value, String> {
+/// appended. `index` is `left`'s id index if known (every message of `left`
+/// is then a message with an id); it is brought up to date, or built.
+/// Returns the merged list and whether `right` only appended to `left`.
+pub(crate) fn add_messages_indexed(
+    left: Value,
+    right: &Value,
+    index: &mut Option<MessageIndex>,
+) -> Result<(Value, bool), String> {
     let right: Vec<Value> = match right {
         Value::Array(items) => items.iter().map(|m| coerce(m).map(ensure_id)).collect::<Result<_, _>>()?,
         one => vec![ensure_id(coerce(one)?)],
     };
     if let Some(pos) = right.iter().rposition(|m| is_remove(m) && id_of(m) == Some(REMOVE_ALL)) {
-        return Ok(Value::Array(right[pos + 1..].to_vec()));
+        *index = None;
+        return Ok((Value::Array(right[pos + 1..].to_vec()), false));
     }
     // The current list is owned: its messages (already messages with ids,
     // unless a checkpoint or an initial value held dicts) are not copied.
     let mut merged = match left {
         Value::Array(items) => items,
-        one => vec![one],
+        one => {
+            *index = None;
+            vec![one]
+        }
     };
-    for m in merged.iter_mut() {
-        if message_fields(m).is_none() {
-            *m = coerce(m)?;
+    let ids = match index {
+        Some(ids) if ids.len() == merged.len() => ids,
+        _ => {
+            for m in merged.iter_mut() {
+                if message_fields(m).is_none() {
+                    *m = coerce(m)?;
+                }
+                if id_of(m).is_none() {
+                    *m = ensure_id(std::mem::take(m));
+                }
+            }
+            index.insert(
+                merged
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, m)| id_of(m).map(|id| (id.to_string(), i)))
+                    .collect(),
+            )
         }
-        if id_of(m).is_none() {
-            *m = ensure_id(std::mem::take(m));
-        }
-    }
-    let mut index: HashMap<String, usize> =
-        merged.iter().enumerate().filter_map(|(i, m)| id_of(m).map(|id| (id.to_string(), i))).collect();
+    };
+    let mut appended_only = true;
     let mut removed: HashSet<String> = HashSet::new();
     for m in right {
         let id = id_of(&m).unwrap_or_default().to_string();
-        match index.get(&id) {
+        match ids.get(&id) {
             Some(_) if is_remove(&m) => {
                 removed.insert(id);
+                appended_only = false;
             }
             Some(&i) => {
                 removed.remove(&id);
                 merged[i] = m;
+                appended_only = false;
             }
             None if is_remove(&m) => {
+                *index = None;
                 return Err(format!("Attempting to delete a message with an ID that doesn't exist ('{id}')"));
             }
             None => {
-                index.insert(id, merged.len());
+                ids.insert(id, merged.len());
                 merged.push(m);
             }
         }
     }
     if !removed.is_empty() {
         merged.retain(|m| !id_of(m).is_some_and(|id| removed.contains(id)));
+        *index = None;
+    } else if ids.len() != merged.len() {
+        // Duplicate ids in the list: positions are ambiguous, index again
+        // next time.
+        *index = None;
     }
-    Ok(Value::Array(merged))
+    Ok((Value::Array(merged), appended_only))
+}
+
+/// `add_messages(left, right)` without a kept index.
+#[cfg(test)]
+pub(crate) fn add_messages(left: Value, right: &Value) -> Result<Value, String> {
+    add_messages_indexed(left, right, &mut None).map(|(v, _)| v)
 }
 
 #[cfg(test)]

@@ -70,9 +70,22 @@ pub enum Durability {
     /// Each checkpoint and task write is stored before the run goes on.
     #[default]
     Sync,
-    /// LangGraph stores in the background; the same checkpoints as
-    /// [`Sync`](Durability::Sync). Here it is `Sync` (open the
-    /// [`Db`](crate::Db) with write-behind to queue the writes).
+    /// The same checkpoints and writes as [`Sync`](Durability::Sync),
+    /// stored in the background while the run goes on; `invoke` returns
+    /// once they are all committed (LangGraph waits for its pending
+    /// writes at the end of `invoke` too).
+    ///
+    /// The background is the [`Db`](crate::Db)'s write-behind queue
+    /// ([`DbBuilder::write_behind`](crate::DbBuilder::write_behind)): each
+    /// write is queued and the run goes on, a committer thread commits them
+    /// in order, many per transaction, and the end of `invoke` (or
+    /// `resume`) waits for them ([`Db::flush`](crate::Db::flush)). A crash
+    /// during a run loses a suffix of that run's writes (whole writes, in
+    /// order: never a task's writes without the checkpoint they belong to),
+    /// so resuming reruns at most the tasks whose writes were lost; nothing
+    /// is lost once `invoke` has returned. On a Db without write-behind
+    /// (or in memory) every write is committed in the caller, as with
+    /// `Sync`.
     Async,
     /// Only the last checkpoint (and the writes of an unfinished superstep)
     /// is stored, when the run ends: a crash mid-run loses the run.

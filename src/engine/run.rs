@@ -23,6 +23,48 @@ pub struct CompiledGraph {
     pub(crate) graph: Arc<Compiled>,
     pub(crate) saver: Checkpointer,
     pub(crate) durability: Durability,
+    /// The channels runs ended with (see [`Live`]).
+    pub(crate) live: Live,
+}
+
+/// The channels a run ended with, by (thread, namespace), with the id of the
+/// checkpoint whose values they are. The next run on the thread starts from
+/// them if that checkpoint is still the one it loads, instead of decoding
+/// the whole state again: a run's cost does not grow with the thread's
+/// history. Shared by the clones of a graph; a run takes its entry out, so
+/// two runs never share channels.
+#[derive(Clone, Default)]
+pub(crate) struct Live(Arc<std::sync::Mutex<LiveMap>>);
+
+/// (thread, namespace) -> (checkpoint id, channels).
+type LiveMap = std::collections::HashMap<(String, String), (String, Channels)>;
+
+/// Threads whose channels [`Live`] keeps at most (it forgets them all when
+/// full: a cache, never a source of truth).
+const LIVE_THREADS: usize = 256;
+
+impl Live {
+    /// Takes the channels of (thread, ns) if they are checkpoint `id`'s.
+    pub(crate) fn take(&self, thread: &str, ns: &str, id: &str) -> Option<Channels> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (cached_id, _) = m.get(&(thread.to_string(), ns.to_string()))?;
+        if cached_id != id {
+            return None;
+        }
+        m.remove(&(thread.to_string(), ns.to_string())).map(|(_, c)| c)
+    }
+
+    /// Keeps `channels`, the values of checkpoint `id` of (thread, ns).
+    pub(crate) fn keep(&self, thread: &str, ns: &str, id: &str, channels: Channels) {
+        if id.is_empty() {
+            return;
+        }
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() >= LIVE_THREADS {
+            m.clear();
+        }
+        m.insert((thread.to_string(), ns.to_string()), (id.to_string(), channels));
+    }
 }
 
 impl std::fmt::Debug for CompiledGraph {
@@ -74,15 +116,6 @@ pub(crate) fn should_interrupt(cp: &CpState, nodes: &[String], tasks: &[Task]) -
     cp.versions.iter().any(|(chan, v)| seen.and_then(|s| s.get(chan)) < Some(v))
 }
 
-/// The items `new` adds to the list `old`, if `new` starts with `old`.
-fn appended_tail(old: Option<&crate::ChannelValue>, new: &[Value]) -> Option<Vec<Value>> {
-    let old = old?.as_list()?;
-    if old.is_empty() || old.len() > new.len() || !old.iter().zip(new).all(|(a, b)| a == b) {
-        return None;
-    }
-    Some(new[old.len()..].to_vec())
-}
-
 /// How [`CompiledGraph::commit`] saves a checkpoint.
 pub(crate) struct Save<'a> {
     /// An id to store it under (exit mode: the id its tasks hashed).
@@ -108,7 +141,9 @@ pub(crate) struct Ctx {
 
 /// What a run ends with.
 pub(crate) struct Outcome {
-    pub(crate) values: Value,
+    /// The state keys with a value, shared with the channels kept for the
+    /// thread's next run.
+    pub(crate) values: State,
     pub(crate) interrupts: Vec<Value>,
 }
 
@@ -130,7 +165,7 @@ pub(crate) struct Loaded {
 
 impl CompiledGraph {
     pub(crate) fn new(graph: Arc<Compiled>, saver: Checkpointer) -> CompiledGraph {
-        CompiledGraph { graph, saver, durability: Durability::Sync }
+        CompiledGraph { graph, saver, durability: Durability::Sync, live: Live::default() }
     }
 
     /// The same graph, persisting with `durability` (default
@@ -182,6 +217,18 @@ impl CompiledGraph {
         self.run(input.map_or(Input::Nothing, Input::Value), config)
     }
 
+    /// [`invoke`](Self::invoke), returning the state shared instead of
+    /// copied: its values are the run's own, so this costs the same however
+    /// long the thread's history (`invoke` copies every value into the JSON
+    /// it returns). Drop the state before the thread's next run: a value
+    /// still held then is copied once when that run changes it.
+    ///
+    /// # Errors
+    /// As [`invoke`](Self::invoke).
+    pub fn invoke_state(&self, input: Option<Value>, config: &CheckpointConfig) -> Result<State> {
+        self.run_shared(input.map_or(Input::Nothing, Input::Value), config)
+    }
+
     /// Resumes a thread paused by [`interrupt()`](super::interrupt()) with
     /// `answer` (LangGraph's `invoke(Command(resume=answer))`): the
     /// interrupted node runs again and its `interrupt()` call returns
@@ -195,6 +242,10 @@ impl CompiledGraph {
     }
 
     fn run(&self, input: Input, config: &CheckpointConfig) -> Result<Value> {
+        self.run_shared(input, config).map(|s| Value::Object(s.to_map()))
+    }
+
+    fn run_shared(&self, input: Input, config: &CheckpointConfig) -> Result<State> {
         if !config.checkpoint_ns.is_empty() {
             return Err(Error::InvalidArgument(
                 "invoke in a namespace (a subgraph's) is not supported yet".into(),
@@ -207,12 +258,20 @@ impl CompiledGraph {
         }
         let ctx =
             Ctx { ns: String::new(), parents: Map::new(), resuming: false, durability: self.durability };
-        let out = self.run_in(input, config, &ctx, &mut None)?;
+        let out = self.run_in(input, config, &ctx, &mut None);
+        // Async durability: the run queued its writes behind it (on a
+        // write-behind Db); like LangGraph, invoke returns once they are
+        // committed, whether the run succeeded or not.
+        if self.durability == Durability::Async {
+            let flushed = self.saver.db().flush();
+            if out.is_ok() {
+                flushed?;
+            }
+        }
+        let out = out?;
         let mut values = out.values;
         if !out.interrupts.is_empty() {
-            if let Value::Object(m) = &mut values {
-                m.insert(INTERRUPT.into(), Value::Array(out.interrupts));
-            }
+            values.push(INTERRUPT, Arc::new(Value::Array(out.interrupts)));
         }
         Ok(values)
     }
@@ -280,20 +339,47 @@ impl CompiledGraph {
                 })?;
             }
         }
-        Ok(CompiledGraph { graph, saver: self.saver.clone(), durability: self.durability })
+        Ok(CompiledGraph {
+            graph,
+            saver: self.saver.clone(),
+            durability: self.durability,
+            live: Live::default(),
+        })
     }
 
     /// The thread's checkpoint (latest, or `config.checkpoint_id`), its
     /// channels restored.
     pub(crate) fn load(&self, config: &CheckpointConfig) -> Result<Loaded> {
+        self.load_from(config, false)
+    }
+
+    /// [`load`](Self::load), starting from the channels a run on the thread
+    /// ended with if `reuse` and they are the loaded checkpoint's.
+    pub(crate) fn load_from(&self, config: &CheckpointConfig, reuse: bool) -> Result<Loaded> {
         let tuple = self.saver.get_tuple(config)?;
         let mut cp = CpState::default();
-        let mut channels = Channels::new();
-        let stored = tuple.as_ref().map(|t| &t.checkpoint.channel_values);
-        for (name, spec) in &self.graph.channels {
-            let value = stored.and_then(|s| s.get(name)).map(|v| v.to_value());
-            channels.insert(name.clone(), Channel::from_checkpoint(name, spec.clone(), value.as_ref())?);
-        }
+        let cached = match &tuple {
+            Some(t) if reuse => self.live.take(&config.thread_id, &config.checkpoint_ns, &t.checkpoint.id),
+            _ => None,
+        };
+        let channels = match cached {
+            Some(c)
+                if c.len() == self.graph.channels.len()
+                    && self.graph.channels.iter().all(|(k, _)| c.contains_key(k)) =>
+            {
+                c
+            }
+            _ => {
+                let mut channels = Channels::new();
+                let stored = tuple.as_ref().map(|t| &t.checkpoint.channel_values);
+                for (name, spec) in &self.graph.channels {
+                    let value = stored.and_then(|s| s.get(name)).map(|v| v.to_value());
+                    channels
+                        .insert(name.clone(), Channel::from_checkpoint(name, spec.clone(), value.as_ref())?);
+                }
+                channels
+            }
+        };
         let mut step = -1;
         let mut pending = Vec::new();
         if let Some(t) = &tuple {
@@ -470,20 +556,17 @@ impl CompiledGraph {
                 continue;
             };
             // A list that extends the stored one (an append reducer,
-            // add_messages appending) stores only its new items.
-            let new_list = match channel.value_ref() {
-                Some(Value::Array(new)) => Some(std::borrow::Cow::Borrowed(new)),
-                Some(_) => None,
-                None => match channel.checkpoint() {
-                    Some(Value::Array(new)) => Some(std::borrow::Cow::Owned(new)),
-                    _ => None,
-                },
+            // add_messages appending, an accumulating topic) stores only its
+            // new items: the channel knows how many of its items the parent
+            // holds, nothing is compared.
+            let tail = match (channel.list_ref(), channel.stored_len(), old.and_then(|o| o.as_list())) {
+                (Some(new), Some(n), Some(old)) if n > 0 && old.len() == n && n <= new.len() => {
+                    Some(&new[n..])
+                }
+                _ => None,
             };
-            s = match new_list {
-                Some(new) => match appended_tail(old, &new) {
-                    Some(tail) => s.append(chan.clone(), tail),
-                    None => s.set(chan.clone(), Value::Array(new.into_owned())),
-                },
+            s = match tail {
+                Some(tail) => s.append(chan.clone(), tail.iter().cloned()),
                 None => match channel.checkpoint() {
                     Some(v) => s.set(chan.clone(), v),
                     None => s.clear(chan.clone()),

@@ -8,7 +8,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use serde_json::{Map, Value};
 
 use super::algo::{
-    apply_writes, finished_writes, prepare_next_tasks, read_state, Channels, CpState, Task, TaskInput,
+    apply_writes, finished_writes, prepare_next_tasks, read_shared, Channels, CpState, Task, TaskInput,
     TaskWrites,
 };
 use super::graph::{Compiled, NodeError, Update};
@@ -66,7 +66,8 @@ impl CompiledGraph {
         let thread = CheckpointConfig::thread(&config.thread_id).ns(ns);
         let at_config =
             config.checkpoint_id.as_ref().map_or_else(|| thread.clone(), |id| thread.clone().at(id));
-        let Loaded { tuple, mut cp, mut channels, mut step, mut pending } = self.load(&at_config)?;
+        let Loaded { tuple, mut cp, mut channels, mut step, mut pending } =
+            self.load_from(&at_config, true)?;
         let input = match input {
             Input::Value(_) if ctx.resuming && !cp.versions.is_empty() => Input::Nothing,
             other => other,
@@ -121,7 +122,7 @@ impl CompiledGraph {
                     .collect();
                 cp.seen.insert(INTERRUPT.into(), all);
                 if fork {
-                    self.save_checkpoint(&mut cur, &mut cp, &channels, ("fork", step), None, true)?;
+                    self.save_checkpoint(&mut cur, &mut cp, &mut channels, ("fork", step), None, true)?;
                     step += 1;
                 }
             }
@@ -134,7 +135,7 @@ impl CompiledGraph {
                 let mut tw: Vec<TaskWrites<'_>> = discard.iter().map(TaskWrites::from).collect();
                 tw.push(TaskWrites { path: "~".into(), name: INPUT, triggers: &[], writes: &input_writes });
                 let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
-                self.save_checkpoint(&mut cur, &mut cp, &channels, ("input", step), Some(&up), false)?;
+                self.save_checkpoint(&mut cur, &mut cp, &mut channels, ("input", step), Some(&up), false)?;
                 updated = Some(up);
                 pending = None;
                 step += 1;
@@ -142,7 +143,7 @@ impl CompiledGraph {
         }
         loop {
             if step > stop {
-                self.finish(&mut cur, &cp, &channels)?;
+                self.finish(&mut cur, &cp, &mut channels)?;
                 return Err(Error::Recursion { limit: self.graph.recursion_limit });
             }
             let mut tasks = prepare_next_tasks(&self.graph, &cp, &channels, step, ns, updated.as_ref())?;
@@ -157,11 +158,9 @@ impl CompiledGraph {
                 }
             }
             if should_interrupt(&cp, &self.graph.interrupt_before, &tasks) {
-                self.finish(&mut cur, &cp, &channels)?;
-                return Ok(Outcome {
-                    values: read_state(&channels, &self.graph.state_keys),
-                    interrupts: Vec::new(),
-                });
+                self.finish(&mut cur, &cp, &mut channels)?;
+                drop(tasks);
+                return Ok(self.end(&cur, &cp, channels, Vec::new()));
             }
             let mut failure: Option<(usize, NodeError)> = None;
             let mut interrupts: Vec<(usize, Vec<Value>)> = Vec::new();
@@ -242,12 +241,13 @@ impl CompiledGraph {
             null_resume = None;
             resuming = false;
             if let Some((node, task_id, error)) = failure {
-                self.finish(&mut cur, &cp, &channels)?;
+                self.finish(&mut cur, &cp, &mut channels)?;
                 return Err(Error::Node { node, task_id, error: Box::new(error) });
             }
             if !interrupts.is_empty() {
-                self.finish(&mut cur, &cp, &channels)?;
-                return Ok(Outcome { values: read_state(&channels, &self.graph.state_keys), interrupts });
+                self.finish(&mut cur, &cp, &mut channels)?;
+                drop(tasks);
+                return Ok(self.end(&cur, &cp, channels, interrupts));
             }
             // The inputs share the channels' values: dropping them lets the
             // reducers fold into those values without copying them.
@@ -256,15 +256,15 @@ impl CompiledGraph {
             }
             let mut tw: Vec<TaskWrites<'_>> = tasks.iter().map(TaskWrites::from).collect();
             let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
-            self.save_checkpoint(&mut cur, &mut cp, &channels, ("loop", step), Some(&up), false)?;
+            self.save_checkpoint(&mut cur, &mut cp, &mut channels, ("loop", step), Some(&up), false)?;
             updated = Some(up);
             step += 1;
             if should_interrupt(&cp, &self.graph.interrupt_after, &tasks) {
                 break;
             }
         }
-        self.finish(&mut cur, &cp, &channels)?;
-        Ok(Outcome { values: read_state(&channels, &self.graph.state_keys), interrupts: Vec::new() })
+        self.finish(&mut cur, &cp, &mut channels)?;
+        Ok(self.end(&cur, &cp, channels, Vec::new()))
     }
 
     /// Runs one task of a superstep (a node in its scratchpad, or a
@@ -312,8 +312,12 @@ impl CompiledGraph {
         channels: &Channels,
         null_resume: &mut Option<Value>,
     ) -> Result<std::result::Result<Vec<(String, Value)>, NodeError>> {
-        let graph =
-            CompiledGraph { graph: child.clone(), saver: self.saver.clone(), durability: ctx.durability };
+        let graph = CompiledGraph {
+            graph: child.clone(),
+            saver: self.saver.clone(),
+            durability: ctx.durability,
+            live: self.live.clone(),
+        };
         let out = match graph.run_in(
             Input::Value(task.input.to_value()),
             &CheckpointConfig::thread(thread_id),
@@ -330,8 +334,7 @@ impl CompiledGraph {
         if !out.interrupts.is_empty() {
             return Ok(Err(NodeError::interrupted(out.interrupts)));
         }
-        let Value::Object(values) = out.values else { return Ok(Ok(Vec::new())) };
-        Ok(self.node_writes(task, Update::from(values), channels))
+        Ok(self.node_writes(task, Update::from(out.values.to_map()), channels))
     }
 
     /// Stores the checkpoint after a superstep (or keeps it in memory in
@@ -340,7 +343,7 @@ impl CompiledGraph {
         &self,
         cur: &mut Cursor<'_>,
         cp: &mut CpState,
-        channels: &Channels,
+        channels: &mut Channels,
         (source, step): (&str, i64),
         updated: Option<&BTreeSet<String>>,
         fork: bool,
@@ -355,10 +358,22 @@ impl CompiledGraph {
         }
         let save = Save { source, step, updated, fork, parents: cur.parents, id: None };
         let tuple = self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save)?;
+        mark_stored(channels);
         cp.id.clone_from(&tuple.checkpoint.id);
         cur.persisted = cp.clone();
         cur.parent = Some(tuple);
         Ok(())
+    }
+
+    /// The outcome of a run that ended at checkpoint `cp` (stored): the
+    /// state, and the channels kept for the thread's next run.
+    fn end(&self, cur: &Cursor<'_>, cp: &CpState, channels: Channels, interrupts: Vec<Value>) -> Outcome {
+        let values = read_shared(&channels, &self.graph.state_keys);
+        // Subgraph namespaces carry a task id: a later run does not reuse them.
+        if cur.thread.checkpoint_ns.is_empty() {
+            self.live.keep(&cur.thread.thread_id, "", &cp.id, channels);
+        }
+        Outcome { values, interrupts }
     }
 
     /// Stores a task's writes for checkpoint `cp_id` (held back in exit
@@ -380,7 +395,7 @@ impl CompiledGraph {
 
     /// At the end of a run in exit mode: stores the newest checkpoint under
     /// its in-memory id, then the writes of its unfinished superstep.
-    fn finish(&self, cur: &mut Cursor<'_>, cp: &CpState, channels: &Channels) -> Result<()> {
+    fn finish(&self, cur: &mut Cursor<'_>, cp: &CpState, channels: &mut Channels) -> Result<()> {
         if !cur.exit {
             return Ok(());
         }
@@ -395,11 +410,19 @@ impl CompiledGraph {
                 id: Some(&cp.id),
             };
             let tuple = self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save)?;
+            mark_stored(channels);
             id = tuple.checkpoint.id;
         }
         for (task, path, writes) in std::mem::take(&mut cur.held) {
             self.saver.put_writes(&cur.thread.clone().at(&id), &writes, &task, &path)?;
         }
         Ok(())
+    }
+}
+
+/// Records that every channel's value is the one just stored.
+fn mark_stored(channels: &mut Channels) {
+    for ch in channels.values_mut() {
+        ch.mark_stored();
     }
 }
