@@ -85,3 +85,33 @@ fn async_durability_has_stored_everything_when_invoke_returns() {
         assert_eq!(other.threads().unwrap()[0].checkpoints, 3 * (i as u64 + 1));
     }
 }
+
+/// `Durability::Sync` on a `Db` whose checkpoint writes are queued
+/// (write-behind): each checkpoint is nevertheless in the file before the
+/// next superstep runs. The second node looks from another connection.
+#[test]
+fn sync_runs_store_each_checkpoint_before_the_next_superstep_even_with_write_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sync.db");
+    let db = Db::builder().write_behind(true).open(&path).unwrap();
+    let seen_by_another = std::sync::Arc::new(std::sync::Mutex::new(0usize));
+    let (p, seen) = (path.clone(), seen_by_another.clone());
+    let graph = Graph::builder()
+        .state("n", ChannelSpec::last_value())
+        .node("first", |_| Ok(Update::new().set("n", json!(1))))
+        .node("second", move |_| {
+            let other = Db::open(&p).unwrap().checkpointer();
+            *seen.lock().unwrap() = other.list(&agentstate::ListQuery::thread("t")).unwrap().len();
+            Ok(Update::new().set("n", json!(2)))
+        })
+        .edge(START, "first")
+        .edge("first", "second")
+        .edge("second", END)
+        .compile(db.checkpointer())
+        .unwrap()
+        .with_durability(Durability::Sync);
+    graph.invoke(Some(json!({"n": 0})), &CheckpointConfig::thread("t")).unwrap();
+    // The input checkpoint, the one after `__start__` and the one after
+    // `first` were in the file when `second` ran.
+    assert_eq!(*seen_by_another.lock().unwrap(), 3);
+}

@@ -43,6 +43,9 @@ struct Cursor<'a> {
     /// The state as last stored (what the next checkpoint is diffed against).
     persisted: CpState,
     exit: bool,
+    /// Sync mode: each write is durable before the run goes on, also on a
+    /// `Db` whose checkpoint writes are queued (write-behind).
+    sync: bool,
     /// Exit mode: source, step and updated channels of the newest
     /// checkpoint, kept in memory only, and whether a fork came first.
     unsaved: Option<(String, i64, Option<BTreeSet<String>>, bool)>,
@@ -90,6 +93,7 @@ impl CompiledGraph {
             parent: tuple,
             persisted: cp.clone(),
             exit: ctx.durability == Durability::Exit,
+            sync: ctx.durability == Durability::Sync,
             unsaved: None,
             held: Vec::new(),
             parents: &ctx.parents,
@@ -358,6 +362,9 @@ impl CompiledGraph {
         }
         let save = Save { source, step, updated, fork, parents: cur.parents, id: None };
         let tuple = self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save)?;
+        if cur.sync {
+            self.saver.db().flush()?;
+        }
         mark_stored(channels);
         cp.id.clone_from(&tuple.checkpoint.id);
         cur.persisted = cp.clone();
@@ -390,7 +397,11 @@ impl CompiledGraph {
             cur.held.push((task.to_string(), path.to_string(), writes));
             return Ok(());
         }
-        self.saver.put_writes(&cur.thread.clone().at(cp_id), &writes, task, path)
+        self.saver.put_writes(&cur.thread.clone().at(cp_id), &writes, task, path)?;
+        if cur.sync {
+            self.saver.db().flush()?;
+        }
+        Ok(())
     }
 
     /// At the end of a run in exit mode: stores the newest checkpoint under
