@@ -59,7 +59,7 @@ pub use channel::{ChannelSpec, Reducer, ReducerFn};
 pub use graph::{Goto, Graph, GraphBuilder, NodeError, NodeFn, RouterFn, Send, State, SyncNodeFn, Update};
 pub use interrupt::{interrupt, Interrupt};
 pub use messages::remove_message;
-pub use run::{CompiledGraph, PendingTask};
+pub use run::{CompiledGraph, PendingTask, StreamEvent};
 pub use state::StateSnapshot;
 pub use task_id::{checkpoint_id_bytes, interrupt_id, task_id};
 

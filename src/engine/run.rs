@@ -4,7 +4,7 @@
 //! and paths), then a checkpoint per superstep.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
@@ -132,11 +132,32 @@ pub(crate) struct Save<'a> {
 
 /// Where a run happens: its namespace, its metadata `parents`, whether
 /// its parent is resuming.
-pub(crate) struct Ctx {
+pub(crate) struct Ctx<'s> {
     pub(crate) ns: String,
     pub(crate) parents: Map<String, Value>,
     pub(crate) resuming: bool,
     pub(crate) durability: Durability,
+    /// Where a streaming run reports its supersteps (the top-level run
+    /// only; subgraphs report nothing).
+    pub(crate) sink: Option<&'s (dyn Fn(StreamEvent) + Sync)>,
+}
+
+/// What [`CompiledGraph::stream`] reports as a run goes (LangGraph's
+/// `stream_mode="updates"` and `"values"` together).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum StreamEvent {
+    /// One task's writes to state keys in a superstep that just completed,
+    /// in task order (`stream_mode="updates"`).
+    Updates {
+        /// The node that ran.
+        node: String,
+        /// What it wrote, by state key (before the reducers).
+        update: Map<String, Value>,
+    },
+    /// The state after each superstep, the first being the one that applies
+    /// the input, once its checkpoint is stored (`stream_mode="values"`).
+    Values(State),
 }
 
 /// What a run ends with.
@@ -245,7 +266,34 @@ impl CompiledGraph {
         self.run_shared(input, config).map(|s| Value::Object(s.to_map()))
     }
 
+    /// [`invoke_state`](Self::invoke_state), reporting each superstep to
+    /// `on_event` as it completes: every task's update, then the state
+    /// (LangGraph's `stream(..., stream_mode=["updates", "values"])`). The
+    /// events come on the calling thread, before the run goes on.
+    ///
+    /// # Errors
+    /// As [`invoke`](Self::invoke); events already reported stay reported.
+    pub fn stream(
+        &self,
+        input: Option<Value>,
+        config: &CheckpointConfig,
+        on_event: impl FnMut(StreamEvent) + std::marker::Send,
+    ) -> Result<State> {
+        let on_event = Mutex::new(on_event);
+        let sink = |e: StreamEvent| (on_event.lock().unwrap_or_else(|p| p.into_inner()))(e);
+        self.run_with(input.map_or(Input::Nothing, Input::Value), config, Some(&sink))
+    }
+
     fn run_shared(&self, input: Input, config: &CheckpointConfig) -> Result<State> {
+        self.run_with(input, config, None)
+    }
+
+    fn run_with(
+        &self,
+        input: Input,
+        config: &CheckpointConfig,
+        sink: Option<&(dyn Fn(StreamEvent) + Sync)>,
+    ) -> Result<State> {
         if !config.checkpoint_ns.is_empty() {
             return Err(Error::InvalidArgument(
                 "invoke in a namespace (a subgraph's) is not supported yet".into(),
@@ -256,8 +304,13 @@ impl CompiledGraph {
                 "invoke with input or a resume value at a checkpoint id is not supported yet".into(),
             ));
         }
-        let ctx =
-            Ctx { ns: String::new(), parents: Map::new(), resuming: false, durability: self.durability };
+        let ctx = Ctx {
+            ns: String::new(),
+            parents: Map::new(),
+            resuming: false,
+            durability: self.durability,
+            sink,
+        };
         let out = self.run_in(input, config, &ctx, &mut None);
         // Async durability: the run queued its writes behind it (on a
         // write-behind Db); like LangGraph, invoke returns once they are

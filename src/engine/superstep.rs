@@ -13,7 +13,9 @@ use super::algo::{
 };
 use super::graph::{Compiled, NodeError, Update};
 use super::interrupt::{with_scratchpad, Scratchpad};
-use super::run::{should_interrupt, task_resume, CompiledGraph, Ctx, Input, Loaded, Outcome, Save};
+use super::run::{
+    should_interrupt, task_resume, CompiledGraph, Ctx, Input, Loaded, Outcome, Save, StreamEvent,
+};
 use super::{Durability, ERROR, INPUT, INTERRUPT, NULL_TASK_ID, RESUME, START};
 use crate::checkpoint::{uuid6_after, CheckpointConfig, CheckpointTuple};
 use crate::error::{Error, Result};
@@ -24,7 +26,7 @@ type TaskResult = (std::result::Result<Vec<(String, Value)>, NodeError>, Scratch
 
 /// What every task of a superstep shares.
 struct RunOne<'a> {
-    ctx: &'a Ctx,
+    ctx: &'a Ctx<'a>,
     cp_id: &'a str,
     thread_id: &'a str,
     resuming: bool,
@@ -62,7 +64,7 @@ impl CompiledGraph {
         &self,
         input: Input,
         config: &CheckpointConfig,
-        ctx: &Ctx,
+        ctx: &Ctx<'_>,
         outer_resume: &mut Option<Value>,
     ) -> Result<Outcome> {
         let ns = ctx.ns.as_str();
@@ -261,6 +263,22 @@ impl CompiledGraph {
             let mut tw: Vec<TaskWrites<'_>> = tasks.iter().map(TaskWrites::from).collect();
             let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
             self.save_checkpoint(&mut cur, &mut cp, &mut channels, ("loop", step), Some(&up), false)?;
+            if let Some(sink) = ctx.sink {
+                // (`__start__` applies the input: LangGraph reports no update
+                // for it, only the state it makes.)
+                for task in tasks.iter().filter(|t| t.name != START) {
+                    let update: Map<String, Value> = task
+                        .writes
+                        .iter()
+                        .filter(|(k, _)| self.graph.state_keys.contains(k))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    if !update.is_empty() {
+                        sink(StreamEvent::Updates { node: task.name.clone(), update });
+                    }
+                }
+                sink(StreamEvent::Values(read_shared(&channels, &self.graph.state_keys)));
+            }
             updated = Some(up);
             step += 1;
             if should_interrupt(&cp, &self.graph.interrupt_after, &tasks) {
@@ -289,8 +307,13 @@ impl CompiledGraph {
         if let Some(child) = self.graph.node(&task.name).and_then(|n| n.subgraph()) {
             let mut parents = run.ctx.parents.clone();
             parents.insert(ns.to_string(), Value::String(run.cp_id.to_string()));
-            let child_ctx =
-                Ctx { ns: task_ns, parents, resuming: run.resuming, durability: run.ctx.durability };
+            let child_ctx = Ctx {
+                ns: task_ns,
+                parents,
+                resuming: run.resuming,
+                durability: run.ctx.durability,
+                sink: None,
+            };
             let mut outer = shared_resume.lock().unwrap_or_else(|p| p.into_inner()).take();
             let result = self.run_subgraph(child, task, &child_ctx, run.thread_id, channels, &mut outer);
             if let Some(unused) = outer {
@@ -311,7 +334,7 @@ impl CompiledGraph {
         &self,
         child: &Arc<Compiled>,
         task: &Task,
-        ctx: &Ctx,
+        ctx: &Ctx<'_>,
         thread_id: &str,
         channels: &Channels,
         null_resume: &mut Option<Value>,
