@@ -39,7 +39,9 @@ use crate::store::{Get, Item, ListNamespaces, Namespace, Op, OpResult, Put, Sear
 use crate::{Checkpoint, CheckpointConfig, CheckpointTuple, Checkpointer, ListQuery, Metadata, Step};
 
 /// Runs `f` on tokio's blocking pool and awaits it.
-async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+pub(crate) async fn off_thread<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),

@@ -238,18 +238,37 @@ pub type SyncNodeFn =
 pub type RouterFn =
     Arc<dyn Fn(&State) -> std::result::Result<Vec<Goto>, NodeError> + std::marker::Send + Sync>;
 
-/// A node's function. Only synchronous functions exist today; an async
-/// variant will be added beside [`NodeFn::Sync`].
+/// What an async node returns.
+#[cfg(feature = "tokio")]
+pub type NodeFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = std::result::Result<Update, NodeError>> + std::marker::Send>,
+>;
+
+/// An async node function: it gets the state (shared, not copied) and
+/// returns a future.
+#[cfg(feature = "tokio")]
+pub type AsyncNodeFn = Arc<dyn Fn(State) -> NodeFuture + std::marker::Send + Sync>;
+
+/// A node's function.
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum NodeFn {
-    /// Runs on the calling thread.
+    /// Runs on the task's thread.
     Sync(SyncNodeFn),
+    /// Runs on the tokio runtime the graph was invoked under (see
+    /// [`CompiledGraph::ainvoke`](super::CompiledGraph::ainvoke)); the task's
+    /// thread waits for it.
+    #[cfg(feature = "tokio")]
+    Async(AsyncNodeFn),
 }
 
 impl fmt::Debug for NodeFn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("NodeFn::Sync(..)")
+        match self {
+            NodeFn::Sync(_) => f.write_str("NodeFn::Sync(..)"),
+            #[cfg(feature = "tokio")]
+            NodeFn::Async(_) => f.write_str("NodeFn::Async(..)"),
+        }
     }
 }
 
@@ -352,6 +371,26 @@ impl GraphBuilder {
         F: Fn(&State) -> std::result::Result<Update, NodeError> + std::marker::Send + Sync + 'static,
     {
         self.nodes.push((name.into(), NodeKind::Fn(NodeFn::Sync(Arc::new(f)))));
+        self
+    }
+
+    /// An async node (an LLM call, a tool over the network): `f` gets the
+    /// state and returns a future. Run the graph with
+    /// [`ainvoke`](super::CompiledGraph::ainvoke) /
+    /// [`aresume`](super::CompiledGraph::aresume) from async code: the run
+    /// goes on tokio's blocking pool and each async node on the runtime, so
+    /// no runtime worker thread waits. [`interrupt()`](super::interrupt())
+    /// works inside `f`'s future (not inside tasks it spawns).
+    #[cfg(feature = "tokio")]
+    pub fn async_node<F, Fut>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(State) -> Fut + std::marker::Send + Sync + 'static,
+        Fut: std::future::Future<Output = std::result::Result<Update, NodeError>>
+            + std::marker::Send
+            + 'static,
+    {
+        let f: AsyncNodeFn = Arc::new(move |s| Box::pin(f(s)));
+        self.nodes.push((name.into(), NodeKind::Fn(NodeFn::Async(f))));
         self
     }
 

@@ -42,8 +42,13 @@
 //! [`subgraph`](GraphBuilder::subgraph). Choose when checkpoints are stored
 //! with [`with_durability`](CompiledGraph::with_durability).
 //!
-//! Not yet: async nodes, streaming, node retry and cache policies, deferred
-//! nodes, `Command(update=..)` / `Command(goto=..)` as input.
+//! Async nodes ([`async_node`](GraphBuilder::async_node)) run on tokio under
+//! [`ainvoke`](CompiledGraph::ainvoke); [`stream`](CompiledGraph::stream)
+//! reports each superstep's updates and state.
+//!
+//! Not yet: node retry and cache policies, deferred nodes,
+//! `Command(update=..)` / `Command(goto=..)` as input, streaming from inside
+//! subgraphs.
 
 mod algo;
 mod channel;
@@ -56,6 +61,8 @@ mod superstep;
 mod task_id;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
+#[cfg(feature = "tokio")]
+pub use graph::{AsyncNodeFn, NodeFuture};
 pub use graph::{Goto, Graph, GraphBuilder, NodeError, NodeFn, RouterFn, Send, State, SyncNodeFn, Update};
 pub use interrupt::{interrupt, Interrupt};
 pub use messages::remove_message;

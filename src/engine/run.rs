@@ -94,6 +94,15 @@ pub struct PendingTask {
     pub result: Option<Value>,
 }
 
+/// The text of a node's panic.
+fn panic_message(panic: &(dyn std::any::Any + std::marker::Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "node panicked".to_string())
+}
+
 /// The answers task `id` consumed in earlier runs (its `__resume__` write).
 pub(crate) fn task_resume(pending: &[(String, String, Value)], id: &str) -> Vec<Value> {
     match pending.iter().find(|(t, c, _)| t == id && c == RESUME).map(|(_, _, v)| v) {
@@ -264,6 +273,30 @@ impl CompiledGraph {
 
     fn run(&self, input: Input, config: &CheckpointConfig) -> Result<Value> {
         self.run_shared(input, config).map(|s| Value::Object(s.to_map()))
+    }
+
+    /// [`invoke_state`](Self::invoke_state) from async code: the run goes on
+    /// tokio's blocking pool (SQLite and sync nodes never block a runtime
+    /// worker) and [async nodes](super::GraphBuilder::async_node) run on the
+    /// runtime.
+    ///
+    /// # Errors
+    /// As [`invoke`](Self::invoke).
+    #[cfg(feature = "tokio")]
+    pub async fn ainvoke(&self, input: Option<Value>, config: CheckpointConfig) -> Result<State> {
+        let graph = self.clone();
+        crate::nonblocking::off_thread(move || graph.invoke_state(input, &config)).await
+    }
+
+    /// [`resume`](Self::resume) from async code, as
+    /// [`ainvoke`](Self::ainvoke) runs.
+    ///
+    /// # Errors
+    /// As [`resume`](Self::resume).
+    #[cfg(feature = "tokio")]
+    pub async fn aresume(&self, answer: Value, config: CheckpointConfig) -> Result<State> {
+        let graph = self.clone();
+        crate::nonblocking::off_thread(move || graph.run_shared(Input::Resume(answer), &config)).await
     }
 
     /// [`invoke_state`](Self::invoke_state), reporting each superstep to
@@ -478,14 +511,26 @@ impl CompiledGraph {
                 // catches every exception a node raises).
                 match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(state))) {
                     Ok(result) => result?,
-                    Err(panic) => {
-                        let message = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| (*s).to_string())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "node panicked".to_string());
-                        return Err(NodeError::with_kind("Panic", message));
+                    Err(panic) => return Err(NodeError::with_kind("Panic", panic_message(&*panic))),
+                }
+            }
+            #[cfg(feature = "tokio")]
+            Some(NodeKind::Fn(NodeFn::Async(f))) => {
+                let state = match &task.input {
+                    TaskInput::State(s) => s.clone(),
+                    TaskInput::Raw(other) => {
+                        return Err(invalid(format!("the input of {} is not an object: {other}", task.name)));
                     }
+                };
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    return Err(NodeError::with_kind(
+                        "RuntimeError",
+                        format!("{} is an async node: run the graph with ainvoke / aresume", task.name),
+                    ));
+                };
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on(f(state)))) {
+                    Ok(result) => result?,
+                    Err(panic) => return Err(NodeError::with_kind("Panic", panic_message(&*panic))),
                 }
             }
             Some(NodeKind::Subgraph(_)) => {

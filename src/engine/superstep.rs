@@ -187,7 +187,13 @@ impl CompiledGraph {
                     for &i in &runnable {
                         let (tx, run, task, channels, shared) =
                             (tx.clone(), &run, &tasks[i], &channels, &shared_resume);
+                        #[cfg(feature = "tokio")]
+                        let runtime = tokio::runtime::Handle::try_current().ok();
                         scope.spawn(move || {
+                            // Async nodes run on the runtime the run was
+                            // started under.
+                            #[cfg(feature = "tokio")]
+                            let _entered = runtime.as_ref().map(tokio::runtime::Handle::enter);
                             let _ = tx.send((i, self.run_one(run, task, channels, shared)));
                         });
                     }

@@ -1,0 +1,91 @@
+//! Async nodes on tokio: `ainvoke` runs the graph off the runtime's worker
+//! threads, async nodes run on the runtime (several of a superstep at once),
+//! `interrupt()` works inside them, and the checkpoints are the same as with
+//! sync nodes.
+
+use std::time::{Duration, Instant};
+
+use agentstate::engine::{interrupt, ChannelSpec, Graph, Interrupt, Reducer, Update, END, START};
+use agentstate::{CheckpointConfig, Db, ListQuery};
+use serde_json::{json, Value};
+
+fn fan_out(db: &Db) -> agentstate::engine::CompiledGraph {
+    Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .async_node("x", |_| async {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            Ok(Update::new().set("items", json!(["x"])))
+        })
+        .async_node("y", |_| async {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            Ok(Update::new().set("items", json!(["y"])))
+        })
+        .node("z", |_| Ok(Update::new().set("items", json!(["z"]))))
+        .edge(START, "x")
+        .edge(START, "y")
+        .join(["x", "y"], "z")
+        .edge("z", END)
+        .compile(db.checkpointer())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_nodes_of_a_superstep_run_together_and_store_what_sync_nodes_would() {
+    let db = Db::open_in_memory().unwrap();
+    let graph = fan_out(&db);
+    let start = Instant::now();
+    let out = graph.ainvoke(Some(json!({"items": []})), CheckpointConfig::thread("t")).await.unwrap();
+    assert!(start.elapsed() < Duration::from_millis(290), "the two 150 ms nodes ran one after the other");
+    assert_eq!(Value::Object(out.to_map()), json!({"items": ["x", "y", "z"]}));
+    assert_eq!(db.checkpointer().list(&ListQuery::thread("t")).unwrap().len(), 4);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_single_threaded_runtime_keeps_running_while_a_graph_runs() {
+    let db = Db::open_in_memory().unwrap();
+    let graph = fan_out(&db);
+    let ticks = async {
+        let mut n = 0;
+        let until = Instant::now() + Duration::from_millis(120);
+        while Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            n += 1;
+        }
+        n
+    };
+    let (out, ticks) =
+        tokio::join!(graph.ainvoke(Some(json!({"items": []})), CheckpointConfig::thread("t")), ticks);
+    assert_eq!(Value::Object(out.unwrap().to_map()), json!({"items": ["x", "y", "z"]}));
+    assert!(ticks >= 8, "the runtime stalled while the graph ran: {ticks} ticks");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_node_can_interrupt_and_be_resumed() {
+    let db = Db::open_in_memory().unwrap();
+    let graph = Graph::builder()
+        .state("answer", ChannelSpec::last_value())
+        .async_node("ask", |_| async {
+            tokio::task::yield_now().await;
+            let answer = interrupt(json!("approve?"))?;
+            Ok(Update::new().set("answer", answer))
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .compile(db.checkpointer())
+        .unwrap();
+    let thread = CheckpointConfig::thread("t");
+    let paused = graph.ainvoke(Some(json!({})), thread.clone()).await.unwrap();
+    let paused = Value::Object(paused.to_map());
+    assert_eq!(Interrupt::from_output(&paused)[0].value, json!("approve?"));
+    let done = graph.aresume(json!("yes"), thread).await.unwrap();
+    assert_eq!(Value::Object(done.to_map())["answer"], json!("yes"));
+}
+
+#[test]
+fn an_async_node_outside_a_runtime_is_a_typed_error() {
+    let db = Db::open_in_memory().unwrap();
+    let graph = fan_out(&db);
+    let err = graph.invoke(Some(json!({"items": []})), &CheckpointConfig::thread("t")).unwrap_err();
+    assert!(matches!(err, agentstate::Error::Node { .. }), "{err:?}");
+    assert!(err.to_string().contains("ainvoke"), "{err}");
+}
