@@ -13,11 +13,11 @@ fn fan_out(db: &Db) -> agentstate::engine::CompiledGraph {
     Graph::builder()
         .state("items", ChannelSpec::reducer(Reducer::Append))
         .async_node("x", |_| async {
-            tokio::time::sleep(Duration::from_millis(150)).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
             Ok(Update::new().set("items", json!(["x"])))
         })
         .async_node("y", |_| async {
-            tokio::time::sleep(Duration::from_millis(150)).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
             Ok(Update::new().set("items", json!(["y"])))
         })
         .node("z", |_| Ok(Update::new().set("items", json!(["z"]))))
@@ -35,7 +35,7 @@ async fn async_nodes_of_a_superstep_run_together_and_store_what_sync_nodes_would
     let graph = fan_out(&db);
     let start = Instant::now();
     let out = graph.ainvoke(Some(json!({"items": []})), CheckpointConfig::thread("t")).await.unwrap();
-    assert!(start.elapsed() < Duration::from_millis(290), "the two 150 ms nodes ran one after the other");
+    assert!(start.elapsed() < Duration::from_millis(590), "the two 300 ms nodes ran one after the other");
     assert_eq!(Value::Object(out.to_map()), json!({"items": ["x", "y", "z"]}));
     assert_eq!(db.checkpointer().list(&ListQuery::thread("t")).unwrap().len(), 4);
 }
@@ -46,7 +46,7 @@ async fn a_single_threaded_runtime_keeps_running_while_a_graph_runs() {
     let graph = fan_out(&db);
     let ticks = async {
         let mut n = 0;
-        let until = Instant::now() + Duration::from_millis(120);
+        let until = Instant::now() + Duration::from_millis(250);
         while Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(10)).await;
             n += 1;
@@ -56,7 +56,8 @@ async fn a_single_threaded_runtime_keeps_running_while_a_graph_runs() {
     let (out, ticks) =
         tokio::join!(graph.ainvoke(Some(json!({"items": []})), CheckpointConfig::thread("t")), ticks);
     assert_eq!(Value::Object(out.unwrap().to_map()), json!({"items": ["x", "y", "z"]}));
-    assert!(ticks >= 8, "the runtime stalled while the graph ran: {ticks} ticks");
+    // Stalled, the loop would tick once or twice (after the graph).
+    assert!(ticks >= 6, "the runtime stalled while the graph ran: {ticks} ticks");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

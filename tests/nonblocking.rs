@@ -79,7 +79,8 @@ async fn a_call_waiting_for_the_lock_does_not_stall_the_runtime() {
     written.unwrap();
     holder.join().unwrap();
     assert!(start.elapsed() >= Duration::from_millis(290), "the write did not wait for the lock");
-    assert!(ticks >= 10, "the runtime stalled while the write waited: {ticks} ticks");
+    // Stalled, the loop would tick once (after the write).
+    assert!(ticks >= 5, "the runtime stalled while the write waited: {ticks} ticks");
 }
 
 /// A panic inside a call surfaces in the awaiting task, as from the
