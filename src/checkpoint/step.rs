@@ -80,19 +80,7 @@ impl Checkpointer {
     /// [`Error::Conflict`](crate::Error::Conflict) if the thread already has a checkpoint there, so
     /// two processes starting one thread cannot both create a root.
     pub fn start(&self, config: &CheckpointConfig) -> Step<'_> {
-        Step {
-            saver: self,
-            thread: config.thread_id.clone(),
-            ns: config.checkpoint_ns.clone(),
-            parent: None,
-            updates: BTreeMap::new(),
-            seen: BTreeMap::new(),
-            metadata: None,
-            fork: false,
-            versions: BTreeMap::new(),
-            updated: None,
-            id: None,
-        }
+        Step::new(self, &config.thread_id, &config.checkpoint_ns, None)
     }
 
     /// The checkpoint after `parent` (usually the tuple the last step
@@ -101,11 +89,18 @@ impl Checkpointer {
     /// no longer the newest checkpoint of its thread and namespace (another
     /// writer continued it), unless the step is a [`fork`](Step::fork).
     pub fn step<'a>(&'a self, parent: &'a CheckpointTuple) -> Step<'a> {
+        Step::new(self, &parent.config.thread_id, &parent.config.checkpoint_ns, Some(parent))
+    }
+}
+
+impl<'a> Step<'a> {
+    /// An empty step of (`thread`, `ns`) after `parent` (none: a root).
+    fn new(saver: &'a Checkpointer, thread: &str, ns: &str, parent: Option<&'a CheckpointTuple>) -> Step<'a> {
         Step {
-            saver: self,
-            thread: parent.config.thread_id.clone(),
-            ns: parent.config.checkpoint_ns.clone(),
-            parent: Some(parent),
+            saver,
+            thread: thread.to_string(),
+            ns: ns.to_string(),
+            parent,
             updates: BTreeMap::new(),
             seen: BTreeMap::new(),
             metadata: None,
@@ -115,9 +110,7 @@ impl Checkpointer {
             id: None,
         }
     }
-}
 
-impl<'a> Step<'a> {
     /// Sets `channel` to `value` (a new version even if the value is equal:
     /// an update is an update, as in LangGraph).
     pub fn set(mut self, channel: impl Into<String>, value: impl Into<ChannelValue>) -> Self {
@@ -350,10 +343,7 @@ impl<'a> Step<'a> {
 impl Checkpointer {
     /// A value stored whole.
     fn plan_whole(&self, ch: &str, version: String, value: &ChannelValue) -> Result<PlannedBlob> {
-        let (tag, bytes) = match value.as_list() {
-            Some(items) => self.serde.dumps_list(&items.iter().collect::<Vec<_>>())?,
-            None => self.serde.dumps_typed(value.as_value().unwrap_or(&Value::Null))?,
-        };
+        let (tag, bytes) = self.encode_value(value)?;
         Ok(PlannedBlob {
             channel: ch.to_string(),
             version,

@@ -185,6 +185,14 @@ impl Checkpointer {
         Ok(())
     }
 
+    /// A channel value as stored whole: (type tag, bytes).
+    pub(super) fn encode_value(&self, value: &ChannelValue) -> Result<(String, Vec<u8>)> {
+        match value.as_list() {
+            Some(items) => self.serde.dumps_list(&items.iter().collect::<Vec<_>>()),
+            None => self.serde.dumps_typed(value.as_value().unwrap_or(&Value::Null)),
+        }
+    }
+
     /// Encodes one value `put` stores, as a delta when it extends the list
     /// this process stored last for the channel.
     fn plan_put_blob(
@@ -195,10 +203,7 @@ impl Checkpointer {
         version: String,
         value: &ChannelValue,
     ) -> Result<PlannedBlob> {
-        let (tag, bytes) = match value.as_list() {
-            Some(items) => self.serde.dumps_list(&items.iter().collect::<Vec<_>>())?,
-            None => self.serde.dumps_typed(value.as_value().unwrap_or(&Value::Null))?,
-        };
+        let (tag, bytes) = self.encode_value(value)?;
         let appendable = value.as_list().is_some() && tag == "msgpack" && self.serde.concatenates_arrays();
         let delta = appendable
             .then(|| self.bases.get(thread, ns, ch))
