@@ -94,13 +94,30 @@ pub struct PendingTask {
     pub result: Option<Value>,
 }
 
-/// The text of a node's panic.
-fn panic_message(panic: &(dyn std::any::Any + std::marker::Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "node panicked".to_string())
+/// What a node function reads: the task's state (a task whose input is
+/// not an object cannot run a node).
+fn node_state(task: &Task) -> std::result::Result<&State, NodeError> {
+    match &task.input {
+        TaskInput::State(s) => Ok(s),
+        TaskInput::Raw(other) => Err(NodeError::with_kind(
+            "InvalidUpdateError",
+            format!("the input of {} is not an object: {other}", task.name),
+        )),
+    }
+}
+
+/// Runs a node function; a panic becomes the task's error (kind `Panic`).
+fn caught(
+    f: impl FnOnce() -> std::result::Result<Update, NodeError>,
+) -> std::result::Result<Update, NodeError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "node panicked".to_string());
+        Err(NodeError::with_kind("Panic", message))
+    })
 }
 
 /// The answers task `id` consumed in earlier runs (its `__resume__` write).
@@ -500,38 +517,22 @@ impl CompiledGraph {
                 TaskInput::State(s) => Update::from(s.to_map()),
                 TaskInput::Raw(other) => return Err(invalid(format!("Expected dict, got {other}"))),
             },
+            // A panicking node fails its task like an erroring one (LangGraph
+            // catches every exception a node raises).
             Some(NodeKind::Fn(NodeFn::Sync(f))) => {
-                let state = match &task.input {
-                    TaskInput::State(s) => s,
-                    TaskInput::Raw(other) => {
-                        return Err(invalid(format!("the input of {} is not an object: {other}", task.name)));
-                    }
-                };
-                // A panicking node fails its task like an erroring one (LangGraph
-                // catches every exception a node raises).
-                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(state))) {
-                    Ok(result) => result?,
-                    Err(panic) => return Err(NodeError::with_kind("Panic", panic_message(&*panic))),
-                }
+                let state = node_state(task)?;
+                caught(|| f(state))?
             }
             #[cfg(feature = "tokio")]
             Some(NodeKind::Fn(NodeFn::Async(f))) => {
-                let state = match &task.input {
-                    TaskInput::State(s) => s.clone(),
-                    TaskInput::Raw(other) => {
-                        return Err(invalid(format!("the input of {} is not an object: {other}", task.name)));
-                    }
-                };
+                let state = node_state(task)?.clone();
                 let Ok(runtime) = tokio::runtime::Handle::try_current() else {
                     return Err(NodeError::with_kind(
                         "RuntimeError",
                         format!("{} is an async node: run the graph with ainvoke / aresume", task.name),
                     ));
                 };
-                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on(f(state)))) {
-                    Ok(result) => result?,
-                    Err(panic) => return Err(NodeError::with_kind("Panic", panic_message(&*panic))),
-                }
+                caught(|| runtime.block_on(f(state)))?
             }
             Some(NodeKind::Subgraph(_)) => {
                 return Err(NodeError::new(format!("{} is a subgraph", task.name)))
