@@ -190,6 +190,16 @@ pub(crate) fn search(
     Ok(page.into_iter().skip(offset).take(limit).collect())
 }
 
+/// The (prefix, key) in a row's first two columns, if its prefix is under
+/// `range` (`None` for the few others an index range holds).
+fn item_under<'r>(r: &'r rusqlite::Row<'_>, range: Option<&Range>) -> Result<Option<(&'r str, &'r str)>> {
+    let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+    if !Range::holds(range, p) {
+        return Ok(None);
+    }
+    Ok(Some((p, r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?)))
+}
+
 fn score_vectors(
     conn: &Connection,
     range: Option<&Range>,
@@ -216,11 +226,7 @@ fn score_vectors(
     let mut stmt = conn.prepare_cached(&sql)?;
     let mut rows = stmt.query(params_from_iter(args.iter()))?;
     while let Some(r) = rows.next()? {
-        let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-        if !Range::holds(range, p) {
-            continue;
-        }
-        let k = r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
+        let Some((p, k)) = item_under(r, range)? else { continue };
         let approx: Option<f64> = r.get(2)?;
         let blob = match (approx, r.get_ref(3)?) {
             (Some(s), ValueRef::Blob(b)) if s.is_finite() => {
@@ -290,11 +296,7 @@ fn newest_unscored(
     let mut stmt = conn.prepare_cached(&sql)?;
     let mut rows = stmt.query(params_from_iter(args.iter()))?;
     while let Some(r) = rows.next()? {
-        let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-        if !Range::holds(range, p) {
-            continue;
-        }
-        let k = r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
+        let Some((p, k)) = item_under(r, range)? else { continue };
         if scored.contains(&(p, k)) {
             continue;
         }
