@@ -2,6 +2,8 @@
 //! written through the library: every command in text and `--json`, and the
 //! error cases (one stderr line, a documented non-zero exit code).
 
+mod common;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -745,27 +747,7 @@ fn dir_snapshot(dir: &Path) -> Vec<(String, usize, u64)> {
 /// Puts `n` checkpoints on thread `t` whose message list grows past the
 /// incremental-blob threshold, so later versions are stored as deltas.
 fn long_thread(path: &Path, n: usize) {
-    let db = Db::open(path).unwrap();
-    let saver = db.checkpointer();
-    let mut config = CheckpointConfig::thread("t");
-    let mut versions = ChannelVersions::new();
-    let mut msgs = vec![];
-    for step in 0..n {
-        msgs.push(json!({"content": format!("message {step} ").repeat(300)}));
-        let v = next_version(versions.get("messages"));
-        versions.insert("messages".into(), v.clone());
-        let mut cp = Checkpoint::with_id(uuid6(Some(step as i64)).to_string());
-        cp.channel_values.insert("messages".into(), json!(msgs).into());
-        cp.channel_versions = versions.clone();
-        config = saver
-            .put(
-                &config,
-                &cp,
-                &Metadata::new().with("step", step as i64),
-                &[("messages".to_string(), v)].into(),
-            )
-            .unwrap();
-    }
+    common::chain(&Db::open(path).unwrap().checkpointer(), "t", "", n);
 }
 
 #[test]

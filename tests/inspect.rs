@@ -4,33 +4,14 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use agentstate::checkpoint::{next_version, uuid6, ChannelVersions, Retention};
+mod common;
+
+use agentstate::checkpoint::Retention;
 use agentstate::inspect::{Finding, HistoryQuery, IdMatch, Severity};
 use agentstate::store::IndexConfig;
-use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, Metadata, StoreConfig};
-use serde_json::{json, Value};
-
-/// Puts `n` checkpoints in a chain on (thread, ns); each carries a list that
-/// grows by one large message (above the incremental-blob threshold after a
-/// few steps). Returns their ids, oldest first.
-fn chain(saver: &Checkpointer, thread: &str, ns: &str, n: usize) -> Vec<String> {
-    let mut config = CheckpointConfig::thread(thread).ns(ns);
-    let mut versions = ChannelVersions::new();
-    let mut msgs: Vec<Value> = vec![];
-    let mut ids = vec![];
-    for step in 0..n {
-        msgs.push(json!({"content": format!("message {step} ").repeat(300)}));
-        let v = next_version(versions.get("messages"));
-        versions.insert("messages".into(), v.clone());
-        let mut cp = Checkpoint::with_id(uuid6(Some(step as i64)).to_string());
-        cp.channel_values.insert("messages".into(), json!(msgs).into());
-        cp.channel_versions = versions.clone();
-        let meta = Metadata::new().with("source", "loop").with("step", step as i64);
-        config = saver.put(&config, &cp, &meta, &[("messages".to_string(), v)].into()).unwrap();
-        ids.push(config.checkpoint_id.clone().unwrap());
-    }
-    ids
-}
+use agentstate::{CheckpointConfig, Db, StoreConfig};
+use common::chain;
+use serde_json::json;
 
 fn file() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();

@@ -145,3 +145,26 @@ pub fn report(test: &str, figures: &[(&str, u64)]) {
     let parts: Vec<String> = figures.iter().map(|(k, v)| format!("{k}={v}")).collect();
     eprintln!("[reliability] {test}: {}", parts.join(" "));
 }
+
+/// Puts `n` checkpoints in a chain on (thread, ns); each carries a list that
+/// grows by one large message (above the incremental-blob threshold after a
+/// few steps). Returns their ids, oldest first.
+pub fn chain(saver: &agentstate::Checkpointer, thread: &str, ns: &str, n: usize) -> Vec<String> {
+    let mut config = agentstate::CheckpointConfig::thread(thread).ns(ns);
+    let mut versions = agentstate::checkpoint::ChannelVersions::new();
+    let mut msgs: Vec<serde_json::Value> = vec![];
+    let mut ids = vec![];
+    for step in 0..n {
+        msgs.push(serde_json::json!({"content": format!("message {step} ").repeat(300)}));
+        let v = agentstate::checkpoint::next_version(versions.get("messages"));
+        versions.insert("messages".into(), v.clone());
+        let mut cp =
+            agentstate::Checkpoint::with_id(agentstate::checkpoint::uuid6(Some(step as i64)).to_string());
+        cp.channel_values.insert("messages".into(), serde_json::json!(msgs).into());
+        cp.channel_versions = versions.clone();
+        let meta = agentstate::Metadata::new().with("source", "loop").with("step", step as i64);
+        config = saver.put(&config, &cp, &meta, &[("messages".to_string(), v)].into()).unwrap();
+        ids.push(config.checkpoint_id.clone().unwrap());
+    }
+    ids
+}
