@@ -6,6 +6,9 @@
 
 use pyo3::prelude::*;
 
+mod errors;
+mod saver;
+
 /// The crate version this module was built from.
 #[pyfunction]
 fn version() -> &'static str {
@@ -15,5 +18,7 @@ fn version() -> &'static str {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    errors::register(m)?;
+    saver::register(m)?;
     Ok(())
 }

@@ -3,8 +3,10 @@
 
 use rusqlite::params_from_iter;
 
-use super::read::{read_row, Memo, Row, ROW_COLUMNS};
-use super::types::{CheckpointTuple, ListQuery};
+use rusqlite::Connection;
+
+use super::read::{read_row, Memo, Pieces, Row, ROW_COLUMNS};
+use super::types::{CheckpointConfig, CheckpointTuple, ListQuery};
 use super::Checkpointer;
 use crate::error::Result;
 use crate::filter::Filter;
@@ -43,6 +45,16 @@ impl Checkpointer {
     /// filter does not parse; each item may then be a decoding or database
     /// error, after which the iterator ends.
     pub fn list_iter(&self, query: &ListQuery) -> Result<ListIter> {
+        self.list_with(query, |saver, tx, rows, memo, _| saver.assemble(tx, rows, memo), |t| &t.config)
+    }
+
+    /// A [`ListIter`] whose pages `assemble` makes from rows.
+    pub(super) fn list_with<T>(
+        &self,
+        query: &ListQuery,
+        assemble: Assemble<T>,
+        config_of: fn(&T) -> &CheckpointConfig,
+    ) -> Result<ListIter<T>> {
         let filter = query.filter.as_ref().map(Filter::parse).transpose()?;
         let mut sql = format!("SELECT {ROW_COLUMNS} FROM checkpoints WHERE 1");
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
@@ -88,14 +100,23 @@ impl Checkpointer {
             last: None,
             page: Vec::new().into_iter(),
             memo: Memo::new(),
+            pieces: Pieces::new(),
+            assemble,
+            config_of,
             done: false,
         })
     }
 }
 
+/// Makes a page of items from rows (with the read's decoded values and raw
+/// blob rows to share).
+pub(super) type Assemble<T> =
+    fn(&Checkpointer, &Connection, Vec<Row>, &mut Memo, &mut Pieces) -> Result<Vec<T>>;
+
 /// The checkpoints of a [`ListQuery`], newest first, read a page at a time.
-/// Made by [`Checkpointer::list_iter`].
-pub struct ListIter {
+/// Made by [`Checkpointer::list_iter`] (decoded [`CheckpointTuple`]s) and
+/// [`Checkpointer::list_encoded`] ([`EncodedTuple`](super::EncodedTuple)s).
+pub struct ListIter<T = CheckpointTuple> {
     saver: Checkpointer,
     first_page: String,
     next_page: String,
@@ -105,19 +126,22 @@ pub struct ListIter {
     remaining: Option<usize>,
     /// (id, thread, ns) of the last row fetched.
     last: Option<(String, String, String)>,
-    page: std::vec::IntoIter<CheckpointTuple>,
+    page: std::vec::IntoIter<T>,
     memo: Memo,
+    pieces: Pieces,
+    assemble: Assemble<T>,
+    config_of: fn(&T) -> &CheckpointConfig,
     done: bool,
 }
 
-impl std::fmt::Debug for ListIter {
+impl<T> std::fmt::Debug for ListIter<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ListIter").field("remaining", &self.remaining).finish_non_exhaustive()
     }
 }
 
-impl ListIter {
-    fn fetch(&mut self) -> Result<Vec<CheckpointTuple>> {
+impl<T> ListIter<T> {
+    fn fetch(&mut self) -> Result<Vec<T>> {
         let want = self.remaining.map_or(PAGE, |r| r.min(PAGE));
         if want == 0 {
             return Ok(Vec::new());
@@ -146,15 +170,19 @@ impl ListIter {
                 .prepare_cached(sql)?
                 .query_map(params_from_iter(args.iter()), read_row)?
                 .collect::<rusqlite::Result<Vec<Row>>>()?;
-            saver.assemble(tx, rows, &mut self.memo)
+            (self.assemble)(saver, tx, rows, &mut self.memo, &mut self.pieces)
         })?;
-        // The memo carries values (cheap shared prefixes of one list) from
-        // page to page; bounded, so memory stays constant.
+        // The memo carries values (cheap shared prefixes of one list) and
+        // the raw rows of delta chains from page to page; bounded, so memory
+        // stays constant.
         if self.memo.len() > MEMO_ENTRIES {
             self.memo.clear();
         }
+        if self.pieces.len() > MEMO_ENTRIES {
+            self.pieces.clear();
+        }
         if let Some(t) = tuples.last() {
-            let c = &t.config;
+            let c = (self.config_of)(t);
             self.last = Some((
                 c.checkpoint_id.clone().unwrap_or_default(),
                 c.thread_id.clone(),
@@ -171,10 +199,10 @@ impl ListIter {
     }
 }
 
-impl Iterator for ListIter {
-    type Item = Result<CheckpointTuple>;
+impl<T> Iterator for ListIter<T> {
+    type Item = Result<T>;
 
-    fn next(&mut self) -> Option<Result<CheckpointTuple>> {
+    fn next(&mut self) -> Option<Result<T>> {
         if let Some(t) = self.page.next() {
             return Some(Ok(t));
         }

@@ -51,27 +51,67 @@ fn text_or_blob(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<String> {
 
 /// The checkpoint JSON as stored: only primitive values inline.
 #[derive(Deserialize)]
-struct StoredRow {
-    v: i64,
-    id: String,
-    ts: String,
+pub(super) struct StoredRow {
+    pub(super) v: i64,
+    pub(super) id: String,
+    pub(super) ts: String,
     #[serde(default)]
-    channel_values: Map<String, Value>,
+    pub(super) channel_values: Map<String, Value>,
     #[serde(default)]
-    channel_versions: ChannelVersions,
+    pub(super) channel_versions: ChannelVersions,
     #[serde(default)]
-    versions_seen: BTreeMap<String, ChannelVersions>,
+    pub(super) versions_seen: BTreeMap<String, ChannelVersions>,
     #[serde(default)]
-    updated_channels: Option<Vec<String>>,
+    pub(super) updated_channels: Option<Vec<String>>,
     #[serde(flatten)]
-    extra: Map<String, Value>,
+    pub(super) extra: Map<String, Value>,
+}
+
+/// The row of `config.checkpoint_id`, or the newest of the thread and
+/// namespace without one.
+pub(super) fn find_row(tx: &Connection, config: &CheckpointConfig) -> Result<Option<Row>> {
+    Ok(match &config.checkpoint_id {
+        Some(id) => tx
+            .prepare_cached(&format!(
+                "SELECT {ROW_COLUMNS} FROM checkpoints \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
+            ))?
+            .query_row(params![config.thread_id, config.checkpoint_ns, id], read_row)
+            .optional()?,
+        None => tx
+            .prepare_cached(&format!(
+                "SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                 ORDER BY checkpoint_id DESC LIMIT 1"
+            ))?
+            .query_row(params![config.thread_id, config.checkpoint_ns], read_row)
+            .optional()?,
+    })
+}
+
+/// The checkpoint JSON and the metadata of a row, parsed.
+pub(super) fn parse_row(row: &Row) -> Result<(StoredRow, Metadata)> {
+    let stored: StoredRow = serde_json::from_str(&row.checkpoint)
+        .map_err(|e| Error::corrupt_from(format!("checkpoint {} does not parse", row.id), e))?;
+    let metadata: Metadata = serde_json::from_str(&row.metadata)
+        .map_err(|e| Error::corrupt_from(format!("metadata of checkpoint {} does not parse", row.id), e))?;
+    Ok((stored, metadata))
+}
+
+/// The canonical config of a row, and of its parent.
+pub(super) fn row_configs(row: &Row) -> (CheckpointConfig, Option<CheckpointConfig>) {
+    let parent = row
+        .parent
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .map(|p| CheckpointConfig::canonical(&row.thread_id, &row.ns, p));
+    (CheckpointConfig::canonical(&row.thread_id, &row.ns, &row.id), parent)
 }
 
 /// Values decoded during one read, by blob key (`None`: an empty channel).
 pub(super) type Memo = HashMap<BlobKey, Option<ChannelValue>>;
 
 /// A `checkpoint_blobs` row as a read needs it.
-struct BlobRow {
+pub(super) struct BlobRow {
     tag: Option<String>,
     bytes: Option<Vec<u8>>,
     base: Option<String>,
@@ -103,22 +143,7 @@ impl Checkpointer {
         let tuples = self.values.budget() > 0;
         let hit = |generation| tuples.then(|| self.tuples.get(&key, generation)).flatten().map(Some);
         self.db.cached_snapshot(hit, |tx, generation| {
-            let row = match &config.checkpoint_id {
-                Some(id) => tx
-                    .prepare_cached(&format!(
-                        "SELECT {ROW_COLUMNS} FROM checkpoints \
-                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
-                    ))?
-                    .query_row(params![config.thread_id, config.checkpoint_ns, id], read_row)
-                    .optional()?,
-                None => tx
-                    .prepare_cached(&format!(
-                        "SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
-                         ORDER BY checkpoint_id DESC LIMIT 1"
-                    ))?
-                    .query_row(params![config.thread_id, config.checkpoint_ns], read_row)
-                    .optional()?,
-            };
+            let row = find_row(tx, config)?;
             let Some(row) = row else { return Ok(None) };
             let out = self.assemble(tx, vec![row], &mut Memo::new())?.pop();
             if let (true, Some(t)) = (tuples, &out) {
@@ -155,11 +180,7 @@ impl Checkpointer {
         let share = rows.len() > 1;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
-            let stored: StoredRow = serde_json::from_str(&row.checkpoint)
-                .map_err(|e| Error::corrupt_from(format!("checkpoint {} does not parse", row.id), e))?;
-            let metadata: Metadata = serde_json::from_str(&row.metadata).map_err(|e| {
-                Error::corrupt_from(format!("metadata of checkpoint {} does not parse", row.id), e)
-            })?;
+            let (stored, metadata) = parse_row(&row)?;
             let mut inline = stored.channel_values;
             let mut values = BTreeMap::new();
             for (ch, version) in &stored.channel_versions {
@@ -184,17 +205,8 @@ impl Checkpointer {
             };
             let key = (row.thread_id.clone(), row.ns.clone(), row.id.clone());
             let pending_writes = writes.remove(&key).unwrap_or_default();
-            out.push(CheckpointTuple {
-                config: CheckpointConfig::canonical(&row.thread_id, &row.ns, &row.id),
-                parent_config: row
-                    .parent
-                    .as_deref()
-                    .filter(|p| !p.is_empty())
-                    .map(|p| CheckpointConfig::canonical(&row.thread_id, &row.ns, p)),
-                checkpoint,
-                metadata,
-                pending_writes,
-            });
+            let (config, parent_config) = row_configs(&row);
+            out.push(CheckpointTuple { config, parent_config, checkpoint, metadata, pending_writes });
         }
         Ok(out)
     }
@@ -274,7 +286,7 @@ impl Checkpointer {
             // their counter, so a chain lies within [root, version]).
             if chain.is_none() {
                 if let Some(root) = row.root.as_deref().filter(|_| sorts_by_counter(&version)) {
-                    chain = Some(self.load_chain(conn, thread, ns, channel, root, &version)?);
+                    chain = Some(read_chain(conn, thread, ns, channel, root, &version)?);
                 }
             }
             path.push((version, tag, bytes));
@@ -329,138 +341,170 @@ impl Checkpointer {
         Some(v)
     }
 
-    /// The rows of the chain rooted at `root`, up to `version`, by version.
-    fn load_chain(
-        &self,
-        conn: &Connection,
-        thread: &str,
-        ns: &str,
-        channel: &str,
-        root: &str,
-        version: &str,
-    ) -> Result<HashMap<String, BlobRow>> {
-        let mut stmt = conn.prepare_cached(
-            "SELECT version, type, blob, base_version, root_version FROM checkpoint_blobs \
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version >= ?4 AND version <= ?5 \
-               AND (version = ?4 OR root_version = ?4)",
-        )?;
-        let mut rows = stmt.query(params![thread, ns, channel, root, version])?;
-        let mut out = HashMap::new();
-        while let Some(r) = rows.next()? {
-            out.insert(
-                r.get(0)?,
-                BlobRow { tag: r.get(1)?, bytes: r.get(2)?, base: r.get(3)?, root: r.get(4)? },
-            );
-        }
-        Ok(out)
-    }
-
     /// The pending writes of every row, in one query, ordered by
     /// (task_id, idx) within a checkpoint.
-    #[allow(clippy::type_complexity)]
-    fn load_writes(
-        &self,
-        conn: &Connection,
-        rows: &[Row],
-    ) -> Result<HashMap<(String, String, String), Vec<PendingWrite>>> {
-        let mut out: HashMap<(String, String, String), Vec<PendingWrite>> = HashMap::new();
-        if rows.is_empty() {
-            return Ok(out);
-        }
-        if let [row] = rows {
-            // One checkpoint (get_tuple): a plain primary-key range.
-            let mut stmt = conn.prepare_cached(
-                "SELECT task_id, channel, type, blob FROM checkpoint_writes \
-                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_id, idx",
-            )?;
-            let mut q = stmt.query(params![row.thread_id, row.ns, row.id])?;
-            let mut list = vec![];
-            while let Some(r) = q.next()? {
-                let tag: Option<String> = r.get(2)?;
-                let bytes =
-                    r.get_ref(3)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
-                let value = self.serde.loads_typed(tag.as_deref().unwrap_or("null"), bytes)?;
-                list.push(PendingWrite { task_id: r.get(0)?, channel: r.get(1)?, value });
-            }
-            if !list.is_empty() {
-                out.insert((row.thread_id.clone(), row.ns.clone(), row.id.clone()), list);
-            }
-            return Ok(out);
-        }
-        let keys = Value::Array(
-            rows.iter()
-                .map(|r| {
-                    Value::Array(vec![r.thread_id.clone().into(), r.ns.clone().into(), r.id.clone().into()])
-                })
-                .collect(),
-        )
-        .to_string();
-        let mut stmt = conn.prepare_cached(
-            "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.blob \
-             FROM json_each(?1) AS k \
-             JOIN checkpoint_writes AS w ON w.thread_id = k.value ->> 0 AND w.checkpoint_ns = k.value ->> 1 \
-                                          AND w.checkpoint_id = k.value ->> 2 \
-             ORDER BY k.key, w.task_id, w.idx",
-        )?;
-        let mut q = stmt.query([keys])?;
-        while let Some(r) = q.next()? {
-            let key: (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
-            let tag: Option<String> = r.get(5)?;
-            let bytes = r.get_ref(6)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
-            let value = self.serde.loads_typed(tag.as_deref().unwrap_or("null"), bytes)?;
-            out.entry(key).or_default().push(PendingWrite { task_id: r.get(3)?, channel: r.get(4)?, value });
-        }
+    fn load_writes(&self, conn: &Connection, rows: &[Row]) -> Result<HashMap<RowKey, Vec<PendingWrite>>> {
+        let mut out: HashMap<RowKey, Vec<PendingWrite>> = HashMap::new();
+        for_each_write(conn, rows, |key, task_id, channel, tag, bytes| {
+            let value = self.serde.loads_typed(tag, bytes)?;
+            out.entry(key).or_default().push(PendingWrite { task_id, channel, value });
+            Ok(())
+        })?;
         Ok(out)
     }
 }
 
-/// The type tag and full bytes of a blob, following its chain of deltas back
-/// to the last snapshot (at most [`delta::MAX_CHAIN`] steps) and
-/// reassembling them. `None` if the blob does not exist.
-pub(super) fn load_blob_bytes(conn: &Connection, key: &BlobKey) -> Result<Option<(String, Vec<u8>)>> {
-    type Piece = (Option<String>, Option<Vec<u8>>, Option<String>);
+/// (thread, namespace, checkpoint id) of a row.
+pub(super) type RowKey = (String, String, String);
+
+/// Calls `f(row, task_id, channel, type tag, bytes)` for the pending writes
+/// of every row, in one query, ordered by (task_id, idx) within a row.
+pub(super) fn for_each_write(
+    conn: &Connection,
+    rows: &[Row],
+    mut f: impl FnMut(RowKey, String, String, &str, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut call = |key: RowKey, r: &rusqlite::Row<'_>, at: usize| -> Result<()> {
+        let tag: Option<String> = r.get(at + 2)?;
+        let bytes = r.get_ref(at + 3)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
+        f(key, r.get(at)?, r.get(at + 1)?, tag.as_deref().unwrap_or("null"), bytes)
+    };
+    if let [row] = rows {
+        // One checkpoint (get_tuple): a plain primary-key range.
+        let mut stmt = conn.prepare_cached(
+            "SELECT task_id, channel, type, blob FROM checkpoint_writes \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_id, idx",
+        )?;
+        let mut q = stmt.query(params![row.thread_id, row.ns, row.id])?;
+        while let Some(r) = q.next()? {
+            call((row.thread_id.clone(), row.ns.clone(), row.id.clone()), r, 0)?;
+        }
+        return Ok(());
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let keys = Value::Array(
+        rows.iter()
+            .map(|r| Value::Array(vec![r.thread_id.clone().into(), r.ns.clone().into(), r.id.clone().into()]))
+            .collect(),
+    )
+    .to_string();
     let mut stmt = conn.prepare_cached(
-        "SELECT type, blob, base_version FROM checkpoint_blobs \
+        "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.blob \
+         FROM json_each(?1) AS k \
+         JOIN checkpoint_writes AS w ON w.thread_id = k.value ->> 0 AND w.checkpoint_ns = k.value ->> 1 \
+                                      AND w.checkpoint_id = k.value ->> 2 \
+         ORDER BY k.key, w.task_id, w.idx",
+    )?;
+    let mut q = stmt.query([keys])?;
+    while let Some(r) = q.next()? {
+        call((r.get(0)?, r.get(1)?, r.get(2)?), r, 3)?;
+    }
+    Ok(())
+}
+
+/// `checkpoint_blobs` rows read so far by one read, by key.
+pub(super) type Pieces = HashMap<BlobKey, BlobRow>;
+
+/// The type tag and full bytes of a blob, following its chain of deltas back
+/// to the full blob it starts from and reassembling them. `None` if the
+/// blob does not exist.
+pub(super) fn load_blob_bytes(conn: &Connection, key: &BlobKey) -> Result<Option<(String, Vec<u8>)>> {
+    blob_bytes(conn, key, &mut Pieces::new())
+}
+
+/// [`load_blob_bytes`], keeping the rows it reads in `pieces` (and using
+/// those already there): a delta's whole chain is one range read, and the
+/// versions of one list read in one history share it.
+pub(super) fn blob_bytes(
+    conn: &Connection,
+    key: &BlobKey,
+    pieces: &mut Pieces,
+) -> Result<Option<(String, Vec<u8>)>> {
+    let (thread, ns, channel) = (&key.0, &key.1, &key.2);
+    let key_of = |v: &str| -> BlobKey { (thread.clone(), ns.clone(), channel.clone(), v.to_string()) };
+    let mut stmt = conn.prepare_cached(
+        "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
          WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
     )?;
-    let (thread, ns, channel) = (&key.0, &key.1, &key.2);
     let mut version = key.3.clone();
-    let mut pieces: Vec<Vec<u8>> = vec![];
-    let mut top_tag: Option<String> = None;
+    // Keys from `key` back to its full blob, newest first.
+    let mut path: Vec<BlobKey> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut chain_read = false;
     loop {
-        let found: Option<Piece> = stmt
-            .query_row(params![thread, ns, channel, version], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .optional()?;
-        let Some((tag, bytes, base)) = found else {
-            return match top_tag {
-                None => Ok(None),
-                Some(_) => Err(Error::corrupt(format!(
-                    "blob {channel}@{version} of thread '{thread}' is missing but a newer version extends it"
-                ))),
+        let k = key_of(&version);
+        if !pieces.contains_key(&k) {
+            let row = stmt
+                .query_row(params![thread, ns, channel, version], |r| {
+                    Ok(BlobRow { tag: r.get(0)?, bytes: r.get(1)?, base: r.get(2)?, root: r.get(3)? })
+                })
+                .optional()?;
+            let Some(row) = row else {
+                return match path.last() {
+                    None => Ok(None),
+                    Some(newer) => Err(Error::corrupt(format!(
+                        "blob {channel}@{version} of thread '{thread}' is missing, but version {} extends it",
+                        newer.3
+                    ))),
+                };
             };
-        };
-        top_tag.get_or_insert(tag.unwrap_or_else(|| "null".into()));
-        pieces.push(bytes.unwrap_or_default());
+            // A delta: the rest of its chain in one read.
+            if let (false, Some(_), Some(root)) = (chain_read, &row.base, &row.root) {
+                if sorts_by_counter(&version) {
+                    for (v, r) in read_chain(conn, thread, ns, channel, root, &version)? {
+                        pieces.insert(key_of(&v), r);
+                    }
+                    chain_read = true;
+                }
+            }
+            pieces.insert(k.clone(), row);
+        }
+        let base = pieces[&k].base.clone();
+        path.push(k);
         match base {
             None => break,
-            Some(b) if (pieces.len() as i64) <= delta::MAX_CHAIN => version = b,
-            Some(_) => {
-                return Err(Error::corrupt(format!(
-                    "blob {channel}@{} of thread '{thread}': delta chain longer than {}",
-                    key.3,
-                    delta::MAX_CHAIN
-                )))
+            Some(b) => {
+                if path.len() as i64 >= delta::MAX_CHAIN || !seen.insert(b.clone()) {
+                    return Err(Error::corrupt(format!("blob {channel}@{}: its delta chain loops", key.3)));
+                }
+                version = b;
             }
         }
     }
-    let tag = top_tag.unwrap_or_default();
-    if pieces.len() == 1 {
-        return Ok(pieces.pop().map(|p| (tag, p)));
+    let tag = pieces[&path[0]].tag.clone().unwrap_or_else(|| "null".into());
+    let bytes_of = |k: &BlobKey| pieces[k].bytes.as_deref().unwrap_or(&[]);
+    if let [only] = path.as_slice() {
+        return Ok(Some((tag, bytes_of(only).to_vec())));
     }
-    pieces.reverse();
-    let refs: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+    let refs: Vec<&[u8]> = path.iter().rev().map(bytes_of).collect();
     let full = delta::assemble(&refs).ok_or_else(|| {
         Error::corrupt(format!("blob {channel}@{} of thread '{thread}': a delta is not a list", key.3))
     })?;
     Ok(Some((tag, full)))
+}
+
+/// The rows of the chain rooted at `root`, up to `version`, by version
+/// (string versions sort by counter, so a chain lies within [root,
+/// version]).
+fn read_chain(
+    conn: &Connection,
+    thread: &str,
+    ns: &str,
+    channel: &str,
+    root: &str,
+    version: &str,
+) -> Result<HashMap<String, BlobRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT version, type, blob, base_version, root_version FROM checkpoint_blobs \
+         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version >= ?4 AND version <= ?5 \
+           AND (version = ?4 OR root_version = ?4)",
+    )?;
+    let mut rows = stmt.query(params![thread, ns, channel, root, version])?;
+    let mut out = HashMap::new();
+    while let Some(r) = rows.next()? {
+        out.insert(r.get(0)?, BlobRow { tag: r.get(1)?, bytes: r.get(2)?, base: r.get(3)?, root: r.get(4)? });
+    }
+    Ok(out)
 }

@@ -10,7 +10,7 @@ use super::types::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata,
 };
 use super::value::ChannelValue;
-use super::write::{encode_row, sorted, CheckpointJob, Head, PlannedBlob};
+use super::write::{encode_row, sorted, BlobValue, CheckpointJob, Head, PlannedBlob};
 use super::{next_version, require_thread, Checkpointer};
 use crate::error::Result;
 
@@ -347,7 +347,7 @@ impl Checkpointer {
         Ok(PlannedBlob {
             channel: ch.to_string(),
             version,
-            value: Some(value.clone()),
+            value: BlobValue::Decoded(value.clone()),
             tag,
             full: Arc::new(bytes),
             appendable: false,
@@ -388,7 +388,7 @@ impl Checkpointer {
             PlannedBlob {
                 channel: ch.to_string(),
                 version,
-                value: Some(value),
+                value: BlobValue::Decoded(value),
                 tag,
                 full: Arc::default(),
                 appendable: false,

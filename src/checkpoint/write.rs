@@ -41,8 +41,7 @@ struct StoredCheckpoint<'a> {
 pub(super) struct PlannedBlob {
     pub(super) channel: String,
     pub(super) version: String,
-    /// `None`: the channel is empty at this version (an `empty` row).
-    pub(super) value: Option<ChannelValue>,
+    pub(super) value: BlobValue,
     /// (type tag, full bytes); unused for an empty channel.
     pub(super) tag: String,
     pub(super) full: Arc<Vec<u8>>,
@@ -51,6 +50,16 @@ pub(super) struct PlannedBlob {
     /// (base version, delta bytes), if stored as a delta: the elements the
     /// list appends to the base version's list.
     pub(super) delta: Option<(String, Vec<u8>)>,
+}
+
+/// What a [`PlannedBlob`] holds.
+pub(super) enum BlobValue {
+    /// The channel is empty at this version (an `empty` row).
+    Empty,
+    /// A value this crate encoded (it goes to the value cache).
+    Decoded(ChannelValue),
+    /// Bytes encoded outside this crate ([`Checkpointer::put_encoded`]).
+    Encoded,
 }
 
 /// The JSON of a checkpoint row and of its metadata, refusing what could
@@ -119,6 +128,24 @@ impl Checkpointer {
         metadata: &Metadata,
         new_versions: &ChannelVersions,
     ) -> Result<CheckpointConfig> {
+        let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
+        self.put_planned(config, checkpoint, metadata, new_versions, |ch, version, value| match value {
+            Some(v) => self.plan_put_blob(thread, ns, ch, version, v),
+            None => Ok(PlannedBlob::empty(ch, version)),
+        })
+    }
+
+    /// `put`'s checks and write; `plan` gives the blob of a channel in
+    /// `new_versions` whose value is not stored inline (given its value in
+    /// `checkpoint.channel_values`, if any).
+    pub(super) fn put_planned(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &Metadata,
+        new_versions: &ChannelVersions,
+        mut plan: impl FnMut(&str, String, Option<&ChannelValue>) -> Result<PlannedBlob>,
+    ) -> Result<CheckpointConfig> {
         require_thread(config)?;
         if checkpoint.id.is_empty() {
             return Err(Error::InvalidArgument("checkpoint.id must not be empty".into()));
@@ -136,22 +163,17 @@ impl Checkpointer {
         let mut relied: Vec<(String, String)> = Vec::new();
         for (ch, version) in &checkpoint.channel_versions {
             let value = checkpoint.channel_values.get(ch);
+            let inline = value.is_some_and(ChannelValue::is_primitive);
             match new_versions.get(ch) {
                 Some(nv) if nv != version => {
                     return Err(Error::InvalidArgument(format!(
                         "channel '{ch}': new_versions says {nv} but channel_versions says {version}"
                     )))
                 }
-                Some(_) => match value {
-                    Some(v) if v.is_primitive() => {}
-                    Some(v) => blobs.push(self.plan_put_blob(thread, ns, ch, version.to_string(), v)?),
-                    None => blobs.push(PlannedBlob::empty(ch, version.to_string())),
-                },
-                None => {
-                    if !value.is_some_and(ChannelValue::is_primitive) {
-                        relied.push((ch.clone(), version.to_string()));
-                    }
-                }
+                Some(_) if inline => {}
+                Some(_) => blobs.push(plan(ch, version.to_string(), value)?),
+                None if inline => {}
+                None => relied.push((ch.clone(), version.to_string())),
             }
         }
         let metadata = merge_metadata(config, metadata);
@@ -205,20 +227,39 @@ impl Checkpointer {
     ) -> Result<PlannedBlob> {
         let (tag, bytes) = self.encode_value(value)?;
         let appendable = value.as_list().is_some() && tag == "msgpack" && self.serde.concatenates_arrays();
+        Ok(self.plan_bytes(
+            thread,
+            ns,
+            ch,
+            version,
+            BlobValue::Decoded(value.clone()),
+            tag,
+            bytes,
+            appendable,
+        ))
+    }
+
+    /// A blob of encoded bytes, planned as a delta of the list this process
+    /// stored last for the channel if `appendable` and that list is a
+    /// prefix of this one.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn plan_bytes(
+        &self,
+        thread: &str,
+        ns: &str,
+        ch: &str,
+        version: String,
+        value: BlobValue,
+        tag: String,
+        bytes: Vec<u8>,
+        appendable: bool,
+    ) -> PlannedBlob {
         let delta = appendable
             .then(|| self.bases.get(thread, ns, ch))
             .flatten()
             .filter(|_| bytes.len() >= delta::MIN_DELTA_BASE)
             .and_then(|b| delta::delta(&b.bytes, &bytes).map(|d| (b.version, d)));
-        Ok(PlannedBlob {
-            channel: ch.to_string(),
-            version,
-            value: Some(value.clone()),
-            tag,
-            full: Arc::new(bytes),
-            appendable,
-            delta,
-        })
+        PlannedBlob { channel: ch.to_string(), version, value, tag, full: Arc::new(bytes), appendable, delta }
     }
 
     /// After a write: the values written go to the value cache, the lists
@@ -228,7 +269,11 @@ impl Checkpointer {
         for b in blobs {
             let key: BlobKey = (thread.to_string(), ns.to_string(), b.channel.clone(), b.version.clone());
             let cost = b.full.len() + b.delta.as_ref().map_or(0, |d| d.1.len());
-            self.values.insert(key, b.value.clone(), cost);
+            match &b.value {
+                BlobValue::Empty => self.values.insert(key, None, 0),
+                BlobValue::Decoded(v) => self.values.insert(key, Some(v.clone()), cost),
+                BlobValue::Encoded => {}
+            }
             if b.appendable {
                 let next = delta::Base { version: b.version.clone(), bytes: b.full.clone() };
                 self.bases.set(thread, ns, &b.channel, Some(next));
@@ -257,22 +302,31 @@ impl Checkpointer {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
+        let mut rows = Vec::with_capacity(writes.len());
+        for (channel, value) in writes {
+            let (tag, bytes) = self.serde.dumps_typed(value)?;
+            rows.push((channel.as_ref().to_string(), tag, bytes));
+        }
+        self.submit_writes(config, rows, task_id, task_path)
+    }
+
+    /// `put_writes` of encoded `(channel, type tag, bytes)` rows.
+    pub(super) fn submit_writes(
+        &self,
+        config: &CheckpointConfig,
+        rows: Vec<(String, String, Vec<u8>)>,
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
         require_thread(config)?;
         let checkpoint_id = config
             .checkpoint_id
             .as_deref()
             .ok_or_else(|| Error::InvalidConfig("put_writes needs config.checkpoint_id".into()))?;
-        if writes.is_empty() {
+        if rows.is_empty() {
             return Ok(());
         }
-        let all_special = writes.iter().all(|(c, _)| special_idx(c.as_ref()).is_some());
-        let mut rows = Vec::with_capacity(writes.len());
-        for (i, (channel, value)) in writes.iter().enumerate() {
-            let channel = channel.as_ref();
-            let idx = special_idx(channel).unwrap_or(i as i64);
-            let (tag, bytes) = self.serde.dumps_typed(value)?;
-            rows.push((channel, idx, tag, bytes));
-        }
+        let all_special = rows.iter().all(|(c, _, _)| special_idx(c).is_some());
         let job = WritesJob {
             thread: config.thread_id.clone(),
             ns: config.checkpoint_ns.clone(),
@@ -280,7 +334,14 @@ impl Checkpointer {
             task_id: task_id.to_string(),
             task_path: task_path.to_string(),
             upsert: all_special,
-            rows: rows.into_iter().map(|(c, i, t, b)| (c.to_string(), i, t, b)).collect(),
+            rows: rows
+                .into_iter()
+                .enumerate()
+                .map(|(i, (c, t, b))| {
+                    let idx = special_idx(&c).unwrap_or(i as i64);
+                    (c, idx, t, b)
+                })
+                .collect(),
         };
         self.db.submit(Box::new(move |tx| job.apply(tx)))
     }
@@ -434,7 +495,7 @@ impl PlannedBlob {
         PlannedBlob {
             channel: channel.to_string(),
             version,
-            value: None,
+            value: BlobValue::Empty,
             tag: "empty".into(),
             full: Arc::default(),
             appendable: false,
@@ -485,7 +546,10 @@ pub(super) fn write_blobs(
         // the list is stored whole.
         let whole;
         let full: &[u8] = if delta.is_none() && b.full.is_empty() && b.delta.is_some() {
-            let list = b.value.as_ref().and_then(ChannelValue::as_list);
+            let list = match &b.value {
+                BlobValue::Decoded(v) => v.as_list(),
+                _ => None,
+            };
             whole = match list {
                 Some(items) => serde.dumps_list(&items.iter().collect::<Vec<_>>())?.1,
                 None => Vec::new(),
@@ -496,9 +560,9 @@ pub(super) fn write_blobs(
         };
         type Cols<'a> = (Option<&'a [u8]>, Option<&'a String>, i64, Option<String>);
         let (bytes, base, chain, root): Cols<'_> = match (&b.value, delta) {
-            (None, _) => (None, None, 0, None),
-            (Some(_), Some((base, bytes, chain, root))) => (Some(bytes), Some(base), chain, Some(root)),
-            (Some(_), None) => (Some(full), None, 0, None),
+            (BlobValue::Empty, _) => (None, None, 0, None),
+            (_, Some((base, bytes, chain, root))) => (Some(bytes), Some(base), chain, Some(root)),
+            (_, None) => (Some(full), None, 0, None),
         };
         let inserted =
             ins.execute(params![thread, ns, b.channel, b.version, b.tag, bytes, base, chain, root])? == 1;
@@ -514,8 +578,8 @@ pub(super) fn write_blobs(
 fn same_as_stored(tx: &Connection, thread: &str, ns: &str, b: &PlannedBlob) -> Result<()> {
     let key: BlobKey = (thread.to_string(), ns.to_string(), b.channel.clone(), b.version.clone());
     let same = match (load_blob_bytes(tx, &key)?, &b.value) {
-        (Some((tag, _)), None) => tag == "empty",
-        (Some((tag, bytes)), Some(_)) => tag == b.tag && bytes == *b.full,
+        (Some((tag, _)), BlobValue::Empty) => tag == "empty",
+        (Some((tag, bytes)), _) => tag == b.tag && bytes == *b.full,
         (None, _) => false,
     };
     if same {

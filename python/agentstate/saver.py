@@ -1,0 +1,315 @@
+"""`AgentStateSaver`: LangGraph's checkpointer on an agentstate file.
+
+Values are serialized by the saver's LangGraph serde (``JsonPlusSerializer``
+by default, or yours, encryption included) and stored by Rust as typed bytes,
+unchanged. The tables are agentstate's: a Rust program (or the ``agentstate``
+CLI) reads the same file, and a message list that grows by appending is
+stored as its new messages only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+from typing import Any, Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from agentstate._native import Saver as _Saver
+
+__all__ = ["AgentStateSaver"]
+
+# Values stored inline in the checkpoint's JSON (as LangGraph's Postgres
+# saver does): exactly these types, so that a subclass (an enum, a bool
+# posing as an int) never loses its type on the way back.
+_INLINE = (str, bool, type(None))
+_I64 = (-(2**63), 2**63 - 1)
+
+
+def _inline(value: Any) -> bool:
+    t = type(value)
+    if t in _INLINE:
+        return True
+    if t is int:
+        return _I64[0] <= value <= _I64[1]
+    if t is float:
+        return value == value and value not in (float("inf"), float("-inf"))
+    return False
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+class AgentStateSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer that keeps its checkpoints in one agentstate file.
+
+    Args:
+        path: the database file (created if needed), or ``":memory:"``.
+        serde: the serializer for channel values and writes (default
+            LangGraph's ``JsonPlusSerializer``).
+        durability: ``"normal"`` (a crashed process loses nothing committed;
+            a power loss may lose the last commits) or ``"full"`` (every
+            commit is fsynced).
+        write_behind: queue writes and commit them in the background, many
+            per transaction; ``flush()`` or leaving the ``with`` block makes
+            them durable. A crash loses at most the writes not yet committed,
+            never part of one.
+
+    Use it as LangGraph's other savers::
+
+        with AgentStateSaver.from_conn_string("agent.db") as saver:
+            graph = builder.compile(checkpointer=saver)
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        durability: Literal["normal", "full"] = "normal",
+        write_behind: bool = False,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.path = path
+        self._native = _Saver(str(path), durability=durability, write_behind=write_behind)
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(cls, path: str, **kwargs: Any) -> Iterator[AgentStateSaver]:
+        """A saver on the file at ``path``, flushed when the block ends."""
+        saver = cls(path, **kwargs)
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+    def __enter__(self) -> AgentStateSaver:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def setup(self) -> None:
+        """Nothing to do: the schema is created when the file is opened."""
+
+    def flush(self) -> None:
+        """Commits everything write-behind has queued."""
+        self._native.flush()
+
+    def close(self) -> None:
+        """Commits what is queued. The file is closed when the saver is dropped."""
+        self._native.flush()
+
+    # -- reading ---------------------------------------------------------
+
+    def _tuple(self, row: tuple) -> CheckpointTuple:
+        thread_id, ns, checkpoint_id, parent_id, checkpoint, metadata, values, writes = row
+        checkpoint = json.loads(checkpoint)
+        channel_values = checkpoint.setdefault("channel_values", {})
+        loads = self.serde.loads_typed
+        for channel, tag, data in values:
+            channel_values[channel] = loads((tag, data))
+        return CheckpointTuple(
+            config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}},
+            checkpoint=checkpoint,
+            metadata=json.loads(metadata),
+            parent_config=(
+                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent_id}}
+                if parent_id
+                else None
+            ),
+            pending_writes=[(task_id, channel, loads((tag, data))) for task_id, channel, tag, data in writes],
+        )
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        configurable = config["configurable"]
+        row = self._native.get_tuple(
+            str(configurable["thread_id"]),
+            configurable.get("checkpoint_ns", ""),
+            get_checkpoint_id(config),
+        )
+        return None if row is None else self._tuple(row)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        configurable = (config or {}).get("configurable", {})
+        thread_id = configurable.get("thread_id")
+        cursor = self._native.list(
+            thread_id=None if thread_id is None else str(thread_id),
+            checkpoint_ns=configurable.get("checkpoint_ns"),
+            checkpoint_id=configurable.get("checkpoint_id"),
+            filter=_dumps(_equality(filter)) if filter else None,
+            before=get_checkpoint_id(before) if before else None,
+            limit=limit,
+        )
+        for row in cursor:
+            yield self._tuple(row)
+
+    # -- writing ---------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        stored = dict(checkpoint)
+        inline: dict[str, Any] = {}
+        encoded = []
+        dumps = self.serde.dumps_typed
+        for channel, value in checkpoint["channel_values"].items():
+            if _inline(value):
+                inline[channel] = value
+            elif channel in new_versions:
+                tag, data = dumps(value)
+                encoded.append((channel, tag, data))
+        stored["channel_values"] = inline
+        self._native.put(
+            thread_id,
+            ns,
+            configurable.get("checkpoint_id"),
+            _dumps(stored),
+            encoded,
+            _dumps(get_serializable_checkpoint_metadata(config, metadata)),
+            _dumps(new_versions),
+        )
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        configurable = config["configurable"]
+        dumps = self.serde.dumps_typed
+        self._native.put_writes(
+            str(configurable["thread_id"]),
+            configurable.get("checkpoint_ns", ""),
+            configurable["checkpoint_id"],
+            [(channel, *dumps(value)) for channel, value in writes],
+            task_id,
+            task_path,
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._native.delete_thread(str(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._native.delete_for_runs([str(r) for r in run_ids])
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._native.copy_thread(str(source_thread_id), str(target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._native.prune([str(t) for t in thread_ids], strategy)
+
+    def get_next_version(self, current: str | int | None, channel: None = None) -> str:
+        """LangGraph's string versions: ``"{counter:032}.{random:016}"``."""
+        if current is None:
+            counter = 0
+        elif isinstance(current, int):
+            counter = current
+        else:
+            counter = int(current.split(".")[0])
+        return f"{counter + 1:032}.{random.random():016}"
+
+    # -- async: the same calls on a worker thread ------------------------
+
+    async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(None, partial(fn, *args, **kwargs))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._run(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        it = self.list(config, filter=filter, before=before, limit=limit)
+        done = object()
+        while True:
+            # A page at a time, off the event loop.
+            batch = await self._run(_take, it, 64, done)
+            for item in batch:
+                if item is done:
+                    return
+                yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self._run(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._run(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._run(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._run(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._run(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._run(self.prune, thread_ids, strategy=strategy)
+
+
+def _take(it: Iterator[Any], n: int, done: Any) -> list[Any]:
+    out = []
+    for _ in range(n):
+        item = next(it, done)
+        out.append(item)
+        if item is done:
+            break
+    return out
+
+
+def _equality(filter: dict[str, Any]) -> dict[str, Any]:
+    """LangGraph's ``list(filter=...)``: every key equals its value. Values that
+    are objects would read as operators in agentstate's filter language, so
+    they are wrapped in ``$eq``."""
+    return {k: {"$eq": v} if isinstance(v, dict) else v for k, v in filter.items()}
+

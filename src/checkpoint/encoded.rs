@@ -1,0 +1,252 @@
+//! Values encoded outside this crate: [`TypedBytes`] in, the same bytes out.
+//!
+//! A program that serializes channel values itself (LangGraph's Python
+//! serde, an encrypting serializer this crate cannot run) stores and reads
+//! checkpoints through [`Checkpointer::put_encoded`],
+//! [`Checkpointer::put_writes_encoded`], [`Checkpointer::get_tuple_encoded`]
+//! and [`Checkpointer::list_encoded`]. The bytes are stored unchanged, in the
+//! same tables as every other checkpoint, so the file stays one format:
+//! values whose tag this crate knows (`msgpack`, `json`, ...) read back
+//! decoded through [`Checkpointer::get_tuple`] too.
+//!
+//! A `msgpack` array that extends the list this process stored last for the
+//! channel is stored as its new tail only, exactly as for decoded values (see
+//! `docs/design.md`, "Incremental blobs"); reading reassembles the full
+//! bytes.
+
+use std::collections::BTreeMap;
+
+use rusqlite::Connection;
+
+use super::cache::BlobKey;
+use super::delta;
+use super::list::ListIter;
+use super::read::{blob_bytes, find_row, for_each_write, parse_row, row_configs, Memo, Pieces, Row, RowKey};
+use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, ListQuery, Metadata};
+use super::value::ChannelValue;
+use super::write::{BlobValue, PlannedBlob};
+use super::{require_thread, Checkpointer};
+use crate::error::{Error, Result};
+
+/// A value as a serializer encoded it: its type tag (`"msgpack"`, `"json"`,
+/// `"bytes"`, `"msgpack+aes"`, ...) and bytes. Stored and returned unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TypedBytes {
+    /// The serializer's type tag.
+    pub tag: String,
+    /// The encoded value.
+    pub bytes: Vec<u8>,
+}
+
+impl TypedBytes {
+    /// A tag and bytes.
+    pub fn new(tag: impl Into<String>, bytes: impl Into<Vec<u8>>) -> TypedBytes {
+        TypedBytes { tag: tag.into(), bytes: bytes.into() }
+    }
+}
+
+/// A pending write with its value as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedWrite {
+    /// The task that produced it.
+    pub task_id: String,
+    /// The channel written.
+    pub channel: String,
+    /// The value, as its serializer encoded it.
+    pub value: TypedBytes,
+}
+
+/// A checkpoint as [`Checkpointer::get_tuple_encoded`] returns it: channel
+/// values stored inline (null, bool, number, string) are in
+/// `checkpoint.channel_values`; every other value is in `values`, as stored.
+/// A channel with a version in neither is empty.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncodedTuple {
+    /// The canonical config of this checkpoint (thread, namespace, id).
+    pub config: CheckpointConfig,
+    /// The checkpoint, with its inline channel values only.
+    pub checkpoint: Checkpoint,
+    /// The other channel values, by channel.
+    pub values: BTreeMap<String, TypedBytes>,
+    /// Its metadata.
+    pub metadata: Metadata,
+    /// The config of the checkpoint it was created from, if any.
+    pub parent_config: Option<CheckpointConfig>,
+    /// The writes stored for it, ordered by (task_id, idx).
+    pub pending_writes: Vec<EncodedWrite>,
+}
+
+impl Checkpointer {
+    /// [`put`](Self::put) for values encoded by the caller: `checkpoint`
+    /// carries only inline values (null, bool, number, string) in its
+    /// `channel_values`; `values` holds the encoded value of every other
+    /// channel in `new_versions` (a channel there with neither is stored as
+    /// empty). Entries of `values` for channels not in `new_versions` are
+    /// not stored: those channels keep the blob an earlier put stored.
+    ///
+    /// # Errors
+    /// As [`put`](Self::put), and [`Error::InvalidArgument`] if
+    /// `checkpoint.channel_values` holds a value that is not inline (a list
+    /// or an object: encode it into `values`) or `values` names a channel
+    /// without a version.
+    pub fn put_encoded(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        values: &BTreeMap<String, TypedBytes>,
+        metadata: &Metadata,
+        new_versions: &ChannelVersions,
+    ) -> Result<CheckpointConfig> {
+        if let Some((ch, _)) = checkpoint.channel_values.iter().find(|(_, v)| !v.is_primitive()) {
+            return Err(Error::InvalidArgument(format!(
+                "channel '{ch}': put_encoded takes only null, bool, number and string values inline; \
+                 pass the encoded value in `values`"
+            )));
+        }
+        if let Some(ch) = values.keys().find(|c| !checkpoint.channel_versions.contains_key(*c)) {
+            return Err(Error::InvalidArgument(format!(
+                "channel '{ch}' has a value but no version in channel_versions: it would not be read back"
+            )));
+        }
+        let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
+        self.put_planned(config, checkpoint, metadata, new_versions, |ch, version, _| {
+            Ok(match values.get(ch) {
+                None => PlannedBlob::empty(ch, version),
+                Some(tb) => {
+                    let appendable = tb.tag == "msgpack" && delta::array_header(&tb.bytes).is_some();
+                    let bytes = tb.bytes.clone();
+                    self.plan_bytes(
+                        thread,
+                        ns,
+                        ch,
+                        version,
+                        BlobValue::Encoded,
+                        tb.tag.clone(),
+                        bytes,
+                        appendable,
+                    )
+                }
+            })
+        })
+    }
+
+    /// [`put_writes`](Self::put_writes) for values encoded by the caller:
+    /// the same indexes, the same upsert and first-writer-wins rules.
+    ///
+    /// # Errors
+    /// As [`put_writes`](Self::put_writes) (there is no encoding to fail).
+    pub fn put_writes_encoded<C: AsRef<str>>(
+        &self,
+        config: &CheckpointConfig,
+        writes: &[(C, TypedBytes)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        let rows =
+            writes.iter().map(|(c, tb)| (c.as_ref().to_string(), tb.tag.clone(), tb.bytes.clone())).collect();
+        self.submit_writes(config, rows, task_id, task_path)
+    }
+
+    /// [`get_tuple`](Self::get_tuple) with values as stored: nothing is
+    /// decoded but the checkpoint row and metadata.
+    ///
+    /// # Errors
+    /// - [`Error::InvalidConfig`] if `thread_id` is empty.
+    /// - [`Error::Corrupt`] if a stored row does not parse, or a channel's
+    ///   value is missing from the file.
+    /// - database errors.
+    pub fn get_tuple_encoded(&self, config: &CheckpointConfig) -> Result<Option<EncodedTuple>> {
+        require_thread(config)?;
+        self.db.snapshot(|tx| {
+            let Some(row) = find_row(tx, config)? else { return Ok(None) };
+            Ok(self.assemble_encoded(tx, vec![row], &mut Pieces::new())?.pop())
+        })
+    }
+
+    /// [`list_iter`](Self::list_iter) with values as stored: newest first,
+    /// a page at a time, memory constant in the history's length (beside
+    /// the values themselves).
+    ///
+    /// # Errors
+    /// As [`list_iter`](Self::list_iter), without decoding errors.
+    pub fn list_encoded(&self, query: &ListQuery) -> Result<ListIter<EncodedTuple>> {
+        self.list_with(
+            query,
+            |saver, tx, rows, _: &mut Memo, pieces| saver.assemble_encoded(tx, rows, pieces),
+            |t| &t.config,
+        )
+    }
+
+    /// Attaches stored values and pending writes to raw rows.
+    fn assemble_encoded(
+        &self,
+        conn: &Connection,
+        rows: Vec<Row>,
+        pieces: &mut Pieces,
+    ) -> Result<Vec<EncodedTuple>> {
+        let mut writes: std::collections::HashMap<RowKey, Vec<EncodedWrite>> = Default::default();
+        for_each_write(conn, &rows, |key, task_id, channel, tag, bytes| {
+            writes.entry(key).or_default().push(EncodedWrite {
+                task_id,
+                channel,
+                value: TypedBytes::new(tag, bytes),
+            });
+            Ok(())
+        })?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let (stored, metadata) = parse_row(&row)?;
+            let mut inline = stored.channel_values;
+            let mut channel_values = BTreeMap::new();
+            let mut values = BTreeMap::new();
+            for (ch, version) in &stored.channel_versions {
+                if let Some(v) = inline.remove(ch) {
+                    channel_values.insert(ch.clone(), ChannelValue::from(v));
+                    continue;
+                }
+                let key: BlobKey = (row.thread_id.clone(), row.ns.clone(), ch.clone(), version.to_string());
+                match self.stored_bytes(conn, &key, pieces)? {
+                    Some((tag, _)) if tag == "empty" => {}
+                    Some((tag, bytes)) => {
+                        values.insert(ch.clone(), TypedBytes { tag, bytes });
+                    }
+                    None => {
+                        return Err(Error::corrupt(format!(
+                            "channel '{ch}' version {version} of thread '{}' (namespace '{}') has no stored value",
+                            row.thread_id, row.ns
+                        )))
+                    }
+                }
+            }
+            let checkpoint = Checkpoint {
+                v: stored.v,
+                id: stored.id,
+                ts: stored.ts,
+                channel_values,
+                channel_versions: stored.channel_versions,
+                versions_seen: stored.versions_seen,
+                updated_channels: stored.updated_channels,
+                extra: stored.extra,
+            };
+            let (config, parent_config) = row_configs(&row);
+            let key = (row.thread_id, row.ns, row.id);
+            let pending_writes = writes.remove(&key).unwrap_or_default();
+            out.push(EncodedTuple { config, checkpoint, values, metadata, parent_config, pending_writes });
+        }
+        Ok(out)
+    }
+
+    /// A blob's tag and full bytes: the list this process stored last for
+    /// the channel if it is that version, else from the file.
+    fn stored_bytes(
+        &self,
+        conn: &Connection,
+        key: &BlobKey,
+        pieces: &mut Pieces,
+    ) -> Result<Option<(String, Vec<u8>)>> {
+        if let Some(base) = self.bases.get(&key.0, &key.1, &key.2).filter(|b| b.version == key.3) {
+            return Ok(Some(("msgpack".into(), base.bytes.to_vec())));
+        }
+        blob_bytes(conn, key, pieces)
+    }
+}
