@@ -156,10 +156,11 @@ fn put_encoded_refuses_what_would_lose_data() {
     // A value for a channel without a version.
     let stray = BTreeMap::from([("x".to_string(), enc(&json!([1])))]);
     assert!(matches!(s.put_encoded(&t, &cp, &stray, &Metadata::new(), &nv), Err(Error::InvalidArgument(_))));
-    // A changed channel left out of new_versions, never stored before.
+    // A channel left out of new_versions whose version was never stored,
+    // without a value to store: refused.
     let values = BTreeMap::from([("m".to_string(), enc(&json!([1])))]);
     assert!(matches!(
-        s.put_encoded(&t, &cp, &values, &Metadata::new(), &ChannelVersions::new()),
+        s.put_encoded(&t, &cp, &BTreeMap::new(), &Metadata::new(), &ChannelVersions::new()),
         Err(Error::InvalidArgument(_))
     ));
     assert!(s.get_tuple_encoded(&t).unwrap().is_none(), "nothing was written");
@@ -172,6 +173,26 @@ fn put_encoded_refuses_what_would_lose_data() {
     assert!(matches!(s.put_encoded(&cfg, &again, &other, &Metadata::new(), &nv), Err(Error::Conflict(_))));
     // The same version with the same value (a retry) is fine.
     s.put_encoded(&cfg, &again, &values, &Metadata::new(), &nv).unwrap();
+}
+
+#[test]
+fn a_channel_left_out_of_new_versions_is_stored_if_its_version_is_new() {
+    let s = Db::open_in_memory().unwrap().checkpointer();
+    let v1 = next_version(None);
+    let mut cp = Checkpoint::with_id(uuid6(Some(1)).to_string());
+    cp.channel_versions.insert("m".into(), v1.clone());
+    let values = BTreeMap::from([("m".to_string(), enc(&json!([1])))]);
+    // Nothing listed (a hand-written put): the value is stored, not lost.
+    let cfg = s
+        .put_encoded(&CheckpointConfig::thread("t"), &cp, &values, &Metadata::new(), &ChannelVersions::new())
+        .unwrap();
+    assert_eq!(s.get_tuple_encoded(&cfg).unwrap().unwrap().values, values);
+    // Unlisted again with other bytes: the version keeps its first value.
+    let mut next = cp.clone();
+    next.id = uuid6(Some(2)).to_string();
+    let other = BTreeMap::from([("m".to_string(), enc(&json!([2])))]);
+    let cfg2 = s.put_encoded(&cfg, &next, &other, &Metadata::new(), &ChannelVersions::new()).unwrap();
+    assert_eq!(s.get_tuple_encoded(&cfg2).unwrap().unwrap().values, values);
 }
 
 #[test]

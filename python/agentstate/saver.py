@@ -87,6 +87,10 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self.path = path
         self._native = _Saver(str(path), durability=durability, write_behind=write_behind)
+        # (thread, ns, channel, version) this saver knows to be stored: a put
+        # encodes a channel left out of new_versions only if its version is
+        # not known (Rust stores it then, if the file lacks it).
+        self._stored: set[tuple[str, str, str, Any]] = set()
 
     @classmethod
     @contextmanager
@@ -122,8 +126,10 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         checkpoint = json.loads(checkpoint)
         channel_values = checkpoint.setdefault("channel_values", {})
         loads = self.serde.loads_typed
+        versions = checkpoint.get("channel_versions", {})
         for channel, tag, data in values:
             channel_values[channel] = loads((tag, data))
+            self._remember(thread_id, ns, channel, versions.get(channel))
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}},
             checkpoint=checkpoint,
@@ -182,10 +188,12 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         inline: dict[str, Any] = {}
         encoded = []
         dumps = self.serde.dumps_typed
+        versions = checkpoint["channel_versions"]
+        known = self._stored
         for channel, value in checkpoint["channel_values"].items():
             if _inline(value):
                 inline[channel] = value
-            elif channel in new_versions:
+            elif channel in new_versions or (thread_id, ns, channel, versions.get(channel)) not in known:
                 tag, data = dumps(value)
                 encoded.append((channel, tag, data))
         stored["channel_values"] = inline
@@ -198,7 +206,14 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
             _dumps(get_serializable_checkpoint_metadata(config, metadata)),
             _dumps(new_versions),
         )
+        for channel, _, _ in encoded:
+            self._remember(thread_id, ns, channel, versions.get(channel))
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
+
+    def _remember(self, thread_id: str, ns: str, channel: str, version: Any) -> None:
+        if len(self._stored) > 100_000:
+            self._stored.clear()
+        self._stored.add((thread_id, ns, channel, version))
 
     def put_writes(
         self,
@@ -219,15 +234,18 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         )
 
     def delete_thread(self, thread_id: str) -> None:
+        self._stored.clear()
         self._native.delete_thread(str(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._stored.clear()
         self._native.delete_for_runs([str(r) for r in run_ids])
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._native.copy_thread(str(source_thread_id), str(target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._stored.clear()
         self._native.prune([str(t) for t in thread_ids], strategy)
 
     def get_next_version(self, current: str | int | None, channel: None = None) -> str:

@@ -81,8 +81,13 @@ impl Checkpointer {
     /// carries only inline values (null, bool, number, string) in its
     /// `channel_values`; `values` holds the encoded value of every other
     /// channel in `new_versions` (a channel there with neither is stored as
-    /// empty). Entries of `values` for channels not in `new_versions` are
-    /// not stored: those channels keep the blob an earlier put stored.
+    /// empty).
+    ///
+    /// A channel left out of `new_versions` keeps the value an earlier put
+    /// stored for its version. If no put did, its entry in `values` is
+    /// stored now (so a caller that lists only what changed, like LangGraph,
+    /// and one that lists nothing, like a hand-written put, both lose
+    /// nothing); without an entry the put is refused.
     ///
     /// # Errors
     /// As [`put`](Self::put), and [`Error::InvalidArgument`] if
@@ -109,25 +114,24 @@ impl Checkpointer {
             )));
         }
         let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
-        self.put_planned(config, checkpoint, metadata, new_versions, |ch, version, _| {
-            Ok(match values.get(ch) {
-                None => PlannedBlob::empty(ch, version),
-                Some(tb) => {
-                    let appendable = tb.tag == "msgpack" && delta::array_header(&tb.bytes).is_some();
-                    let bytes = tb.bytes.clone();
-                    self.plan_bytes(
-                        thread,
-                        ns,
-                        ch,
-                        version,
-                        BlobValue::Encoded,
-                        tb.tag.clone(),
-                        bytes,
-                        appendable,
-                    )
-                }
-            })
-        })
+        let plan = |ch: &str, version: String, tb: &TypedBytes| {
+            let appendable = tb.tag == "msgpack" && delta::array_header(&tb.bytes).is_some();
+            let bytes = tb.bytes.clone();
+            self.plan_bytes(thread, ns, ch, version, BlobValue::Encoded, tb.tag.clone(), bytes, appendable)
+        };
+        self.put_planned(
+            config,
+            checkpoint,
+            metadata,
+            new_versions,
+            |ch, version, _| {
+                Ok(match values.get(ch) {
+                    Some(tb) => plan(ch, version, tb),
+                    None => PlannedBlob::empty(ch, version),
+                })
+            },
+            |ch, version| Ok(values.get(ch).map(|tb| plan(ch, version, tb))),
+        )
     }
 
     /// [`put_writes`](Self::put_writes) for values encoded by the caller:

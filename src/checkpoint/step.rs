@@ -325,6 +325,7 @@ impl<'a> Step<'a> {
             metadata_json,
             checkpoint_json,
             blobs,
+            fill: Vec::new(),
             relied: Vec::new(),
             head,
             retention: saver.retention.clone(),

@@ -129,15 +129,18 @@ impl Checkpointer {
         new_versions: &ChannelVersions,
     ) -> Result<CheckpointConfig> {
         let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
-        self.put_planned(config, checkpoint, metadata, new_versions, |ch, version, value| match value {
+        let plan = |ch: &str, version, value: Option<&ChannelValue>| match value {
             Some(v) => self.plan_put_blob(thread, ns, ch, version, v),
             None => Ok(PlannedBlob::empty(ch, version)),
-        })
+        };
+        self.put_planned(config, checkpoint, metadata, new_versions, plan, |_, _| Ok(None))
     }
 
     /// `put`'s checks and write; `plan` gives the blob of a channel in
     /// `new_versions` whose value is not stored inline (given its value in
-    /// `checkpoint.channel_values`, if any).
+    /// `checkpoint.channel_values`, if any); `unlisted` may give one for a
+    /// channel left out of `new_versions`, stored only if its version is not
+    /// stored yet (without it, the version must be stored).
     pub(super) fn put_planned(
         &self,
         config: &CheckpointConfig,
@@ -145,6 +148,7 @@ impl Checkpointer {
         metadata: &Metadata,
         new_versions: &ChannelVersions,
         mut plan: impl FnMut(&str, String, Option<&ChannelValue>) -> Result<PlannedBlob>,
+        mut unlisted: impl FnMut(&str, String) -> Result<Option<PlannedBlob>>,
     ) -> Result<CheckpointConfig> {
         require_thread(config)?;
         if checkpoint.id.is_empty() {
@@ -159,6 +163,7 @@ impl Checkpointer {
             )));
         }
         let mut blobs = Vec::new();
+        let mut fill = Vec::new();
         // Channels whose stored blob this checkpoint relies on.
         let mut relied: Vec<(String, String)> = Vec::new();
         for (ch, version) in &checkpoint.channel_versions {
@@ -173,7 +178,10 @@ impl Checkpointer {
                 Some(_) if inline => {}
                 Some(_) => blobs.push(plan(ch, version.to_string(), value)?),
                 None if inline => {}
-                None => relied.push((ch.clone(), version.to_string())),
+                None => match unlisted(ch, version.to_string())? {
+                    Some(blob) => fill.push(blob),
+                    None => relied.push((ch.clone(), version.to_string())),
+                },
             }
         }
         let metadata = merge_metadata(config, metadata);
@@ -186,6 +194,7 @@ impl Checkpointer {
             metadata_json,
             checkpoint_json,
             blobs,
+            fill,
             relied,
             head: Head::Any,
             retention: self.retention.clone(),
@@ -410,6 +419,9 @@ pub(super) struct CheckpointJob {
     pub(super) metadata_json: String,
     pub(super) checkpoint_json: String,
     pub(super) blobs: Vec<PlannedBlob>,
+    /// Blobs stored only if their version is not stored yet (the stored
+    /// value wins): values of channels left out of `new_versions`.
+    pub(super) fill: Vec<PlannedBlob>,
     /// (channel, version) blobs that must already be stored.
     pub(super) relied: Vec<(String, String)>,
     pub(super) head: Head,
@@ -471,7 +483,8 @@ impl CheckpointJob {
                 )));
             }
         }
-        write_blobs(tx, thread, ns, &self.blobs, &*self.serde)?;
+        write_blobs(tx, thread, ns, &self.blobs, &*self.serde, true)?;
+        write_blobs(tx, thread, ns, &self.fill, &*self.serde, false)?;
         insert_checkpoint(
             tx,
             thread,
@@ -505,14 +518,16 @@ impl PlannedBlob {
 }
 
 /// Inserts `blobs` (a delta only if its base is still there, as the next
-/// link of the base's chain). A version already stored must hold the same
-/// value: then nothing is written; another value is [`Error::Conflict`].
+/// link of the base's chain). A version already stored is left as it is;
+/// with `verify` it must hold the same value, another value is
+/// [`Error::Conflict`].
 pub(super) fn write_blobs(
     tx: &Connection,
     thread: &str,
     ns: &str,
     blobs: &[PlannedBlob],
     serde: &dyn Serializer,
+    verify: bool,
 ) -> Result<()> {
     let mut ins = tx.prepare_cached(
         "INSERT INTO checkpoint_blobs \
@@ -566,7 +581,7 @@ pub(super) fn write_blobs(
         };
         let inserted =
             ins.execute(params![thread, ns, b.channel, b.version, b.tag, bytes, base, chain, root])? == 1;
-        if !inserted {
+        if !inserted && verify {
             same_as_stored(tx, thread, ns, b)?;
         }
     }
