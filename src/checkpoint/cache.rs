@@ -1,4 +1,5 @@
-//! The cache of decoded channel values.
+//! The caches of channel values: decoded, and (for reads that return
+//! values as stored) assembled bytes.
 //!
 //! A blob stored for a (thread, namespace, channel, version) never changes,
 //! so a value decoded once (or written by this process) can be handed out
@@ -10,7 +11,7 @@
 //! poisoned lock guards consistent data and is taken over.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::types::CheckpointTuple;
 use super::value::ChannelValue;
@@ -21,33 +22,39 @@ pub(crate) const DEFAULT_BUDGET: usize = 64 << 20;
 /// (thread, namespace, channel, version).
 pub(crate) type BlobKey = (String, String, String, String);
 
-pub(crate) struct ValueCache {
+/// Decoded values: `None` for an empty channel.
+pub(crate) type ValueCache = BlobCache<Option<ChannelValue>>;
+
+/// Full stored bytes, deltas reassembled: (type tag, bytes).
+pub(crate) type BytesCache = BlobCache<(String, Arc<Vec<u8>>)>;
+
+/// Values per blob key, bounded by their cost in bytes.
+pub(crate) struct BlobCache<V> {
     budget: usize,
-    inner: Mutex<Inner>,
+    inner: Mutex<Inner<V>>,
 }
 
-#[derive(Default)]
-struct Inner {
-    /// The value, or `None` for an empty channel; and its cost.
-    map: HashMap<BlobKey, (Option<ChannelValue>, usize)>,
+struct Inner<V> {
+    /// The value and its cost.
+    map: HashMap<BlobKey, (V, usize)>,
     bytes: usize,
 }
 
-impl ValueCache {
-    pub(crate) fn new(budget: usize) -> ValueCache {
-        ValueCache { budget, inner: Mutex::default() }
+impl<V: Clone> BlobCache<V> {
+    pub(crate) fn new(budget: usize) -> BlobCache<V> {
+        BlobCache { budget, inner: Mutex::new(Inner { map: HashMap::new(), bytes: 0 }) }
     }
 
     pub(crate) fn budget(&self) -> usize {
         self.budget
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Inner<V>> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `Some(value)` if cached (`Some(None)`: an empty channel).
-    pub(crate) fn get(&self, key: &BlobKey) -> Option<Option<ChannelValue>> {
+    /// The value cached for `key`, if any.
+    pub(crate) fn get(&self, key: &BlobKey) -> Option<V> {
         if self.budget == 0 {
             return None;
         }
@@ -55,7 +62,7 @@ impl ValueCache {
     }
 
     /// Caches `value` for `key`, counting `cost` bytes against the budget.
-    pub(crate) fn insert(&self, key: BlobKey, value: Option<ChannelValue>, cost: usize) {
+    pub(crate) fn insert(&self, key: BlobKey, value: V, cost: usize) {
         let cost = cost.max(64);
         if cost > self.budget / 4 {
             return;
@@ -123,24 +130,29 @@ const TUPLES: usize = 256;
 /// the generation has not moved, so nothing written since, by anyone, can be
 /// missing from it. Channel values inside are shared (`Arc`), so a hit costs
 /// the clone of a few small maps.
-#[derive(Default)]
-pub(crate) struct TupleCache {
-    inner: Mutex<HashMap<TupleKey, (u64, CheckpointTuple)>>,
+pub(crate) struct TupleCache<T = CheckpointTuple> {
+    inner: Mutex<HashMap<TupleKey, (u64, T)>>,
 }
 
-impl TupleCache {
-    fn lock(&self) -> MutexGuard<'_, HashMap<TupleKey, (u64, CheckpointTuple)>> {
+impl<T> Default for TupleCache<T> {
+    fn default() -> Self {
+        TupleCache { inner: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl<T: Clone> TupleCache<T> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<TupleKey, (u64, T)>> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The tuple cached for `key` at `generation`, if any.
-    pub(crate) fn get(&self, key: &TupleKey, generation: u64) -> Option<CheckpointTuple> {
+    pub(crate) fn get(&self, key: &TupleKey, generation: u64) -> Option<T> {
         let map = self.lock();
         map.get(key).filter(|(g, _)| *g == generation).map(|(_, t)| t.clone())
     }
 
     /// Caches `tuple` as read at `generation`.
-    pub(crate) fn put(&self, key: TupleKey, generation: u64, tuple: &CheckpointTuple) {
+    pub(crate) fn put(&self, key: TupleKey, generation: u64, tuple: &T) {
         let mut map = self.lock();
         if map.len() >= TUPLES {
             map.retain(|_, (g, _)| *g == generation);

@@ -15,6 +15,7 @@
 //! bytes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rusqlite::Connection;
 
@@ -161,9 +162,18 @@ impl Checkpointer {
     /// - database errors.
     pub fn get_tuple_encoded(&self, config: &CheckpointConfig) -> Result<Option<EncodedTuple>> {
         require_thread(config)?;
-        self.db.snapshot(|tx| {
+        // As get_tuple: an answer is given again while the file's generation
+        // has not moved.
+        let key = (config.thread_id.clone(), config.checkpoint_ns.clone(), config.checkpoint_id.clone());
+        let tuples = self.values.budget() > 0;
+        let hit = |generation| tuples.then(|| self.encoded_tuples.get(&key, generation)).flatten().map(Some);
+        self.db.cached_snapshot(hit, |tx, generation| {
             let Some(row) = find_row(tx, config)? else { return Ok(None) };
-            Ok(self.assemble_encoded(tx, vec![row], &mut Pieces::new())?.pop())
+            let out = self.assemble_encoded(tx, vec![row], &mut Pieces::default(), true)?.pop();
+            if let (true, Some(t)) = (tuples, &out) {
+                self.encoded_tuples.put(key.clone(), generation, t);
+            }
+            Ok(out)
         })
     }
 
@@ -176,17 +186,19 @@ impl Checkpointer {
     pub fn list_encoded(&self, query: &ListQuery) -> Result<ListIter<EncodedTuple>> {
         self.list_with(
             query,
-            |saver, tx, rows, _: &mut Memo, pieces| saver.assemble_encoded(tx, rows, pieces),
+            |saver, tx, rows, _: &mut Memo, pieces| saver.assemble_encoded(tx, rows, pieces, false),
             |t| &t.config,
         )
     }
 
-    /// Attaches stored values and pending writes to raw rows.
+    /// Attaches stored values and pending writes to raw rows (`cache`: keep
+    /// the values read from the file in the bytes cache).
     fn assemble_encoded(
         &self,
         conn: &Connection,
         rows: Vec<Row>,
         pieces: &mut Pieces,
+        cache: bool,
     ) -> Result<Vec<EncodedTuple>> {
         let mut writes: std::collections::HashMap<RowKey, Vec<EncodedWrite>> = Default::default();
         for_each_write(conn, &rows, |key, task_id, channel, tag, bytes| {
@@ -209,7 +221,7 @@ impl Checkpointer {
                     continue;
                 }
                 let key: BlobKey = (row.thread_id.clone(), row.ns.clone(), ch.clone(), version.to_string());
-                match self.stored_bytes(conn, &key, pieces)? {
+                match self.stored_bytes(conn, &key, pieces, cache)? {
                     Some((tag, _)) if tag == "empty" => {}
                     Some((tag, bytes)) => {
                         values.insert(ch.clone(), TypedBytes { tag, bytes });
@@ -241,16 +253,25 @@ impl Checkpointer {
     }
 
     /// A blob's tag and full bytes: the list this process stored last for
-    /// the channel if it is that version, else from the file.
+    /// the channel if it is that version, else from the bytes cache, else
+    /// from the file (then kept in the cache if `cache`).
     fn stored_bytes(
         &self,
         conn: &Connection,
         key: &BlobKey,
         pieces: &mut Pieces,
+        cache: bool,
     ) -> Result<Option<(String, Vec<u8>)>> {
         if let Some(base) = self.bases.get(&key.0, &key.1, &key.2).filter(|b| b.version == key.3) {
             return Ok(Some(("msgpack".into(), base.bytes.to_vec())));
         }
-        blob_bytes(conn, key, pieces)
+        if let Some((tag, bytes)) = self.encoded.get(key) {
+            return Ok(Some((tag, bytes.to_vec())));
+        }
+        let found = blob_bytes(conn, key, pieces)?;
+        if let (true, Some((tag, bytes))) = (cache, &found) {
+            self.encoded.insert(key.clone(), (tag.clone(), Arc::new(bytes.clone())), bytes.len());
+        }
+        Ok(found)
     }
 }

@@ -100,7 +100,7 @@ impl Checkpointer {
             last: None,
             page: Vec::new().into_iter(),
             memo: Memo::new(),
-            pieces: Pieces::new(),
+            pieces: Pieces::default(),
             assemble,
             config_of,
             done: false,

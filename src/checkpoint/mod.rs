@@ -89,7 +89,10 @@ pub struct Checkpointer {
     serde: Arc<dyn Serializer>,
     bases: Arc<delta::BaseCache>,
     values: Arc<cache::ValueCache>,
+    /// Assembled stored bytes, for the reads of encoded values.
+    encoded: Arc<cache::BytesCache>,
     tuples: Arc<cache::TupleCache>,
+    encoded_tuples: Arc<cache::TupleCache<EncodedTuple>>,
     retention: Option<Arc<Retention>>,
 }
 
@@ -107,7 +110,9 @@ impl Db {
             serde: Arc::new(JsonPlusSerializer),
             bases: Arc::default(),
             values: Arc::new(cache::ValueCache::new(cache::DEFAULT_BUDGET)),
+            encoded: Arc::new(cache::BytesCache::new(cache::DEFAULT_BUDGET)),
             tuples: Arc::default(),
+            encoded_tuples: Arc::default(),
             retention: None,
         }
     }
@@ -128,17 +133,21 @@ impl Checkpointer {
     /// The same checkpointer with a cache of decoded channel values of about
     /// `bytes` (counted as the encoded size of the values; default 64 MiB;
     /// 0 turns it off). Values are immutable per version, so the cache is
-    /// never stale; it only saves decoding.
+    /// never stale; it only saves decoding. The reads of encoded values
+    /// ([`get_tuple_encoded`](Self::get_tuple_encoded)) keep the bytes they
+    /// reassemble in a second cache of the same size.
     ///
     /// The checkpointer also remembers its last few hundred
-    /// [`get_tuple`](Self::get_tuple) answers and gives one again, without
+    /// [`get_tuple`](Self::get_tuple) (and `get_tuple_encoded`) answers and gives one again, without
     /// a query, while the file has not changed since: no write through this
     /// `Db` and no commit by any other connection or process (SQLite's
     /// `PRAGMA data_version`, asked once per call). `0` turns that off too.
     #[must_use]
     pub fn with_value_cache(mut self, bytes: usize) -> Checkpointer {
         self.values = Arc::new(cache::ValueCache::new(bytes));
+        self.encoded = Arc::new(cache::BytesCache::new(bytes));
         self.tuples = Arc::default();
+        self.encoded_tuples = Arc::default();
         self
     }
 
@@ -167,6 +176,7 @@ impl Checkpointer {
     fn forget_thread(&self, thread: &str) {
         self.bases.forget_thread(thread);
         self.values.forget_thread(thread);
+        self.encoded.forget_thread(thread);
     }
 }
 

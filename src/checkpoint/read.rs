@@ -404,14 +404,56 @@ pub(super) fn for_each_write(
     Ok(())
 }
 
-/// `checkpoint_blobs` rows read so far by one read, by key.
-pub(super) type Pieces = HashMap<BlobKey, BlobRow>;
+/// What one read of stored bytes keeps between blobs: the
+/// `checkpoint_blobs` rows read so far, and per channel the last full bytes
+/// it assembled (a history read goes newest first, and a version stored as a
+/// delta's base is a prefix of the delta's version).
+#[derive(Default)]
+pub(super) struct Pieces {
+    rows: HashMap<BlobKey, BlobRow>,
+    last: HashMap<(String, String, String), (String, Arc<Vec<u8>>)>,
+}
+
+impl Pieces {
+    pub(super) fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.rows.clear();
+        self.last.clear();
+    }
+
+    /// The full bytes of `key` cut from the last list assembled for its
+    /// channel, if that list's version is a delta whose base is `key`.
+    fn parent_of_last(&self, key: &BlobKey) -> Option<Vec<u8>> {
+        let (thread, ns, channel, version) = key;
+        let (child, full) = self.last.get(&(thread.clone(), ns.clone(), channel.clone()))?;
+        let row = self.rows.get(&(thread.clone(), ns.clone(), channel.clone(), child.clone()))?;
+        if row.base.as_deref() != Some(version.as_str()) {
+            return None;
+        }
+        let tail = row.bytes.as_deref()?;
+        let (tail_n, tail_h) = delta::array_header(tail)?;
+        let (n, h) = delta::array_header(full)?;
+        let end = full.len().checked_sub(tail.len() - tail_h)?;
+        let mut out = Vec::with_capacity(end - h + 5);
+        delta::write_array_header(&mut out, n.checked_sub(tail_n)?);
+        out.extend_from_slice(full.get(h..end)?);
+        Some(out)
+    }
+
+    fn set_last(&mut self, key: &BlobKey, bytes: &[u8]) {
+        let channel = (key.0.clone(), key.1.clone(), key.2.clone());
+        self.last.insert(channel, (key.3.clone(), Arc::new(bytes.to_vec())));
+    }
+}
 
 /// The type tag and full bytes of a blob, following its chain of deltas back
 /// to the full blob it starts from and reassembling them. `None` if the
 /// blob does not exist.
 pub(super) fn load_blob_bytes(conn: &Connection, key: &BlobKey) -> Result<Option<(String, Vec<u8>)>> {
-    blob_bytes(conn, key, &mut Pieces::new())
+    blob_bytes(conn, key, &mut Pieces::default())
 }
 
 /// [`load_blob_bytes`], keeping the rows it reads in `pieces` (and using
@@ -422,6 +464,10 @@ pub(super) fn blob_bytes(
     key: &BlobKey,
     pieces: &mut Pieces,
 ) -> Result<Option<(String, Vec<u8>)>> {
+    if let Some(full) = pieces.parent_of_last(key) {
+        pieces.set_last(key, &full);
+        return Ok(Some(("msgpack".into(), full)));
+    }
     let (thread, ns, channel) = (&key.0, &key.1, &key.2);
     let key_of = |v: &str| -> BlobKey { (thread.clone(), ns.clone(), channel.clone(), v.to_string()) };
     let mut stmt = conn.prepare_cached(
@@ -435,7 +481,7 @@ pub(super) fn blob_bytes(
     let mut chain_read = false;
     loop {
         let k = key_of(&version);
-        if !pieces.contains_key(&k) {
+        if !pieces.rows.contains_key(&k) {
             let row = stmt
                 .query_row(params![thread, ns, channel, version], |r| {
                     Ok(BlobRow { tag: r.get(0)?, bytes: r.get(1)?, base: r.get(2)?, root: r.get(3)? })
@@ -454,14 +500,14 @@ pub(super) fn blob_bytes(
             if let (false, Some(_), Some(root)) = (chain_read, &row.base, &row.root) {
                 if sorts_by_counter(&version) {
                     for (v, r) in read_chain(conn, thread, ns, channel, root, &version)? {
-                        pieces.insert(key_of(&v), r);
+                        pieces.rows.insert(key_of(&v), r);
                     }
                     chain_read = true;
                 }
             }
-            pieces.insert(k.clone(), row);
+            pieces.rows.insert(k.clone(), row);
         }
-        let base = pieces[&k].base.clone();
+        let base = pieces.rows[&k].base.clone();
         path.push(k);
         match base {
             None => break,
@@ -473,15 +519,20 @@ pub(super) fn blob_bytes(
             }
         }
     }
-    let tag = pieces[&path[0]].tag.clone().unwrap_or_else(|| "null".into());
-    let bytes_of = |k: &BlobKey| pieces[k].bytes.as_deref().unwrap_or(&[]);
+    let tag = pieces.rows[&path[0]].tag.clone().unwrap_or_else(|| "null".into());
+    let bytes_of = |k: &BlobKey| pieces.rows[k].bytes.as_deref().unwrap_or(&[]);
     if let [only] = path.as_slice() {
-        return Ok(Some((tag, bytes_of(only).to_vec())));
+        let full = bytes_of(only).to_vec();
+        if tag == "msgpack" {
+            pieces.set_last(key, &full);
+        }
+        return Ok(Some((tag, full)));
     }
     let refs: Vec<&[u8]> = path.iter().rev().map(bytes_of).collect();
     let full = delta::assemble(&refs).ok_or_else(|| {
         Error::corrupt(format!("blob {channel}@{} of thread '{thread}': a delta is not a list", key.3))
     })?;
+    pieces.set_last(key, &full);
     Ok(Some((tag, full)))
 }
 
