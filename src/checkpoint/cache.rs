@@ -93,32 +93,6 @@ impl<V: Clone> BlobCache<V> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn key(t: &str, v: &str) -> BlobKey {
-        (t.into(), String::new(), "c".into(), v.into())
-    }
-
-    #[test]
-    fn stays_within_its_budget_and_forgets_threads() {
-        let c = ValueCache::new(1000);
-        for i in 0..100 {
-            c.insert(key("a", &i.to_string()), Some(json!(i).into()), 100);
-            assert!(c.lock().bytes <= 1000);
-        }
-        c.insert(key("b", "1"), None, 100);
-        assert_eq!(c.get(&key("b", "1")), Some(None));
-        c.forget_thread("b");
-        assert_eq!(c.get(&key("b", "1")), None);
-        // Too big for the cache: not kept.
-        c.insert(key("a", "big"), Some(json!(1).into()), 600);
-        assert_eq!(c.get(&key("a", "big")), None);
-    }
-}
-
 /// (thread, namespace, checkpoint id or `None` for the latest).
 pub(crate) type TupleKey = (String, String, Option<String>);
 
@@ -161,5 +135,31 @@ impl<T: Clone> TupleCache<T> {
             }
         }
         map.insert(key, (generation, tuple.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(t: &str, v: &str) -> BlobKey {
+        (t.into(), String::new(), "c".into(), v.into())
+    }
+
+    #[test]
+    fn stays_within_its_budget_and_forgets_threads() {
+        let c = ValueCache::new(1000);
+        for i in 0..100 {
+            c.insert(key("a", &i.to_string()), Some(json!(i).into()), 100);
+            assert!(c.lock().bytes <= 1000);
+        }
+        c.insert(key("b", "1"), None, 100);
+        assert_eq!(c.get(&key("b", "1")), Some(None));
+        c.forget_thread("b");
+        assert_eq!(c.get(&key("b", "1")), None);
+        // Too big for the cache: not kept.
+        c.insert(key("a", "big"), Some(json!(1).into()), 600);
+        assert_eq!(c.get(&key("a", "big")), None);
     }
 }

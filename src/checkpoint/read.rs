@@ -404,6 +404,9 @@ pub(super) fn for_each_write(
     Ok(())
 }
 
+/// (thread, namespace, channel).
+type ChannelKey = (String, String, String);
+
 /// What one read of stored bytes keeps between blobs: the
 /// `checkpoint_blobs` rows read so far, and per channel the last full bytes
 /// it assembled (a history read goes newest first, and a version stored as a
@@ -411,7 +414,7 @@ pub(super) fn for_each_write(
 #[derive(Default)]
 pub(super) struct Pieces {
     rows: HashMap<BlobKey, BlobRow>,
-    last: HashMap<(String, String, String), (String, Arc<Vec<u8>>)>,
+    last: HashMap<ChannelKey, (String, Arc<Vec<u8>>)>,
 }
 
 impl Pieces {
