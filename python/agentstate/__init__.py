@@ -3,6 +3,8 @@
 from agentstate._native import BusyError, ConflictError, CorruptError, Error
 from agentstate._native import version as _native_version
 from agentstate.saver import AgentStateSaver
+from agentstate.store import AgentStateIndexConfig, AgentStateStore, StoreError
 
 __version__ = _native_version()
 __all__ = ["AgentStateSaver", "BusyError", "ConflictError", "CorruptError", "Error", "__version__"]
+__all__ += ["AgentStateStore", "AgentStateIndexConfig", "StoreError"]

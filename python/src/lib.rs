@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 
 mod errors;
 mod saver;
+mod store;
 
 /// The crate version this module was built from.
 #[pyfunction]
@@ -20,5 +21,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     errors::register(m)?;
     saver::register(m)?;
+    store::register(m)?;
     Ok(())
 }
