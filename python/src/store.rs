@@ -299,8 +299,15 @@ fn op_from_py(op: &Bound<'_, PyTuple>) -> PyResult<Op> {
     })
 }
 
+/// JSON from `orjson.dumps`: only its depth can fail here (serde_json reads
+/// 128 levels; the store keeps 127).
 fn json_from(bytes: &Bound<'_, PyBytes>) -> PyResult<Value> {
-    serde_json::from_slice(bytes.as_bytes()).map_err(|e| PyValueError::new_err(format!("not JSON: {e}")))
+    serde_json::from_slice(bytes.as_bytes()).map_err(|e| {
+        PyValueError::new_err(format!(
+            "could not read the JSON ({e}); the store keeps values nesting at most 127 levels of \
+             objects and arrays"
+        ))
+    })
 }
 
 /// LangGraph's TTL (minutes) as a duration: finite and not negative.
