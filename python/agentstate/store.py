@@ -121,6 +121,16 @@ class AgentStateStore(BaseStore):
     Every method of `BaseStore` works (`get`, `put`, `delete`, `search`,
     `list_namespaces` and their async forms). Calls from several threads run
     in parallel; async calls run in a thread and never block the event loop.
+    Several stores, processes and agentstate savers may share one file.
+
+    Warning:
+        Do not open the file with Python's `sqlite3` (`SqliteStore`,
+        `SqliteSaver`, your own connections) in the same process while an
+        agentstate store has it open: agentstate carries its own copy of
+        SQLite, POSIX locks are per process, and closing the other copy's
+        connection drops this one's locks and deletes the WAL it is using
+        (https://sqlite.org/howtocorrupt.html, section 2.2.1). Close one
+        before opening the other, or use another process.
     """
 
     supports_ttl = True
@@ -154,9 +164,10 @@ class AgentStateStore(BaseStore):
         *,
         index: Optional[AgentStateIndexConfig] = None,
         ttl: Optional[TTLConfig] = None,
+        reindex: bool = False,
     ) -> Iterator[AgentStateStore]:
         """A store on the file `conn_string` (a path or `":memory:"`), closed on exit."""
-        store = cls(conn_string, index=index, ttl=ttl)
+        store = cls(conn_string, index=index, ttl=ttl, reindex=reindex)
         try:
             yield store
         finally:

@@ -192,21 +192,23 @@ impl PyStore {
     fn batch<'py>(&self, py: Python<'py>, ops: Vec<Bound<'py, PyTuple>>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let store = self.store()?;
         let ops = ops.iter().map(op_from_py).collect::<PyResult<Vec<Op>>>()?;
-        let results = py.detach(|| store.batch(ops)).map_err(|e| to_py_err(py, e))?;
+        // The clone moves in: if close() ran meanwhile, the file is let go here,
+        // without the GIL.
+        let results = py.detach(move || store.batch(ops)).map_err(|e| to_py_err(py, e))?;
         results.into_iter().map(|r| result_to_py(py, r)).collect()
     }
 
     /// Deletes the expired items now; returns how many.
     fn sweep_expired(&self, py: Python<'_>) -> PyResult<usize> {
         let store = self.store()?;
-        py.detach(|| store.sweep_expired()).map_err(|e| to_py_err(py, e))
+        py.detach(move || store.sweep_expired()).map_err(|e| to_py_err(py, e))
     }
 
     /// Re-embeds every item with the configured embedder (one transaction)
     /// and records it in the file; returns the number of items.
     fn reindex(&self, py: Python<'_>) -> PyResult<usize> {
         let store = self.store()?;
-        py.detach(|| store.reindex()).map_err(|e| to_py_err(py, e))
+        py.detach(move || store.reindex()).map_err(|e| to_py_err(py, e))
     }
 
     /// Lets the file go. Idempotent.
