@@ -254,6 +254,14 @@ def test_wrong_vectors_from_the_embedder_raise_value_error(tmp_path):
                 store.batch([PutOp(("e",), k, {"t": k}) for k in ("a", "b")])
             assert store.list_namespaces() == []  # nothing written
 
+    def not_numbers(texts):
+        return ["abc" for _ in texts]
+
+    with AgentStateStore(tmp_path / "types.db", index={"dims": DIMS, "embed": not_numbers}) as store:
+        with pytest.raises(TypeError):  # the conversion's own error, not a crash
+            store.put(("e",), "k", {"t": "x"})
+        assert store.get(("e",), "k") is None
+
 
 def test_the_embedders_own_exception_comes_back(tmp_path):
     class ModelDown(Exception):
