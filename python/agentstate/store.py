@@ -149,6 +149,8 @@ class AgentStateStore(BaseStore):
         self.embeddings: Optional[Embeddings] = None
         self._bridge: Optional[_EmbeddingsBridge] = None
         native_index = None
+        if reindex and index is None:
+            raise ValueError("reindex=True needs an index (reindex() without one removes every vector)")
         if index is not None:
             self.index_config, self.embeddings, native_index = _index_config(index)
             self._bridge = native_index[0]

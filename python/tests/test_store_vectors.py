@@ -236,6 +236,14 @@ def test_another_embedder_is_refused_until_reindexed(tmp_path):
         assert store.reindex() == len(DOCS)
     with AgentStateStore(path, index=index(embedder_name="model-b")) as store:
         assert len(store.search((), query="cat")) == len(DOCS)
+    with pytest.raises(ValueError, match="needs an index"):
+        AgentStateStore(path, reindex=True)
+    # reindex() on a store without an index removes the vectors and the record.
+    with AgentStateStore(path) as store:
+        assert store.reindex() == len(DOCS)
+    assert rows(path, "SELECT COUNT(*) FROM store_vectors") == [(0,)]
+    with AgentStateStore(path, index=index(embedder_name="model-c")) as store:
+        assert all(hit.score is None for hit in store.search((), query="cat"))
 
 
 def test_wrong_vectors_from_the_embedder_raise_value_error(tmp_path):
