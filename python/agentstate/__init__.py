@@ -3,8 +3,8 @@
 from agentstate._native import BusyError, ConflictError, CorruptError, Error
 from agentstate._native import version as _native_version
 from agentstate.saver import AgentStateSaver
-from agentstate.store import AgentStateIndexConfig, AgentStateStore, StoreError
+from agentstate.store import AgentStateIndexConfig, AgentStateStore
 
 __version__ = _native_version()
 __all__ = ["AgentStateSaver", "BusyError", "ConflictError", "CorruptError", "Error", "__version__"]
-__all__ += ["AgentStateStore", "AgentStateIndexConfig", "StoreError"]
+__all__ += ["AgentStateIndexConfig", "AgentStateStore"]

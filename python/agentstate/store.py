@@ -66,8 +66,6 @@ from agentstate import _native
 
 logger = logging.getLogger(__name__)
 
-StoreError = _native.StoreError
-
 
 class AgentStateIndexConfig(IndexConfig, total=False):
     """LangGraph's `IndexConfig` (`dims`, `embed`, `fields`) and agentstate's keys.
@@ -182,7 +180,7 @@ class AgentStateStore(BaseStore):
         """
 
     def close(self) -> None:
-        """Stops the TTL sweeper and lets the file go. Later calls raise `StoreError`."""
+        """Stops the TTL sweeper and lets the file go. Later calls raise `agentstate.Error`."""
         self.stop_ttl_sweeper()
         self._native.close()
 

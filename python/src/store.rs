@@ -21,7 +21,6 @@
 //! Everything that touches the database runs with the GIL released; the
 //! embedder takes it back only to call Python.
 
-use std::error::Error as _;
 use std::path::PathBuf;
 use std::sync::RwLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -30,35 +29,29 @@ use agentstate::store::{
     Embedder, Get, IndexConfig, Item, ListNamespaces, MatchCondition, Op, OpResult, Put, Search, StoreConfig,
 };
 use agentstate::{BoxError, Db, Error, Store};
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyTuple};
 use pyo3::IntoPyObjectExt;
 use serde_json::Value;
 
-pyo3::create_exception!(
-    agentstate,
-    StoreError,
-    PyRuntimeError,
-    "The store's file cannot be used: it is damaged, not an agentstate or SqliteStore file, from a \
-     newer agentstate, closed, or SQLite failed."
-);
+use crate::errors;
 
 /// Adds the Store's classes and exceptions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStore>()?;
-    m.add("StoreError", m.py().get_type::<StoreError>())?;
     Ok(())
 }
 
 // ---------------------------------------------------------------------------
 // Errors
 
-/// The Python exception for a crate error: LangGraph's
-/// `InvalidNamespaceError` for a namespace, `ValueError` for any other
-/// invalid input or configuration, the embedder's own exception when it
-/// raised one, `TimeoutError` when the file stayed locked, `OSError` for a
-/// full disk or an I/O error, and `StoreError` for the rest.
+/// The Python exception for a crate error: the package's mapping
+/// (`errors::to_py`: `ValueError` for bad input, `agentstate.BusyError`,
+/// `CorruptError`, `Error`, ...), made more precise for the store:
+/// LangGraph's `InvalidNamespaceError` for a namespace, the embedder's own
+/// exception when it raised one, and `ValueError` for an embedder that
+/// broke its contract or does not match the file's.
 fn to_py_err(py: Python<'_>, e: Error) -> PyErr {
     match e {
         Error::InvalidNamespace(message) => invalid_namespace(py, message),
@@ -68,24 +61,12 @@ fn to_py_err(py: Python<'_>, e: Error) -> PyErr {
                 None => PyValueError::new_err(e.to_string()),
             }
         }
-        Error::InvalidFilter { .. }
-        | Error::InvalidConfig(_)
-        | Error::InvalidArgument(_)
-        | Error::DimensionMismatch { .. }
-        | Error::EmbedderMismatch { .. } => PyValueError::new_err(e.to_string()),
+        Error::EmbedderMismatch { .. } => PyValueError::new_err(e.to_string()),
         Error::UnrecordedEmbedder { .. } => PyValueError::new_err(format!(
             "{e} (AgentStateStore: index={{..., \"adopt_existing_vectors\": True}} adopts them, \
              reindex=True re-embeds every item)"
         )),
-        Error::Busy => PyTimeoutError::new_err(e.to_string()),
-        Error::DiskFull | Error::Io(_) => PyOSError::new_err(e.to_string()),
-        other => {
-            let message = match other.source() {
-                Some(cause) if !other.to_string().contains(&cause.to_string()) => format!("{other}: {cause}"),
-                _ => other.to_string(),
-            };
-            StoreError::new_err(message)
-        }
+        other => errors::to_py(other),
     }
 }
 
@@ -140,7 +121,7 @@ type IndexTuple = (Py<PyAny>, usize, String, Option<Vec<String>>, bool);
 
 /// An agentstate Store on one file. `close()` lets the file go (once calls
 /// in flight on other threads have returned); any later call raises
-/// `StoreError`.
+/// `agentstate.Error`.
 #[pyclass(frozen, name = "Store", module = "agentstate._native")]
 pub struct PyStore {
     store: RwLock<Option<Store>>,
@@ -148,8 +129,8 @@ pub struct PyStore {
 
 impl PyStore {
     fn store(&self) -> PyResult<Store> {
-        let guard = self.store.read().map_err(|_| StoreError::new_err("the store's lock is poisoned"))?;
-        guard.clone().ok_or_else(|| StoreError::new_err("the store is closed"))
+        let guard = self.store.read().map_err(|_| errors::Error::new_err("the store's lock is poisoned"))?;
+        guard.clone().ok_or_else(|| errors::Error::new_err("the store is closed"))
     }
 }
 
@@ -214,7 +195,7 @@ impl PyStore {
     /// Lets the file go. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let taken =
-            self.store.write().map_err(|_| StoreError::new_err("the store's lock is poisoned"))?.take();
+            self.store.write().map_err(|_| errors::Error::new_err("the store's lock is poisoned"))?.take();
         // The last handle closes the connections: not while holding the GIL.
         py.detach(move || drop(taken));
         Ok(())
@@ -335,7 +316,7 @@ fn result_to_py(py: Python<'_>, result: OpResult) -> PyResult<Bound<'_, PyAny>> 
                 namespaces.iter().map(|ns| PyTuple::new(py, ns.labels())).collect::<PyResult<Vec<_>>>()?;
             Ok(PyList::new(py, tuples)?.into_any())
         }
-        _ => Err(StoreError::new_err("the store returned a result this module does not know")),
+        _ => Err(errors::Error::new_err("the store returned a result this module does not know")),
     }
 }
 
@@ -343,7 +324,7 @@ fn result_to_py(py: Python<'_>, result: OpResult) -> PyResult<Bound<'_, PyAny>> 
 /// `score` is given (a search item).
 fn item_to_py(py: Python<'_>, item: Item, score: Option<Option<f64>>) -> PyResult<Bound<'_, PyAny>> {
     let namespace = PyTuple::new(py, item.namespace.labels())?;
-    let value = serde_json::to_string(&item.value).map_err(|e| StoreError::new_err(e.to_string()))?;
+    let value = serde_json::to_string(&item.value).map_err(|e| errors::Error::new_err(e.to_string()))?;
     let (created, updated) = (seconds(item.created_at), seconds(item.updated_at));
     match score {
         None => (namespace, item.key, value, created, updated).into_bound_py_any(py),

@@ -23,7 +23,8 @@ from langgraph.store.base import (
 )
 from test_store_support import by_key, execute, file_time, plain, rows, store_pair
 
-from agentstate import AgentStateStore, StoreError
+import agentstate
+from agentstate import AgentStateStore
 
 # ---------------------------------------------------------------------------
 # get, put, delete
@@ -477,7 +478,7 @@ def test_from_conn_string_setup_and_close(tmp_path):
         store.setup()  # a no-op, kept for SqliteStore's users
         store.setup()
         store.put(("a",), "k", {"x": 1})
-    with pytest.raises(StoreError, match="closed"):
+    with pytest.raises(agentstate.Error, match="closed"):
         store.get(("a",), "k")
     store.close()  # twice is fine
     with AgentStateStore(path) as again:
@@ -542,7 +543,7 @@ def test_bad_values_and_ops(tmp_path):
 def test_a_file_that_is_not_a_database(tmp_path):
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StoreError):
+    with pytest.raises(agentstate.Error):
         AgentStateStore(path)
 
 
