@@ -37,7 +37,7 @@ use serde_json::Value;
 
 use crate::errors;
 
-/// Adds the Store's classes and exceptions to the module.
+/// Adds the Store's class to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStore>()?;
     Ok(())
@@ -199,12 +199,6 @@ impl PyStore {
         // The last handle closes the connections: not while holding the GIL.
         py.detach(move || drop(taken));
         Ok(())
-    }
-
-    /// Whether `close()` was called.
-    #[getter]
-    fn closed(&self) -> bool {
-        self.store.read().map(|s| s.is_none()).unwrap_or(true)
     }
 }
 
