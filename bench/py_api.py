@@ -20,8 +20,8 @@ import importlib.util
 import json
 import os
 import shutil
-import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -41,19 +41,24 @@ def load(name: str):
 class _Conn:
     """What bench_checkpointer's `run_once` does with the sqlite3 connection
     `open_saver` returns: a few statistics queries, then close (after which it
-    measures the file)."""
+    measures the file). The queries run in a child process: Python's sqlite3
+    must not open a file our SQLite has open in this process (closing it
+    would drop our POSIX locks)."""
 
     def __init__(self, path: str, saver: AgentStateSaver):
         self.path, self.saver = path, saver
-        self.conn = sqlite3.connect(path)
 
     def execute(self, sql: str, *args):
-        return self.conn.execute(sql, *args)
+        code = "import json, sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print(json.dumps(c.execute(sys.argv[2]).fetchone()))"
+        out = subprocess.run([sys.executable, "-c", code, self.path, sql], check=True, capture_output=True, text=True)
+        row = tuple(json.loads(out.stdout))
+        return type("Cursor", (), {"fetchone": lambda _self: row})()
 
     def close(self) -> None:
+        # As closing SqliteSaver's last connection does: the WAL goes into
+        # the file (from another process, for the reason above).
         self.saver.close()
-        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self.conn.close()
+        self.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def open_agentstate(path: str, synchronous: str):

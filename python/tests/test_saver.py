@@ -5,6 +5,7 @@ Python app and the Rust `agentstate` CLI."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -38,6 +39,15 @@ class XorSerializer:
         return self.inner.loads_typed((tag[: -len("+xor")], bytes(b ^ 0x5A for b in raw)))
 
 
+def _release(saver) -> None:
+    """Closes the saver's file before Python's own sqlite3 opens it: two SQLite
+    copies in one process must never have one file open at once (closing
+    one drops the other's POSIX locks)."""
+    saver.close()
+    del saver
+    gc.collect()
+
+
 def _put(saver, config, values: dict[str, Any], parent_versions=None, step=0):
     cp = empty_checkpoint()
     cp["channel_values"] = values
@@ -59,6 +69,7 @@ def test_a_custom_serde_round_trips_and_its_bytes_are_stored_unchanged(tmp_path)
     t = saver.get_tuple({"configurable": {"thread_id": "t"}})
     assert t.checkpoint["channel_values"] == value
     assert t.pending_writes == [("task-1", "messages", [AIMessage(content="w", id="2")])]
+    _release(saver)
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT channel, type, blob FROM checkpoint_blobs ORDER BY channel").fetchall()
     expected = {k: XorSerializer().dumps_typed(v) for k, v in value.items()}
@@ -75,13 +86,14 @@ def test_a_growing_message_list_is_stored_as_its_new_messages(tmp_path):
         messages = messages + [AIMessage(content=f"message {i} " * 20, id=str(i))]
         config, versions = _put(saver, config, {"messages": messages}, versions, step=i)
     whole = sum(len(JsonPlusSerializer().dumps_typed(messages[: i + 1])[1]) for i in range(200))
+    _release(saver)
     with sqlite3.connect(path) as conn:
         stored, deltas = conn.execute(
             "SELECT sum(length(blob)), count(base_version) FROM checkpoint_blobs WHERE channel = 'messages'"
         ).fetchone()
     assert deltas > 150
     assert stored * 20 < whole, (stored, whole)
-    # Every version reads back whole, from a fresh saver too.
+    # Every version reads back whole, from a fresh saver.
     fresh = AgentStateSaver(path)
     history = list(fresh.list({"configurable": {"thread_id": "t"}}))
     assert [len(t.checkpoint["channel_values"]["messages"]) for t in history] == list(range(200, 0, -1))
@@ -97,6 +109,7 @@ def test_write_behind_is_durable_after_flush_and_close(tmp_path):
             config, versions = _put(saver, config, {"n": [i]}, versions, step=i)
         # Reads through the same saver see every queued write.
         assert saver.get_tuple({"configurable": {"thread_id": "t"}}).checkpoint["channel_values"] == {"n": [49]}
+    _release(saver)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 50
 
