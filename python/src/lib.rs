@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod importer;
 mod saver;
 
 /// The crate version this module was built from.
@@ -20,5 +21,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     errors::register(m)?;
     saver::register(m)?;
+    importer::register(m)?;
     Ok(())
 }
