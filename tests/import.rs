@@ -685,6 +685,35 @@ fn destinations_are_checked_and_an_existing_file_takes_the_import_whole_or_not_a
     assert!(matches!(&err, Error::Conflict(m) if m.contains("readme")), "{err}");
     let db2 = Db::open(&dst2).unwrap();
     assert_eq!(db2.stats().unwrap().checkpoints.checkpoints, 0);
+
+    // A file whose vectors are recorded as another embedder's does not take
+    // Python's unrecorded ones.
+    let dst3 = dir.path().join("agent3.db");
+    Db::open(&dst3)
+        .unwrap()
+        .store(StoreConfig::new().with_index(IndexConfig::hashed(16).unwrap()))
+        .unwrap()
+        .put(&["notes"], "n", json!({"text": "hello"}))
+        .unwrap();
+    let err = import_sqlite_saver(&src, &dst3).unwrap_err();
+    assert!(matches!(&err, Error::Conflict(m) if m.contains("agentstate-hash-v1")), "{err}");
+    assert_eq!(Db::open(&dst3).unwrap().stats().unwrap().checkpoints.checkpoints, 0);
+
+    // A Python SqliteStore file (no checkpoints of its own) takes it.
+    let store_file = dir.path().join("python_store.sqlite");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store/python_store.sqlite"),
+        &store_file,
+    )
+    .unwrap();
+    // It holds a docs/readme too: a conflict, until that item is gone.
+    let err = import_sqlite_saver(&src, &store_file).unwrap_err();
+    assert!(matches!(&err, Error::Conflict(m) if m.contains("readme")), "{err}");
+    Connection::open(&store_file).unwrap().execute("DELETE FROM store WHERE key = 'readme'", []).unwrap();
+    // Its own vectors come from an embedder it does not record either.
+    let report = import_sqlite_saver(&src, &store_file).unwrap();
+    assert!(report.merged);
+    assert_same_history(&src, &store_file);
     assert_eq!(
         db2.store(StoreConfig::new()).unwrap().get(&["docs"], "readme").unwrap().unwrap().value,
         json!({"mine": true})
