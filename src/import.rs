@@ -464,7 +464,7 @@ impl<'a> Cursor<'a> {
                 0xc6 | 0xdb => (self.uint(4)?, 0),
                 0xc7 => (self.uint(1)? + 1, 0),
                 0xc8 => (self.uint(2)? + 1, 0),
-                0xc9 => (self.uint(4)? + 1, 0),
+                0xc9 => (self.uint(4)?.saturating_add(1), 0),
                 0xca | 0xce | 0xd2 => (4, 0),
                 0xcb | 0xcf | 0xd3 => (8, 0),
                 0xcc | 0xd0 => (1, 0),
@@ -477,11 +477,11 @@ impl<'a> Cursor<'a> {
                 0xdc => (0, self.uint(2)?),
                 0xdd => (0, self.uint(4)?),
                 0xde => (0, 2 * self.uint(2)?),
-                0xdf => (0, 2 * self.uint(4)?),
+                0xdf => (0, self.uint(4)?.saturating_mul(2)),
                 _ => return Err(malformed("reserved marker 0xc1")),
             };
             self.take(skip)?;
-            pending += items;
+            pending = pending.saturating_add(items);
             // Every value takes at least a byte: more pending values than
             // bytes left can only be truncated data.
             if pending > self.b.len() - self.pos {
@@ -996,4 +996,52 @@ fn merge(tmp: &Path, dst: &Path) -> Result<()> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sample() -> Vec<u8> {
+        let cp = json!({
+            "v": 4, "id": "1", "ts": "t",
+            "channel_values": {"messages": [{"__bytes__": "00ff"}, "hi", 1.5, [1, {"a": null}]], "n": 7},
+            "channel_versions": {"messages": "1", "n": "1"},
+            "versions_seen": {}, "updated_channels": null
+        });
+        JsonPlusSerializer.dumps_typed(&cp).unwrap().1
+    }
+
+    #[test]
+    fn a_checkpoint_splits_into_its_values_bytes() {
+        let bytes = sample();
+        let split = split_checkpoint(&bytes).unwrap();
+        let names: Vec<&str> = split.values.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(names, ["messages", "n"]);
+        let messages = JsonPlusSerializer.loads_typed("msgpack", split.values[0].1).unwrap();
+        assert_eq!(messages, json!([{"__bytes__": "00ff"}, "hi", 1.5, [1, {"a": null}]]));
+        assert_eq!(inline_value(split.values[1].1), Some(json!(7)));
+        assert_eq!(inline_value(split.values[0].1), None);
+        assert_eq!(split.rest["channel_versions"], json!({"messages": "1", "n": "1"}));
+        assert!(!split.rest.contains_key("channel_values"));
+    }
+
+    #[test]
+    fn damaged_msgpack_is_an_error_never_a_panic() {
+        let bytes = sample();
+        for n in 0..bytes.len() {
+            assert!(split_checkpoint(&bytes[..n]).is_err(), "prefix of {n} bytes");
+        }
+        for at in 0..bytes.len() {
+            for b in [0x00, 0xc1, 0xdd, 0xdf, 0xc9, 0xff] {
+                let mut damaged = bytes.clone();
+                damaged[at] = b;
+                let _ = split_checkpoint(&damaged);
+            }
+        }
+        // Huge counts in a few bytes are refused without allocating them.
+        assert!(split_checkpoint(&[0x81, 0xa1, b'x', 0xdd, 0xff, 0xff, 0xff, 0xff]).is_err());
+        assert!(split_checkpoint(&[0xdf, 0xff, 0xff, 0xff, 0xff]).is_err());
+    }
 }
