@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod importer;
 mod saver;
 mod store;
 
@@ -22,5 +23,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     saver::register(m)?;
     store::register(m)?;
+    importer::register(m)?;
     Ok(())
 }

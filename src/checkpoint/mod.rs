@@ -29,6 +29,7 @@
 mod cache;
 mod delta;
 mod encoded;
+mod exact;
 mod id;
 mod list;
 mod maintain;
@@ -44,6 +45,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 pub use encoded::{EncodedTuple, EncodedWrite, TypedBytes};
+pub(crate) use exact::ExactWrite;
 pub(crate) use id::uuid6_after;
 pub use id::{next_version, uuid6};
 pub use list::ListIter;

@@ -2,15 +2,17 @@
 //! command line (checkpoint threads and their history, the long-term Store,
 //! file statistics and an integrity check).
 //!
-//! Shape: `agentstate <FILE> <COMMAND> [ARGS] [--json]`. Human-readable text
-//! by default; `--json` prints one JSON document on stdout. Errors are one
+//! Shape: `agentstate <FILE> <COMMAND> [ARGS] [--json]`, and `agentstate
+//! import SRC DST [--json]` (see [`import`]). Human-readable text by default; `--json` prints one JSON document on stdout. Errors are one
 //! line on stderr and a non-zero exit code (see [`exit`]).
 
 mod file;
+mod import;
 mod output;
 mod store;
 mod threads;
 
+use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,7 +53,9 @@ Exit codes:
   6  database busy (locked by another process past the busy timeout; retry)
   7  `check` found problems
 
-Errors are printed as one line on stderr, also with --json.";
+Errors are printed as one line on stderr, also with --json.
+
+Importing a LangGraph SqliteSaver file: `agentstate import SRC DST` (see `agentstate import --help`).";
 
 /// Inspect and maintain an agentstate SQLite file: checkpoint threads (history,
 /// forks, diffs), the long-term Store, file statistics and integrity.
@@ -453,36 +457,52 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                let _ = e.print();
-                return ExitCode::SUCCESS;
-            }
-            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                let _ = e.print();
-                return ExitCode::from(exit::USAGE);
-            }
-            // clap's message without its usage block, on one line.
-            let text = e.render().to_string();
-            let head = text.split("\nUsage:").next().unwrap_or(&text);
-            let head: Vec<&str> =
-                head.lines().filter(|l| !l.trim_start().starts_with("For more information")).collect();
-            let head = one_line(&head.join("\n"));
-            let head = head.trim_start_matches("error:").trim();
-            eprintln!("error: {head} (see --help)");
-            return ExitCode::from(exit::USAGE);
-        }
-    };
-    match run(cli) {
+/// The exit for a command line clap refused (or help and version).
+fn bad_command_line(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let _ = e.print();
+        return ExitCode::from(exit::USAGE);
+    }
+    // clap's message without its usage block, on one line.
+    let text = e.render().to_string();
+    let head = text.split("\nUsage:").next().unwrap_or(&text);
+    let head: Vec<&str> =
+        head.lines().filter(|l| !l.trim_start().starts_with("For more information")).collect();
+    let head = one_line(&head.join("\n"));
+    let head = head.trim_start_matches("error:").trim();
+    eprintln!("error: {head} (see --help)");
+    ExitCode::from(exit::USAGE)
+}
+
+fn finish(result: CliResult) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::from(exit::OK),
         Err(f) if f.code == exit::OK => ExitCode::from(exit::OK),
         Err(f) => {
             eprintln!("error: {}", one_line(&f.message));
             ExitCode::from(f.code)
         }
+    }
+}
+
+fn main() -> ExitCode {
+    // `import` names two files: it has a command line of its own (a file
+    // named `import` is `./import` for the other commands).
+    let mut args = std::env::args_os().skip(1).peekable();
+    if args.peek().is_some_and(|a| a == "import") {
+        let rest: Vec<OsString> = args.skip(1).collect();
+        return match import::parse(rest) {
+            Ok(cli) => finish(import::run(&cli)),
+            Err(e) => bad_command_line(e),
+        };
+    }
+    match Cli::try_parse() {
+        Ok(cli) => finish(run(cli)),
+        Err(e) => bad_command_line(e),
     }
 }
