@@ -87,7 +87,7 @@ fn src_checkpoints(src: &Path) -> Vec<SrcCheckpoint> {
 }
 
 /// (thread, ns, checkpoint, task_id, idx, channel, type, bytes, task_path),
-/// sorted, from the SqliteSaver `writes` table or agentstate's
+/// sorted as get_tuple returns them (LangGraph's writes_sort_key), from the SqliteSaver `writes` table or agentstate's
 /// `checkpoint_writes`.
 type WriteRow = (String, String, String, String, i64, String, Option<String>, Vec<u8>, String);
 
@@ -96,7 +96,7 @@ fn write_rows(path: &Path, table: &str, blob: &str) -> Vec<WriteRow> {
     let mut stmt = conn
         .prepare(&format!(
             "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, {blob}, task_path \
-             FROM {table} ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx"
+             FROM {table} ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_path, task_id, idx"
         ))
         .unwrap();
     let rows = stmt

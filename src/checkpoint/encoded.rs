@@ -73,7 +73,7 @@ pub struct EncodedTuple {
     pub metadata: Metadata,
     /// The config of the checkpoint it was created from, if any.
     pub parent_config: Option<CheckpointConfig>,
-    /// The writes stored for it, ordered by (task_id, idx).
+    /// The writes stored for it, ordered by (task_path, task_id, idx), LangGraph's `writes_sort_key`.
     pub pending_writes: Vec<EncodedWrite>,
 }
 

@@ -342,7 +342,7 @@ impl Checkpointer {
     }
 
     /// The pending writes of every row, in one query, ordered by
-    /// (task_id, idx) within a checkpoint.
+    /// (task_path, task_id, idx) within a checkpoint (LangGraph's `writes_sort_key`).
     fn load_writes(&self, conn: &Connection, rows: &[Row]) -> Result<HashMap<RowKey, Vec<PendingWrite>>> {
         let mut out: HashMap<RowKey, Vec<PendingWrite>> = HashMap::new();
         for_each_write(conn, rows, |key, task_id, channel, tag, bytes| {
@@ -358,7 +358,7 @@ impl Checkpointer {
 pub(super) type RowKey = (String, String, String);
 
 /// Calls `f(row, task_id, channel, type tag, bytes)` for the pending writes
-/// of every row, in one query, ordered by (task_id, idx) within a row.
+/// of every row, in one query, ordered by (task_path, task_id, idx), LangGraph's `writes_sort_key` within a row.
 pub(super) fn for_each_write(
     conn: &Connection,
     rows: &[Row],
@@ -373,7 +373,7 @@ pub(super) fn for_each_write(
         // One checkpoint (get_tuple): a plain primary-key range.
         let mut stmt = conn.prepare_cached(
             "SELECT task_id, channel, type, blob FROM checkpoint_writes \
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_id, idx",
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_path, task_id, idx",
         )?;
         let mut q = stmt.query(params![row.thread_id, row.ns, row.id])?;
         while let Some(r) = q.next()? {
@@ -395,7 +395,7 @@ pub(super) fn for_each_write(
          FROM json_each(?1) AS k \
          JOIN checkpoint_writes AS w ON w.thread_id = k.value ->> 0 AND w.checkpoint_ns = k.value ->> 1 \
                                       AND w.checkpoint_id = k.value ->> 2 \
-         ORDER BY k.key, w.task_id, w.idx",
+         ORDER BY k.key, w.task_path, w.task_id, w.idx",
     )?;
     let mut q = stmt.query([keys])?;
     while let Some(r) = q.next()? {
