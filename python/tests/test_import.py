@@ -10,123 +10,33 @@ channel value and pending write, in the same order; `get_state_history` and
 from __future__ import annotations
 
 import hashlib
-import operator
+import importlib.util
 import os
 import sqlite3
+import sys
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
 from langgraph.store.sqlite import SqliteStore
-from langgraph.types import Command, Interrupt, Send, interrupt
+from langgraph.types import Command, Interrupt
 
 import agentstate
 from agentstate import AgentStateSaver, ConflictError, import_sqlite_saver
 
 
-class Chat(TypedDict):
-    messages: Annotated[list, add_messages]
-    turns: int
-
-
-def chat() -> StateGraph:
-    g = StateGraph(Chat)
-    g.add_node("agent", lambda s: {"messages": [("ai", f"reply {len(s['messages'])}")]})
-    g.add_node("count", lambda s: {"turns": s.get("turns", 0) + 1})
-    g.add_edge(START, "agent")
-    g.add_edge("agent", "count")
-    g.add_edge("count", END)
-    return g
-
-
-class Approval(TypedDict):
-    plan: str
-    approved: str
-    done: bool
-
-
-def approval() -> StateGraph:
-    def ask(s: Approval):
-        return {"approved": interrupt({"question": "approve?", "plan": s["plan"]})}
-
-    g = StateGraph(Approval)
-    g.add_node("plan", lambda s: {"plan": "delete the logs"})
-    g.add_node("ask", ask)
-    g.add_node("act", lambda s: {"done": s["approved"] == "yes"})
-    g.add_edge(START, "plan")
-    g.add_edge("plan", "ask")
-    g.add_edge("ask", "act")
-    g.add_edge("act", END)
-    return g
-
-
-class Outer(TypedDict):
-    text: str
-    log: Annotated[list, operator.add]
-
-
-def nested() -> StateGraph:
-    def inner_step(s: Outer):
-        return {"log": [f"inner got {interrupt('inner needs input')}"]}
-
-    inner = StateGraph(Outer)
-    inner.add_node("inner_step", inner_step)
-    inner.add_edge(START, "inner_step")
-    inner.add_edge("inner_step", END)
-    g = StateGraph(Outer)
-    g.add_node("before", lambda s: {"log": ["before"]})
-    g.add_node("sub", inner.compile())
-    g.add_node("after", lambda s: {"log": ["after"], "text": s["text"].upper()})
-    g.add_edge(START, "before")
-    g.add_edge("before", "sub")
-    g.add_edge("sub", "after")
-    g.add_edge("after", END)
-    return g
-
-
-class FanOut(TypedDict):
-    topics: list[str]
-    results: Annotated[list, operator.add]
-
-
-def fanout() -> StateGraph:
-    g = StateGraph(FanOut)
-    g.add_node("research", lambda item: {"results": [f"notes on {item['topic']}"]})
-    g.add_node("summarize", lambda s: {"results": [f"{len(s['results'])} notes"]})
-    g.add_conditional_edges(START, lambda s: [Send("research", {"topic": t}) for t in s["topics"]], ["research"])
-    g.add_edge("research", "summarize")
-    g.add_edge("summarize", END)
-    return g
-
-
-class Log(TypedDict):
-    log: Annotated[list, operator.add]
-
-
-FAIL = {"on": True}
-
-
-def failing() -> StateGraph:
-    def flaky(s: Log):
-        if FAIL["on"]:
-            raise ValueError("tool down")
-        return {"log": ["flaky"]}
-
-    g = StateGraph(Log)
-    g.add_node("ok", lambda s: {"log": ["ok"]})
-    g.add_node("flaky", flaky)
-    g.add_edge(START, "ok")
-    g.add_edge(START, "flaky")
-    g.add_edge("ok", END)
-    g.add_edge("flaky", END)
-    return g
-
-
-GRAPHS = {"chat": chat, "approval": approval, "nested": nested, "fanout": fanout, "error": failing}
+# The graphs that wrote tests/fixtures/import/sqlite_saver.sqlite, from the
+# script that wrote it (one definition for both).
+_spec = importlib.util.spec_from_file_location(
+    "sqlite_saver_fixture", Path(__file__).resolve().parents[2] / "tools" / "sqlite_saver_fixture" / "make.py"
+)
+fixture = importlib.util.module_from_spec(_spec)
+sys.modules["sqlite_saver_fixture"] = fixture  # its TypedDict hints resolve through sys.modules
+_spec.loader.exec_module(fixture)
+chat, approval, nested, fanout, failing = fixture.chat, fixture.approval, fixture.nested, fixture.fanout, fixture.failing
+FAIL, GRAPHS = fixture.FAIL, fixture.GRAPHS
 
 
 def cfg(thread: str) -> dict[str, Any]:

@@ -115,9 +115,14 @@ class Log(TypedDict):
     log: Annotated[list, operator.add]
 
 
+FAIL = {"on": True}
+
+
 def failing() -> StateGraph:
     def flaky(s: Log):
-        raise ValueError("tool down")
+        if FAIL["on"]:
+            raise ValueError("tool down")
+        return {"log": ["flaky"]}
 
     g = StateGraph(Log)
     g.add_node("ok", lambda s: {"log": ["ok"]})
@@ -127,6 +132,11 @@ def failing() -> StateGraph:
     g.add_edge("ok", END)
     g.add_edge("flaky", END)
     return g
+
+
+# The graphs by thread id (tests/import.rs and python/tests/test_import.py
+# run them too).
+GRAPHS = {"chat": chat, "approval": approval, "nested": nested, "fanout": fanout, "error": failing}
 
 
 def embed(texts: list[str]) -> list[list[float]]:
