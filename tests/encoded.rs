@@ -110,7 +110,8 @@ fn growing_msgpack_lists_are_stored_as_tails_and_listed_whole() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tails.db");
     let n = 120;
-    let configs = grow(&Db::open(&path).unwrap().checkpointer(), n);
+    let writer = Db::open(&path).unwrap().checkpointer();
+    let configs = grow(&writer, n);
     let conn = Connection::open(&path).unwrap();
     let (deltas, stored): (i64, i64) = conn
         .query_row(
@@ -123,14 +124,20 @@ fn growing_msgpack_lists_are_stored_as_tails_and_listed_whole() {
     assert!(deltas > 90, "most versions are deltas: {deltas}");
     assert!((stored as usize) * 10 < whole, "stored {stored} bytes for lists of {whole} bytes in all");
 
-    let s = Db::open(&path).unwrap().checkpointer();
-    let listed: Vec<_> = s.list_encoded(&ListQuery::thread("t")).unwrap().collect::<Result<_, _>>().unwrap();
-    assert_eq!(listed.len(), n);
-    for (t, (i, cfg)) in listed.iter().zip(configs.iter().enumerate().rev()) {
-        assert_eq!(&t.config, cfg);
-        assert_eq!(t.values["messages"], enc(&Value::Array((0..=i).map(msg).collect())), "version {i}");
-        assert_eq!(t.metadata.step(), Some(i as i64));
+    // The writer (whose newest list is in memory, and whose get_tuple
+    // cached a version) and a fresh process list the same whole values.
+    writer.get_tuple_encoded(&configs[60]).unwrap();
+    for s in [writer.clone(), Db::open(&path).unwrap().checkpointer()] {
+        let listed: Vec<_> =
+            s.list_encoded(&ListQuery::thread("t")).unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(listed.len(), n);
+        for (t, (i, cfg)) in listed.iter().zip(configs.iter().enumerate().rev()) {
+            assert_eq!(&t.config, cfg);
+            assert_eq!(t.values["messages"], enc(&Value::Array((0..=i).map(msg).collect())), "version {i}");
+            assert_eq!(t.metadata.step(), Some(i as i64));
+        }
     }
+    let s = Db::open(&path).unwrap().checkpointer();
     let limited =
         s.list_encoded(&ListQuery::thread("t").limit(3).before(configs[10].checkpoint_id.clone().unwrap()));
     let ids: Vec<_> = limited.unwrap().map(|t| t.unwrap().config).collect();

@@ -262,10 +262,16 @@ impl Checkpointer {
         pieces: &mut Pieces,
         cache: bool,
     ) -> Result<Option<(String, Vec<u8>)>> {
+        // Either way, remembered as the list the next (older) version of a
+        // history read is cut from.
         if let Some(base) = self.bases.get(&key.0, &key.1, &key.2).filter(|b| b.version == key.3) {
+            pieces.set_last_shared(key, base.bytes.clone());
             return Ok(Some(("msgpack".into(), base.bytes.to_vec())));
         }
         if let Some((tag, bytes)) = self.encoded.get(key) {
+            if tag == "msgpack" {
+                pieces.set_last_shared(key, bytes.clone());
+            }
             return Ok(Some((tag, bytes.to_vec())));
         }
         let found = blob_bytes(conn, key, pieces)?;

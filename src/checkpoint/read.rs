@@ -428,11 +428,34 @@ impl Pieces {
     }
 
     /// The full bytes of `key` cut from the last list assembled for its
-    /// channel, if that list's version is a delta whose base is `key`.
-    fn parent_of_last(&self, key: &BlobKey) -> Option<Vec<u8>> {
+    /// channel, if that list's version is a delta whose base is `key` (its
+    /// row read now if this read has not yet).
+    fn parent_of_last(&mut self, conn: &Connection, key: &BlobKey) -> Result<Option<Vec<u8>>> {
+        let (thread, ns, channel, _) = key;
+        let Some((child, _)) = self.last.get(&(thread.clone(), ns.clone(), channel.clone())) else {
+            return Ok(None);
+        };
+        let child = (thread.clone(), ns.clone(), channel.clone(), child.clone());
+        if !self.rows.contains_key(&child) {
+            let row = conn
+                .prepare_cached(
+                    "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
+                     WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
+                )?
+                .query_row(params![child.0, child.1, child.2, child.3], |r| {
+                    Ok(BlobRow { tag: r.get(0)?, bytes: r.get(1)?, base: r.get(2)?, root: r.get(3)? })
+                })
+                .optional()?;
+            let Some(row) = row else { return Ok(None) };
+            self.rows.insert(child.clone(), row);
+        }
+        Ok(self.cut_parent(key, &child))
+    }
+
+    fn cut_parent(&self, key: &BlobKey, child: &BlobKey) -> Option<Vec<u8>> {
         let (thread, ns, channel, version) = key;
-        let (child, full) = self.last.get(&(thread.clone(), ns.clone(), channel.clone()))?;
-        let row = self.rows.get(&(thread.clone(), ns.clone(), channel.clone(), child.clone()))?;
+        let (_, full) = self.last.get(&(thread.clone(), ns.clone(), channel.clone()))?;
+        let row = self.rows.get(child)?;
         if row.base.as_deref() != Some(version.as_str()) {
             return None;
         }
@@ -447,8 +470,13 @@ impl Pieces {
     }
 
     fn set_last(&mut self, key: &BlobKey, bytes: &[u8]) {
+        self.set_last_shared(key, Arc::new(bytes.to_vec()));
+    }
+
+    /// Remembers `bytes` as the last list assembled for `key`'s channel.
+    pub(super) fn set_last_shared(&mut self, key: &BlobKey, bytes: Arc<Vec<u8>>) {
         let channel = (key.0.clone(), key.1.clone(), key.2.clone());
-        self.last.insert(channel, (key.3.clone(), Arc::new(bytes.to_vec())));
+        self.last.insert(channel, (key.3.clone(), bytes));
     }
 }
 
@@ -467,7 +495,7 @@ pub(super) fn blob_bytes(
     key: &BlobKey,
     pieces: &mut Pieces,
 ) -> Result<Option<(String, Vec<u8>)>> {
-    if let Some(full) = pieces.parent_of_last(key) {
+    if let Some(full) = pieces.parent_of_last(conn, key)? {
         pieces.set_last(key, &full);
         return Ok(Some(("msgpack".into(), full)));
     }
