@@ -71,7 +71,7 @@ def better(key: str, python: float, ours: float) -> float:
     """How many times better agentstate is on a metric."""
     if not python or not ours:
         return float("nan")
-    return ours / python if key.endswith("_per_s") else python / ours
+    return ours / python if "_per_s" in key else python / ours
 
 
 def table(title: str, python: dict, ours: dict, names: tuple[str, str]) -> str:

@@ -124,6 +124,8 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     def _tuple(self, row: tuple) -> CheckpointTuple:
         thread_id, ns, checkpoint_id, parent_id, checkpoint, metadata, values, writes = row
         checkpoint = json.loads(checkpoint)
+        # Stored only when known (LangGraph writes None for "unknown").
+        checkpoint.setdefault("updated_channels", None)
         channel_values = checkpoint.setdefault("channel_values", {})
         loads = self.serde.loads_typed
         versions = checkpoint.get("channel_versions", {})
