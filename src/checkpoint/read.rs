@@ -408,13 +408,33 @@ pub(super) fn for_each_write(
 type ChannelKey = (String, String, String);
 
 /// What one read of stored bytes keeps between blobs: the
-/// `checkpoint_blobs` rows read so far, and per channel the last full bytes
-/// it assembled (a history read goes newest first, and a version stored as a
+/// `checkpoint_blobs` rows read so far, and per channel the last list it
+/// handed out (a history read goes newest first, and a version stored as a
 /// delta's base is a prefix of the delta's version).
 #[derive(Default)]
 pub(super) struct Pieces {
     rows: HashMap<BlobKey, BlobRow>,
-    last: HashMap<ChannelKey, (String, Arc<Vec<u8>>)>,
+    last: HashMap<ChannelKey, Last>,
+}
+
+/// A list as a range of a shared buffer: `count` elements whose encodings
+/// are `buf[start..end]`. Older versions cut from it share the buffer.
+struct Last {
+    version: String,
+    buf: Arc<Vec<u8>>,
+    count: usize,
+    start: usize,
+    end: usize,
+}
+
+impl Last {
+    /// The full encoding: a header, then the elements.
+    fn bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.end - self.start + 5);
+        delta::write_array_header(&mut out, self.count);
+        out.extend_from_slice(&self.buf[self.start..self.end]);
+        out
+    }
 }
 
 impl Pieces {
@@ -427,15 +447,13 @@ impl Pieces {
         self.last.clear();
     }
 
-    /// The full bytes of `key` cut from the last list assembled for its
-    /// channel, if that list's version is a delta whose base is `key` (its
-    /// row read now if this read has not yet).
-    fn parent_of_last(&mut self, conn: &Connection, key: &BlobKey) -> Result<Option<Vec<u8>>> {
-        let (thread, ns, channel, _) = key;
-        let Some((child, _)) = self.last.get(&(thread.clone(), ns.clone(), channel.clone())) else {
-            return Ok(None);
-        };
-        let child = (thread.clone(), ns.clone(), channel.clone(), child.clone());
+    /// The list of `key`'s version cut from the last list handed out for
+    /// its channel, if that one's version is a delta whose base is `key`
+    /// (its row read now if this read has not yet).
+    fn parent_of_last(&mut self, conn: &Connection, key: &BlobKey) -> Result<Option<Last>> {
+        let channel = (key.0.clone(), key.1.clone(), key.2.clone());
+        let Some(last) = self.last.get(&channel) else { return Ok(None) };
+        let child = (key.0.clone(), key.1.clone(), key.2.clone(), last.version.clone());
         if !self.rows.contains_key(&child) {
             let row = conn
                 .prepare_cached(
@@ -449,34 +467,38 @@ impl Pieces {
             let Some(row) = row else { return Ok(None) };
             self.rows.insert(child.clone(), row);
         }
-        Ok(self.cut_parent(key, &child))
-    }
-
-    fn cut_parent(&self, key: &BlobKey, child: &BlobKey) -> Option<Vec<u8>> {
-        let (thread, ns, channel, version) = key;
-        let (_, full) = self.last.get(&(thread.clone(), ns.clone(), channel.clone()))?;
-        let row = self.rows.get(child)?;
-        if row.base.as_deref() != Some(version.as_str()) {
-            return None;
+        let (Some(last), Some(row)) = (self.last.get(&channel), self.rows.get(&child)) else {
+            return Ok(None);
+        };
+        if row.base.as_deref() != Some(key.3.as_str()) {
+            return Ok(None);
         }
-        let tail = row.bytes.as_deref()?;
-        let (tail_n, tail_h) = delta::array_header(tail)?;
-        let (n, h) = delta::array_header(full)?;
-        let end = full.len().checked_sub(tail.len() - tail_h)?;
-        let mut out = Vec::with_capacity(end - h + 5);
-        delta::write_array_header(&mut out, n.checked_sub(tail_n)?);
-        out.extend_from_slice(full.get(h..end)?);
-        Some(out)
+        let Some(tail) = row.bytes.as_deref() else { return Ok(None) };
+        let Some((tail_count, tail_header)) = delta::array_header(tail) else { return Ok(None) };
+        let (Some(count), Some(end)) =
+            (last.count.checked_sub(tail_count), last.end.checked_sub(tail.len() - tail_header))
+        else {
+            return Ok(None);
+        };
+        if end < last.start {
+            return Ok(None);
+        }
+        Ok(Some(Last { version: key.3.clone(), buf: last.buf.clone(), count, start: last.start, end }))
     }
 
-    fn set_last(&mut self, key: &BlobKey, bytes: &[u8]) {
-        self.set_last_shared(key, Arc::new(bytes.to_vec()));
-    }
-
-    /// Remembers `bytes` as the last list assembled for `key`'s channel.
-    pub(super) fn set_last_shared(&mut self, key: &BlobKey, bytes: Arc<Vec<u8>>) {
+    /// Remembers `bytes` (a full encoding) as the last list handed out for
+    /// `key`'s channel; not a list: nothing to cut from.
+    pub(super) fn set_last_shared(&mut self, key: &BlobKey, buf: Arc<Vec<u8>>) {
         let channel = (key.0.clone(), key.1.clone(), key.2.clone());
-        self.last.insert(channel, (key.3.clone(), bytes));
+        match delta::array_header(&buf) {
+            Some((count, start)) => {
+                let end = buf.len();
+                self.last.insert(channel, Last { version: key.3.clone(), buf, count, start, end });
+            }
+            None => {
+                self.last.remove(&channel);
+            }
+        }
     }
 }
 
@@ -495,8 +517,9 @@ pub(super) fn blob_bytes(
     key: &BlobKey,
     pieces: &mut Pieces,
 ) -> Result<Option<(String, Vec<u8>)>> {
-    if let Some(full) = pieces.parent_of_last(conn, key)? {
-        pieces.set_last(key, &full);
+    if let Some(last) = pieces.parent_of_last(conn, key)? {
+        let full = last.bytes();
+        pieces.last.insert((key.0.clone(), key.1.clone(), key.2.clone()), last);
         return Ok(Some(("msgpack".into(), full)));
     }
     let (thread, ns, channel) = (&key.0, &key.1, &key.2);
@@ -555,7 +578,7 @@ pub(super) fn blob_bytes(
     if let [only] = path.as_slice() {
         let full = bytes_of(only).to_vec();
         if tag == "msgpack" {
-            pieces.set_last(key, &full);
+            pieces.set_last_shared(key, Arc::new(full.clone()));
         }
         return Ok(Some((tag, full)));
     }
@@ -563,7 +586,7 @@ pub(super) fn blob_bytes(
     let full = delta::assemble(&refs).ok_or_else(|| {
         Error::corrupt(format!("blob {channel}@{} of thread '{thread}': a delta is not a list", key.3))
     })?;
-    pieces.set_last(key, &full);
+    pieces.set_last_shared(key, Arc::new(full.clone()));
     Ok(Some((tag, full)))
 }
 
