@@ -116,8 +116,10 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         self._native.flush()
 
     def close(self) -> None:
-        """Commits what is queued. The file is closed when the saver is dropped."""
-        self._native.flush()
+        """Commits what is queued and lets the file go (once calls in flight
+        and open ``list`` iterators are done with it). Later calls raise
+        ``agentstate.Error``; closing again does nothing."""
+        self._native.close()
 
     # -- reading ---------------------------------------------------------
 

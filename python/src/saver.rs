@@ -4,7 +4,7 @@
 //! `agentstate.AgentStateSaver` wraps it.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 use agentstate::checkpoint::{ChannelVersions, EncodedTuple, ListIter, PruneStrategy, TypedBytes};
 use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, Durability, ListQuery, Metadata};
@@ -12,7 +12,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
-use crate::errors::to_py;
+use crate::errors::{self, to_py};
 
 /// `(channel, type tag, bytes)` rows from Python.
 type Encoded<'py> = Vec<(String, String, Bound<'py, PyBytes>)>;
@@ -74,11 +74,26 @@ impl Out {
     }
 }
 
-/// A checkpointer on one agentstate file.
+/// A checkpointer on one agentstate file. `close()` commits what is queued
+/// and lets the file go (once calls in flight on other threads, and cursors
+/// still open, have finished with it); any later call raises
+/// `agentstate.Error`.
 #[pyclass(module = "agentstate._native", frozen)]
 pub struct Saver {
-    db: Db,
-    saver: Checkpointer,
+    open: RwLock<Option<(Db, Checkpointer)>>,
+}
+
+impl Saver {
+    /// The open file's handles (clones: a close() meanwhile lets the file go
+    /// when the caller is done with them), or `agentstate.Error`.
+    fn handles(&self) -> PyResult<(Db, Checkpointer)> {
+        let guard = self.open.read().map_err(|_| errors::Error::new_err("the saver's lock is poisoned"))?;
+        guard.clone().ok_or_else(|| errors::Error::new_err("the saver is closed"))
+    }
+
+    fn saver(&self) -> PyResult<Checkpointer> {
+        Ok(self.handles()?.1)
+    }
 }
 
 #[pymethods]
@@ -102,7 +117,7 @@ impl Saver {
         let db = py
             .detach(|| if path == ":memory:" { builder.open_in_memory() } else { builder.open(&path) })
             .map_err(to_py)?;
-        Ok(Saver { saver: db.checkpointer(), db })
+        Ok(Saver { open: RwLock::new(Some((db.clone(), db.checkpointer()))) })
     }
 
     /// Stores a checkpoint (inline values in its JSON, the others encoded).
@@ -117,13 +132,14 @@ impl Saver {
         metadata: String,
         new_versions: String,
     ) -> PyResult<()> {
+        let saver = self.saver()?;
         let values: BTreeMap<String, TypedBytes> = owned(values).into_iter().collect();
         let config = config(thread_id, checkpoint_ns, parent_id);
         py.detach(|| {
             let checkpoint: Checkpoint = parse("checkpoint", &checkpoint)?;
             let metadata: Metadata = parse("metadata", &metadata)?;
             let new_versions: ChannelVersions = parse("new_versions", &new_versions)?;
-            self.saver.put_encoded(&config, &checkpoint, &values, &metadata, &new_versions)
+            saver.put_encoded(&config, &checkpoint, &values, &metadata, &new_versions)
         })
         .map_err(to_py)?;
         Ok(())
@@ -140,9 +156,10 @@ impl Saver {
         task_id: String,
         task_path: String,
     ) -> PyResult<()> {
+        let saver = self.saver()?;
         let writes = owned(writes);
         let config = config(thread_id, checkpoint_ns, Some(checkpoint_id));
-        py.detach(|| self.saver.put_writes_encoded(&config, &writes, &task_id, &task_path)).map_err(to_py)
+        py.detach(|| saver.put_writes_encoded(&config, &writes, &task_id, &task_path)).map_err(to_py)
     }
 
     /// The checkpoint `checkpoint_id` (the newest without one), or None.
@@ -154,9 +171,10 @@ impl Saver {
         checkpoint_ns: String,
         checkpoint_id: Option<String>,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let saver = self.saver()?;
         let config = config(thread_id, checkpoint_ns, checkpoint_id);
         let out = py
-            .detach(|| self.saver.get_tuple_encoded(&config).and_then(|t| t.map(Out::new).transpose()))
+            .detach(|| saver.get_tuple_encoded(&config).and_then(|t| t.map(Out::new).transpose()))
             .map_err(to_py)?;
         out.map(|o| o.into_py(py)).transpose()
     }
@@ -173,32 +191,57 @@ impl Saver {
         before: Option<String>,
         limit: Option<usize>,
     ) -> PyResult<Cursor> {
+        let saver = self.saver()?;
         let filter = filter.map(|f| parse::<serde_json::Value>("filter", &f)).transpose().map_err(to_py)?;
         let query = ListQuery { thread_id, checkpoint_ns, checkpoint_id, filter, before, limit };
-        let iter = py.detach(|| self.saver.list_encoded(&query)).map_err(to_py)?;
+        let iter = py.detach(|| saver.list_encoded(&query)).map_err(to_py)?;
         Ok(Cursor { iter: Mutex::new(iter) })
     }
 
     fn delete_thread(&self, py: Python<'_>, thread_id: String) -> PyResult<()> {
-        py.detach(|| self.saver.delete_thread(&thread_id)).map_err(to_py)
+        let saver = self.saver()?;
+        py.detach(|| saver.delete_thread(&thread_id)).map_err(to_py)
     }
 
     fn copy_thread(&self, py: Python<'_>, source: String, target: String) -> PyResult<()> {
-        py.detach(|| self.saver.copy_thread(&source, &target)).map_err(to_py)
+        let saver = self.saver()?;
+        py.detach(|| saver.copy_thread(&source, &target)).map_err(to_py)
     }
 
     fn prune(&self, py: Python<'_>, thread_ids: Vec<String>, strategy: String) -> PyResult<()> {
+        let saver = self.saver()?;
         let strategy: PruneStrategy = strategy.parse().map_err(to_py)?;
-        py.detach(|| self.saver.prune(&thread_ids, strategy)).map_err(to_py)
+        py.detach(|| saver.prune(&thread_ids, strategy)).map_err(to_py)
     }
 
     fn delete_for_runs(&self, py: Python<'_>, run_ids: Vec<String>) -> PyResult<()> {
-        py.detach(|| self.saver.delete_for_runs(&run_ids)).map_err(to_py)
+        let saver = self.saver()?;
+        py.detach(|| saver.delete_for_runs(&run_ids)).map_err(to_py)
     }
 
     /// Commits what write-behind has queued.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.db.flush()).map_err(to_py)
+        let (db, _) = self.handles()?;
+        py.detach(|| db.flush()).map_err(to_py)
+    }
+
+    /// Commits what write-behind has queued and lets the file go; later
+    /// calls raise `agentstate.Error`. Idempotent. The file is let go even
+    /// if the commit fails (its error is raised).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let taken =
+            self.open.write().map_err(|_| errors::Error::new_err("the saver's lock is poisoned"))?.take();
+        // The last handle closes the connections: not while holding the GIL.
+        py.detach(move || match taken {
+            Some((db, saver)) => {
+                let flushed = db.flush();
+                drop(saver);
+                drop(db);
+                flushed
+            }
+            None => Ok(()),
+        })
+        .map_err(to_py)
     }
 }
 
