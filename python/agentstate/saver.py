@@ -28,20 +28,28 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from agentstate._native import Saver as _Saver
 
 __all__ = ["AgentStateSaver"]
 
 # Values stored inline in the checkpoint's JSON (as LangGraph's Postgres
-# saver does): exactly these types, so that a subclass (an enum, a bool
+# saver does), with LangGraph's own serde only: a serde of yours (encryption)
+# sees every value. Exactly these types, so that a subclass (an enum, a bool
 # posing as an int) never loses its type on the way back.
-_INLINE = (str, bool, type(None))
+_INLINE = (bool, type(None))
 _I64 = (-(2**63), 2**63 - 1)
+# The integers the crate's JSON keeps exactly (i64 and u64).
+_JSON_INTS = (-(2**63), 2**64 - 1)
 
 
 def _inline(value: Any) -> bool:
     t = type(value)
+    if t is str:
+        # A lone surrogate (a broken escape in JSON from elsewhere) is not
+        # UTF-8: the serde stores it as LangGraph's savers do.
+        return value.isascii() or _utf8(value)
     if t in _INLINE:
         return True
     if t is int:
@@ -51,8 +59,39 @@ def _inline(value: Any) -> bool:
     return False
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _metadata_json(metadata: Any) -> str:
+    """The metadata as JSON, as SqliteSaver stores it (a character UTF-8
+    cannot encode is dropped), refusing integers the crate's JSON would not
+    keep exactly (it would read 2**64 back as a float)."""
+    _check_ints(metadata, "metadata")
+    text = _dumps(metadata)
+    return text if text.isascii() or _utf8(text) else text.encode("utf-8", "ignore").decode("utf-8")
+
+
+def _check_ints(obj: Any, where: str) -> None:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_ints(v, f"{where}[{k!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _check_ints(v, f"{where}[{i}]")
+    elif isinstance(obj, int) and not isinstance(obj, bool) and not _JSON_INTS[0] <= obj <= _JSON_INTS[1]:
+        raise ValueError(
+            f"{where} is {obj}, which does not fit in 64 bits: agentstate would not read it back "
+            "exactly (store it as a string)"
+        )
 
 
 class AgentStateSaver(BaseCheckpointSaver[str]):
@@ -191,28 +230,51 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         stored = dict(checkpoint)
         inline: dict[str, Any] = {}
         encoded = []
+        skipped = []
         dumps = self.serde.dumps_typed
+        # Only LangGraph's own serde: any other (encryption) sees every value.
+        inline_ok = type(self.serde) is JsonPlusSerializer
+        values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
         known = self._stored
-        for channel, value in checkpoint["channel_values"].items():
-            if _inline(value):
+        for channel, value in values.items():
+            if inline_ok and _inline(value):
                 inline[channel] = value
             elif channel in new_versions or (thread_id, ns, channel, versions.get(channel)) not in known:
                 tag, data = dumps(value)
                 encoded.append((channel, tag, data))
+            else:
+                skipped.append(channel)
         stored["channel_values"] = inline
-        self._native.put(
+        args = [
             thread_id,
             ns,
             configurable.get("checkpoint_id"),
             _dumps(stored),
             encoded,
-            _dumps(get_serializable_checkpoint_metadata(config, metadata)),
+            _metadata_json(get_serializable_checkpoint_metadata(config, metadata)),
             _dumps(new_versions),
-        )
+        ]
+        try:
+            self._native.put(*args)
+        except ValueError:
+            if not skipped:
+                raise
+            # What this saver remembers may be stale: another saver or
+            # process deleted or pruned the thread. Send every value.
+            for channel in skipped:
+                known.discard((thread_id, ns, channel, versions.get(channel)))
+                encoded.append((channel, *dumps(values[channel])))
+            self._native.put(*args)
         for channel, _, _ in encoded:
             self._remember(thread_id, ns, channel, versions.get(channel))
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
+        return {
+            "configurable": {
+                "thread_id": configurable["thread_id"],
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
 
     def _remember(self, thread_id: str, ns: str, channel: str, version: Any) -> None:
         if len(self._stored) > 100_000:
