@@ -228,3 +228,25 @@ fn a_missing_blob_is_corrupt_not_an_absent_channel() {
     let listed: Vec<_> = s.list_encoded(&ListQuery::thread("t")).unwrap().collect();
     assert!(listed.iter().any(|r| matches!(r, Err(Error::Corrupt { .. }))));
 }
+
+#[test]
+fn with_unstable_encoding_a_stored_version_keeps_its_first_bytes() {
+    // An encrypting serializer gives the same value new bytes each time.
+    let s = Db::open_in_memory().unwrap().checkpointer().with_unstable_encoding();
+    let mut cp = Checkpoint::with_id(uuid6(Some(1)).to_string());
+    cp.channel_versions.insert("m".into(), next_version(None));
+    let nv = cp.channel_versions.clone();
+    let first = BTreeMap::from([("m".to_string(), TypedBytes::new("msgpack+aes", vec![1, 2, 3]))]);
+    let cfg = s.put_encoded(&CheckpointConfig::thread("t"), &cp, &first, &Metadata::new(), &nv).unwrap();
+    // The same checkpoint put again (a retry), re-encrypted: no Conflict.
+    let again = BTreeMap::from([("m".to_string(), TypedBytes::new("msgpack+aes", vec![9, 9, 9]))]);
+    s.put_encoded(&CheckpointConfig::thread("t"), &cp, &again, &Metadata::new(), &nv).unwrap();
+    assert_eq!(s.get_tuple_encoded(&cfg).unwrap().unwrap().values, first);
+    // Without it, the difference is refused.
+    let strict = Db::open_in_memory().unwrap().checkpointer();
+    strict.put_encoded(&CheckpointConfig::thread("t"), &cp, &first, &Metadata::new(), &nv).unwrap();
+    assert!(matches!(
+        strict.put_encoded(&CheckpointConfig::thread("t"), &cp, &again, &Metadata::new(), &nv),
+        Err(Error::Conflict(_))
+    ));
+}

@@ -125,7 +125,17 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     ) -> None:
         super().__init__(serde=serde)
         self.path = path
-        self._native = _Saver(str(path), durability=durability, write_behind=write_behind)
+        # LangGraph's default serde gives one value the same bytes every time,
+        # so a version stored again with other bytes is a real conflict; any
+        # other serde (encryption with a random nonce) may not: then a
+        # version put again keeps the value first stored, as LangGraph's
+        # Postgres saver does.
+        self._native = _Saver(
+            str(path),
+            durability=durability,
+            write_behind=write_behind,
+            unstable_encoding=type(self.serde) is not JsonPlusSerializer,
+        )
         # (thread, ns, channel, version) this saver knows to be stored: a put
         # encodes a channel left out of new_versions only if its version is
         # not known (Rust stores it then, if the file lacks it).

@@ -100,10 +100,18 @@ impl Saver {
 impl Saver {
     /// Opens (creating if needed) the file at `path` (`":memory:"`: an
     /// in-memory database). `durability` is `"normal"` or `"full"`;
-    /// `write_behind` queues writes and commits them in the background.
+    /// `write_behind` queues writes and commits them in the background;
+    /// `unstable_encoding`: the serde may give one value different bytes
+    /// (encryption), so a version put again keeps its stored value.
     #[new]
-    #[pyo3(signature = (path, *, durability = "normal", write_behind = false))]
-    fn new(py: Python<'_>, path: String, durability: &str, write_behind: bool) -> PyResult<Saver> {
+    #[pyo3(signature = (path, *, durability = "normal", write_behind = false, unstable_encoding = false))]
+    fn new(
+        py: Python<'_>,
+        path: String,
+        durability: &str,
+        write_behind: bool,
+        unstable_encoding: bool,
+    ) -> PyResult<Saver> {
         let durability = match durability {
             "normal" => Durability::Normal,
             "full" => Durability::Full,
@@ -117,7 +125,9 @@ impl Saver {
         let db = py
             .detach(|| if path == ":memory:" { builder.open_in_memory() } else { builder.open(&path) })
             .map_err(to_py)?;
-        Ok(Saver { open: RwLock::new(Some((db.clone(), db.checkpointer()))) })
+        let saver = db.checkpointer();
+        let saver = if unstable_encoding { saver.with_unstable_encoding() } else { saver };
+        Ok(Saver { open: RwLock::new(Some((db.clone(), saver))) })
     }
 
     /// Stores a checkpoint (inline values in its JSON, the others encoded).

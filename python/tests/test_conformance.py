@@ -10,6 +10,9 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 from agentstate import AgentStateSaver
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+from test_saver_edges import ToyCipher
 
 
 def _registered(tmp_path, **kwargs):
@@ -24,8 +27,15 @@ def _registered(tmp_path, **kwargs):
     return factory
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"write_behind": True}], ids=["sync", "write_behind"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"write_behind": True}, {"serde": "encrypted"}],
+    ids=["sync", "write_behind", "encrypted"],
+)
 async def test_conformance_every_capability_passes(tmp_path, kwargs):
+    if kwargs.get("serde") == "encrypted":
+        # A random nonce per value, like LangGraph's AES serializer.
+        kwargs = {"serde": EncryptedSerializer(ToyCipher())}
     failures: list[str] = []
 
     def on_result(cap, name, passed, error):

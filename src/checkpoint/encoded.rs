@@ -91,7 +91,9 @@ impl Checkpointer {
     /// nothing); without an entry the put is refused.
     ///
     /// # Errors
-    /// As [`put`](Self::put), and [`Error::InvalidArgument`] if
+    /// As [`put`](Self::put) (without the `Conflict` for a reused version
+    /// after [`with_unstable_encoding`](Self::with_unstable_encoding)), and
+    /// [`Error::InvalidArgument`] if
     /// `checkpoint.channel_values` holds a value that is not inline (a list
     /// or an object: encode it into `values`) or `values` names a channel
     /// without a version.
@@ -125,6 +127,7 @@ impl Checkpointer {
             checkpoint,
             metadata,
             new_versions,
+            !self.unstable_encoding,
             |ch, version, _| {
                 Ok(match values.get(ch) {
                     Some(tb) => plan(ch, version, tb),

@@ -96,6 +96,9 @@ pub struct Checkpointer {
     tuples: Arc<cache::TupleCache>,
     encoded_tuples: Arc<cache::TupleCache<EncodedTuple>>,
     retention: Option<Arc<Retention>>,
+    /// `put_encoded` keeps a stored version's value instead of comparing
+    /// bytes (see [`Checkpointer::with_unstable_encoding`]).
+    unstable_encoding: bool,
 }
 
 impl std::fmt::Debug for Checkpointer {
@@ -116,6 +119,7 @@ impl Db {
             tuples: Arc::default(),
             encoded_tuples: Arc::default(),
             retention: None,
+            unstable_encoding: false,
         }
     }
 }
@@ -160,6 +164,20 @@ impl Checkpointer {
     #[must_use]
     pub fn with_retention(mut self, policy: Retention) -> Checkpointer {
         self.retention = Some(Arc::new(policy));
+        self
+    }
+
+    /// The same checkpointer, for values encoded by a serializer that may
+    /// give one value different bytes each time (encryption with a random
+    /// nonce, unordered collections): [`put_encoded`](Self::put_encoded) then
+    /// keeps the value first stored for a (channel, version) when it is put
+    /// again, as LangGraph's Postgres saver does, instead of comparing bytes
+    /// and refusing a difference with [`Error::Conflict`]. The price: a
+    /// version reused for another value is no longer detected. Decoded
+    /// writes (`put`, `step`) are not affected.
+    #[must_use]
+    pub fn with_unstable_encoding(mut self) -> Checkpointer {
+        self.unstable_encoding = true;
         self
     }
 

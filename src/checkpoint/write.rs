@@ -133,20 +133,24 @@ impl Checkpointer {
             Some(v) => self.plan_put_blob(thread, ns, ch, version, v),
             None => Ok(PlannedBlob::empty(ch, version)),
         };
-        self.put_planned(config, checkpoint, metadata, new_versions, plan, |_, _| Ok(None))
+        self.put_planned(config, checkpoint, metadata, new_versions, true, plan, |_, _| Ok(None))
     }
 
     /// `put`'s checks and write; `plan` gives the blob of a channel in
     /// `new_versions` whose value is not stored inline (given its value in
     /// `checkpoint.channel_values`, if any); `unlisted` may give one for a
     /// channel left out of `new_versions`, stored only if its version is not
-    /// stored yet (without it, the version must be stored).
+    /// stored yet (without it, the version must be stored). Without
+    /// `verify`, a version in `new_versions` that is already stored keeps
+    /// its value too (no byte comparison, no `Conflict`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn put_planned(
         &self,
         config: &CheckpointConfig,
         checkpoint: &Checkpoint,
         metadata: &Metadata,
         new_versions: &ChannelVersions,
+        verify: bool,
         mut plan: impl FnMut(&str, String, Option<&ChannelValue>) -> Result<PlannedBlob>,
         mut unlisted: impl FnMut(&str, String) -> Result<Option<PlannedBlob>>,
     ) -> Result<CheckpointConfig> {
@@ -176,7 +180,8 @@ impl Checkpointer {
                     )))
                 }
                 Some(_) if inline => {}
-                Some(_) => blobs.push(plan(ch, version.to_string(), value)?),
+                Some(_) if verify => blobs.push(plan(ch, version.to_string(), value)?),
+                Some(_) => fill.push(plan(ch, version.to_string(), value)?),
                 None if inline => {}
                 None => match unlisted(ch, version.to_string())? {
                     Some(blob) => fill.push(blob),
