@@ -22,11 +22,11 @@ use rusqlite::Connection;
 use super::cache::BlobKey;
 use super::delta;
 use super::list::ListIter;
-use super::read::{blob_bytes, find_row, for_each_write, parse_row, row_configs, Memo, Pieces, Row, RowKey};
+use super::read::{blob_bytes, for_each_write, parse_row, row_configs, Memo, Pieces, Row, RowKey};
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, ListQuery, Metadata};
 use super::value::ChannelValue;
 use super::write::{BlobValue, PlannedBlob};
-use super::{require_thread, Checkpointer};
+use super::Checkpointer;
 use crate::error::{Error, Result};
 
 /// A value as a serializer encoded it: its type tag (`"msgpack"`, `"json"`,
@@ -164,19 +164,8 @@ impl Checkpointer {
     ///   value is missing from the file.
     /// - database errors.
     pub fn get_tuple_encoded(&self, config: &CheckpointConfig) -> Result<Option<EncodedTuple>> {
-        require_thread(config)?;
-        // As get_tuple: an answer is given again while the file's generation
-        // has not moved.
-        let key = (config.thread_id.clone(), config.checkpoint_ns.clone(), config.checkpoint_id.clone());
-        let tuples = self.values.budget() > 0;
-        let hit = |generation| tuples.then(|| self.encoded_tuples.get(&key, generation)).flatten().map(Some);
-        self.db.cached_snapshot(hit, |tx, generation| {
-            let Some(row) = find_row(tx, config)? else { return Ok(None) };
-            let out = self.assemble_encoded(tx, vec![row], &mut Pieces::default(), true)?.pop();
-            if let (true, Some(t)) = (tuples, &out) {
-                self.encoded_tuples.put(key.clone(), generation, t);
-            }
-            Ok(out)
+        self.cached_tuple(&self.encoded_tuples, config, |tx, row| {
+            Ok(self.assemble_encoded(tx, vec![row], &mut Pieces::default(), true)?.pop())
         })
     }
 
@@ -214,8 +203,8 @@ impl Checkpointer {
         })?;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
-            let (stored, metadata) = parse_row(&row)?;
-            let mut inline = stored.channel_values;
+            let (mut stored, metadata) = parse_row(&row)?;
+            let mut inline = std::mem::take(&mut stored.channel_values);
             let mut channel_values = BTreeMap::new();
             let mut values = BTreeMap::new();
             for (ch, version) in &stored.channel_versions {
@@ -237,16 +226,7 @@ impl Checkpointer {
                     }
                 }
             }
-            let checkpoint = Checkpoint {
-                v: stored.v,
-                id: stored.id,
-                ts: stored.ts,
-                channel_values,
-                channel_versions: stored.channel_versions,
-                versions_seen: stored.versions_seen,
-                updated_channels: stored.updated_channels,
-                extra: stored.extra,
-            };
+            let checkpoint = stored.into_checkpoint(channel_values);
             let (config, parent_config) = row_configs(&row);
             let key = (row.thread_id, row.ns, row.id);
             let pending_writes = writes.remove(&key).unwrap_or_default();

@@ -8,7 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::cache::BlobKey;
+use super::cache::{BlobKey, TupleCache};
 use super::delta;
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata, PendingWrite};
 use super::value::ChannelValue;
@@ -88,6 +88,22 @@ pub(super) fn find_row(tx: &Connection, config: &CheckpointConfig) -> Result<Opt
     })
 }
 
+impl StoredRow {
+    /// The checkpoint, with `channel_values` for its values.
+    pub(super) fn into_checkpoint(self, channel_values: BTreeMap<String, ChannelValue>) -> Checkpoint {
+        Checkpoint {
+            v: self.v,
+            id: self.id,
+            ts: self.ts,
+            channel_values,
+            channel_versions: self.channel_versions,
+            versions_seen: self.versions_seen,
+            updated_channels: self.updated_channels,
+            extra: self.extra,
+        }
+    }
+}
+
 /// The checkpoint JSON and the metadata of a row, parsed.
 pub(super) fn parse_row(row: &Row) -> Result<(StoredRow, Metadata)> {
     let stored: StoredRow = serde_json::from_str(&row.checkpoint)
@@ -138,16 +154,29 @@ impl Checkpointer {
     ///   stored value cannot be decoded.
     /// - database errors.
     pub fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+        self.cached_tuple(&self.tuples, config, |tx, row| {
+            Ok(self.assemble(tx, vec![row], &mut Memo::new())?.pop())
+        })
+    }
+
+    /// What `build` makes of the row `config` names (the newest without an
+    /// id), given again from `cache` while the file's generation has not
+    /// moved: no write through this `Db`, no commit by anyone else.
+    pub(super) fn cached_tuple<T: Clone>(
+        &self,
+        cache: &TupleCache<T>,
+        config: &CheckpointConfig,
+        build: impl FnOnce(&Connection, Row) -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
         require_thread(config)?;
         let key = (config.thread_id.clone(), config.checkpoint_ns.clone(), config.checkpoint_id.clone());
-        let tuples = self.values.budget() > 0;
-        let hit = |generation| tuples.then(|| self.tuples.get(&key, generation)).flatten().map(Some);
+        let on = self.values.budget() > 0;
+        let hit = |generation| on.then(|| cache.get(&key, generation)).flatten().map(Some);
         self.db.cached_snapshot(hit, |tx, generation| {
-            let row = find_row(tx, config)?;
-            let Some(row) = row else { return Ok(None) };
-            let out = self.assemble(tx, vec![row], &mut Memo::new())?.pop();
-            if let (true, Some(t)) = (tuples, &out) {
-                self.tuples.put(key.clone(), generation, t);
+            let Some(row) = find_row(tx, config)? else { return Ok(None) };
+            let out = build(tx, row)?;
+            if let (true, Some(t)) = (on, &out) {
+                cache.put(key.clone(), generation, t);
             }
             Ok(out)
         })
@@ -171,17 +200,13 @@ impl Checkpointer {
         memo: &mut Memo,
     ) -> Result<Vec<CheckpointTuple>> {
         let mut writes = self.load_writes(conn, &rows)?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
-        )?;
         // With one row nothing else will use the versions a chain passes
         // through: only the row's own goes to the memo.
         let share = rows.len() > 1;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
-            let (stored, metadata) = parse_row(&row)?;
-            let mut inline = stored.channel_values;
+            let (mut stored, metadata) = parse_row(&row)?;
+            let mut inline = std::mem::take(&mut stored.channel_values);
             let mut values = BTreeMap::new();
             for (ch, version) in &stored.channel_versions {
                 if let Some(v) = inline.remove(ch) {
@@ -189,20 +214,11 @@ impl Checkpointer {
                     continue;
                 }
                 let key = (row.thread_id.clone(), row.ns.clone(), ch.clone(), version.to_string());
-                if let Some(v) = self.load_value(conn, &mut stmt, &key, memo, share)? {
+                if let Some(v) = self.load_value(conn, &key, memo, share)? {
                     values.insert(ch.clone(), v);
                 }
             }
-            let checkpoint = Checkpoint {
-                v: stored.v,
-                id: stored.id,
-                ts: stored.ts,
-                channel_values: values,
-                channel_versions: stored.channel_versions,
-                versions_seen: stored.versions_seen,
-                updated_channels: stored.updated_channels,
-                extra: stored.extra,
-            };
+            let checkpoint = stored.into_checkpoint(values);
             let key = (row.thread_id.clone(), row.ns.clone(), row.id.clone());
             let pending_writes = writes.remove(&key).unwrap_or_default();
             let (config, parent_config) = row_configs(&row);
@@ -221,7 +237,6 @@ impl Checkpointer {
     fn load_value(
         &self,
         conn: &Connection,
-        stmt: &mut rusqlite::CachedStatement<'_>,
         key: &BlobKey,
         memo: &mut Memo,
         share: bool,
@@ -246,11 +261,7 @@ impl Checkpointer {
             }
             let row = match chain.as_mut().and_then(|c| c.remove(&version)) {
                 Some(row) => Some(row),
-                None => stmt
-                    .query_row(params![thread, ns, channel, version], |r| {
-                        Ok(BlobRow { tag: r.get(0)?, bytes: r.get(1)?, base: r.get(2)?, root: r.get(3)? })
-                    })
-                    .optional()?,
+                None => read_blob_row(conn, &key_of(&version))?,
             };
             let Some(row) = row else {
                 return Err(Error::corrupt(match path.last() {
@@ -455,16 +466,7 @@ impl Pieces {
         let Some(last) = self.last.get(&channel) else { return Ok(None) };
         let child = (key.0.clone(), key.1.clone(), key.2.clone(), last.version.clone());
         if !self.rows.contains_key(&child) {
-            let row = conn
-                .prepare_cached(
-                    "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
-                     WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
-                )?
-                .query_row(params![child.0, child.1, child.2, child.3], |r| {
-                    Ok(BlobRow { tag: r.get(0)?, bytes: r.get(1)?, base: r.get(2)?, root: r.get(3)? })
-                })
-                .optional()?;
-            let Some(row) = row else { return Ok(None) };
+            let Some(row) = read_blob_row(conn, &child)? else { return Ok(None) };
             self.rows.insert(child.clone(), row);
         }
         let (Some(last), Some(row)) = (self.last.get(&channel), self.rows.get(&child)) else {
@@ -524,10 +526,6 @@ pub(super) fn blob_bytes(
     }
     let (thread, ns, channel) = (&key.0, &key.1, &key.2);
     let key_of = |v: &str| -> BlobKey { (thread.clone(), ns.clone(), channel.clone(), v.to_string()) };
-    let mut stmt = conn.prepare_cached(
-        "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
-         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
-    )?;
     let mut version = key.3.clone();
     // Keys from `key` back to its full blob, newest first.
     let mut path: Vec<BlobKey> = Vec::new();
@@ -536,12 +534,7 @@ pub(super) fn blob_bytes(
     loop {
         let k = key_of(&version);
         if !pieces.rows.contains_key(&k) {
-            let row = stmt
-                .query_row(params![thread, ns, channel, version], |r| {
-                    Ok(BlobRow { tag: r.get(0)?, bytes: r.get(1)?, base: r.get(2)?, root: r.get(3)? })
-                })
-                .optional()?;
-            let Some(row) = row else {
+            let Some(row) = read_blob_row(conn, &k)? else {
                 return match path.last() {
                     None => Ok(None),
                     Some(newer) => Err(Error::corrupt(format!(
@@ -588,6 +581,19 @@ pub(super) fn blob_bytes(
     })?;
     pieces.set_last_shared(key, Arc::new(full.clone()));
     Ok(Some((tag, full)))
+}
+
+/// The `checkpoint_blobs` row of `key`, if there is one.
+fn read_blob_row(conn: &Connection, key: &BlobKey) -> Result<Option<BlobRow>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
+        )?
+        .query_row(params![key.0, key.1, key.2, key.3], |r| {
+            Ok(BlobRow { tag: r.get(0)?, bytes: r.get(1)?, base: r.get(2)?, root: r.get(3)? })
+        })
+        .optional()?)
 }
 
 /// The rows of the chain rooted at `root`, up to `version`, by version
