@@ -2,10 +2,7 @@
 //! importer keeps LangGraph's `idx` exactly; `put_writes` numbers by
 //! position).
 
-use std::sync::Arc;
-
-use rusqlite::params;
-
+use super::write::WritesJob;
 use super::Checkpointer;
 use crate::error::Result;
 
@@ -32,27 +29,28 @@ impl Checkpointer {
         if writes.is_empty() {
             return Ok(());
         }
-        let writes = Arc::new(writes);
-        self.db.submit(Box::new(move |tx| {
-            let mut stmt = tx.prepare_cached(
-                "INSERT INTO checkpoint_writes \
-                 (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
-            )?;
-            for w in writes.iter() {
-                stmt.execute(params![
-                    w.thread_id,
-                    w.checkpoint_ns,
-                    w.checkpoint_id,
-                    w.task_id,
-                    w.idx,
-                    w.channel,
-                    w.tag,
-                    w.bytes,
-                    w.task_path
-                ])?;
+        // One job per run of writes of one task to one checkpoint.
+        let mut jobs: Vec<WritesJob> = Vec::new();
+        for w in writes {
+            let same = jobs.last().is_some_and(|j| {
+                (&j.thread, &j.ns, &j.checkpoint_id, &j.task_id, &j.task_path)
+                    == (&w.thread_id, &w.checkpoint_ns, &w.checkpoint_id, &w.task_id, &w.task_path)
+            });
+            if !same {
+                jobs.push(WritesJob {
+                    thread: w.thread_id,
+                    ns: w.checkpoint_ns,
+                    checkpoint_id: w.checkpoint_id,
+                    task_id: w.task_id,
+                    task_path: w.task_path,
+                    upsert: false,
+                    rows: Vec::new(),
+                });
             }
-            Ok(())
-        }))
+            if let Some(job) = jobs.last_mut() {
+                job.rows.push((w.channel, w.idx, w.tag, w.bytes));
+            }
+        }
+        self.db.submit(Box::new(move |tx| jobs.iter().try_for_each(|j| j.apply(tx))))
     }
 }

@@ -353,7 +353,7 @@ impl Checkpointer {
                 .enumerate()
                 .map(|(i, (c, t, b))| {
                     let idx = special_idx(&c).unwrap_or(i as i64);
-                    (c, idx, t, b)
+                    (c, idx, Some(t), b)
                 })
                 .collect(),
         };
@@ -361,21 +361,22 @@ impl Checkpointer {
     }
 }
 
-/// The rows of one `put_writes` call, owned, so that the write can run on
-/// the commit thread.
-struct WritesJob {
-    thread: String,
-    ns: String,
-    checkpoint_id: String,
-    task_id: String,
-    task_path: String,
-    upsert: bool,
-    /// (channel, idx, type tag, bytes)
-    rows: Vec<(String, i64, String, Vec<u8>)>,
+/// The rows of one task's writes to one checkpoint, owned, so that the
+/// write can run on the commit thread.
+pub(super) struct WritesJob {
+    pub(super) thread: String,
+    pub(super) ns: String,
+    pub(super) checkpoint_id: String,
+    pub(super) task_id: String,
+    pub(super) task_path: String,
+    /// Replace stored rows (special channels) instead of keeping them.
+    pub(super) upsert: bool,
+    /// (channel, idx, type tag (`None`: NULL), bytes)
+    pub(super) rows: Vec<(String, i64, Option<String>, Vec<u8>)>,
 }
 
 impl WritesJob {
-    fn apply(&self, tx: &Connection) -> Result<()> {
+    pub(super) fn apply(&self, tx: &Connection) -> Result<()> {
         let sql = if self.upsert {
             "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
