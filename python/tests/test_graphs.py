@@ -16,10 +16,11 @@ import pytest
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
-from langgraph.types import Command, Send, interrupt
+from langgraph.types import Command
 
 from agentstate import AgentStateSaver
+
+from fixture_graphs import approval, chat, fanout, nested
 
 
 def _savers(tmp_path):
@@ -85,27 +86,6 @@ def _same_run(tmp_path, build, drive):
     return results[1]
 
 
-class Chat(TypedDict):
-    messages: Annotated[list, add_messages]
-    turns: int
-
-
-def _chat() -> StateGraph:
-    def agent(state: Chat):
-        return {"messages": [("ai", f"reply {len(state['messages'])}")]}
-
-    def count(state: Chat):
-        return {"turns": state.get("turns", 0) + 1}
-
-    g = StateGraph(Chat)
-    g.add_node("agent", agent)
-    g.add_node("count", count)
-    g.add_edge(START, "agent")
-    g.add_edge("agent", "count")
-    g.add_edge("count", END)
-    return g
-
-
 def _plain(values):
     return [(m.type, m.content) for m in values["messages"]], values.get("turns")
 
@@ -115,36 +95,8 @@ def test_agent_loop_with_add_messages(tmp_path):
         outs = [_plain(graph.invoke({"messages": [("user", f"hi {i}")]}, config)) for i in range(12)]
         return outs, _plain(graph.get_state(config).values)
 
-    _, history = _same_run(tmp_path, _chat, drive)
+    _, history = _same_run(tmp_path, chat, drive)
     assert len(history) == 12 * 4
-
-
-class Approval(TypedDict):
-    plan: str
-    approved: str
-    done: bool
-
-
-def _approval() -> StateGraph:
-    def plan(state: Approval):
-        return {"plan": "delete the logs"}
-
-    def ask(state: Approval):
-        answer = interrupt({"question": "approve?", "plan": state["plan"]})
-        return {"approved": answer}
-
-    def act(state: Approval):
-        return {"done": state["approved"] == "yes"}
-
-    g = StateGraph(Approval)
-    g.add_node("plan", plan)
-    g.add_node("ask", ask)
-    g.add_node("act", act)
-    g.add_edge(START, "plan")
-    g.add_edge("plan", "ask")
-    g.add_edge("ask", "act")
-    g.add_edge("act", END)
-    return g
 
 
 def test_interrupt_then_resume(tmp_path):
@@ -154,14 +106,14 @@ def test_interrupt_then_resume(tmp_path):
         second = graph.invoke(Command(resume="yes"), config)
         return [i.value for i in first["__interrupt__"]], paused.next, second
 
-    (out, history) = _same_run(tmp_path, _approval, drive)
+    (out, history) = _same_run(tmp_path, approval, drive)
     assert out[1] == ("ask",) and out[2]["done"] is True
     assert any(s["interrupts"] for s in history)
 
 
 def test_interrupt_before_and_update_state_fork(tmp_path):
     def build():
-        return _approval()
+        return approval()
 
     def drive(graph, config):
         # interrupt_before is a compile option: recompile on the same saver.
@@ -182,38 +134,6 @@ def test_interrupt_before_and_update_state_fork(tmp_path):
     assert any(s["source"] == "update" for s in history)
 
 
-class Outer(TypedDict):
-    text: str
-    log: Annotated[list, operator.add]
-
-
-def _nested() -> StateGraph:
-    def inner_step(state: Outer):
-        answer = interrupt("inner needs input")
-        return {"log": [f"inner got {answer}"]}
-
-    inner = StateGraph(Outer)
-    inner.add_node("inner_step", inner_step)
-    inner.add_edge(START, "inner_step")
-    inner.add_edge("inner_step", END)
-
-    def before(state: Outer):
-        return {"log": ["before"]}
-
-    def after(state: Outer):
-        return {"log": ["after"], "text": state["text"].upper()}
-
-    g = StateGraph(Outer)
-    g.add_node("before", before)
-    g.add_node("sub", inner.compile())
-    g.add_node("after", after)
-    g.add_edge(START, "before")
-    g.add_edge("before", "sub")
-    g.add_edge("sub", "after")
-    g.add_edge("after", END)
-    return g
-
-
 def test_subgraph_in_its_own_namespace(tmp_path):
     def drive(graph, config):
         graph.invoke({"text": "hello", "log": []}, config)
@@ -222,42 +142,18 @@ def test_subgraph_in_its_own_namespace(tmp_path):
         done = graph.invoke(Command(resume="42"), config)
         return state.next, sub.next, sub.values, done
 
-    out, _ = _same_run(tmp_path, _nested, drive)
+    out, _ = _same_run(tmp_path, nested, drive)
     assert out[1] == ("inner_step",)
     # The subgraph returns its whole state, so operator.add sees "before" twice
     # (LangGraph's behaviour, the same on both savers).
     assert out[3]["log"] == ["before", "before", "inner got 42", "after"]
 
 
-class FanOut(TypedDict):
-    topics: list[str]
-    results: Annotated[list, operator.add]
-
-
-def _fan_out() -> StateGraph:
-    def route(state: FanOut):
-        return [Send("research", {"topic": t}) for t in state["topics"]]
-
-    def research(item: dict):
-        return {"results": [f"notes on {item['topic']}"]}
-
-    def summarize(state: FanOut):
-        return {"results": [f"{len(state['results'])} notes"]}
-
-    g = StateGraph(FanOut)
-    g.add_node("research", research)
-    g.add_node("summarize", summarize)
-    g.add_conditional_edges(START, route, ["research"])
-    g.add_edge("research", "summarize")
-    g.add_edge("summarize", END)
-    return g
-
-
 def test_send_fan_out(tmp_path):
     def drive(graph, config):
         return graph.invoke({"topics": ["a", "b", "c"], "results": []}, config)
 
-    out, _ = _same_run(tmp_path, _fan_out, drive)
+    out, _ = _same_run(tmp_path, fanout, drive)
     assert sorted(out["results"][:3]) == ["notes on a", "notes on b", "notes on c"]
 
 
@@ -310,7 +206,7 @@ async def test_async_api_gives_the_same_history(tmp_path):
 
     histories = []
     for saver in (InMemorySaver(), ours):
-        graph = _chat().compile(checkpointer=saver)
+        graph = chat().compile(checkpointer=saver)
         config = {"configurable": {"thread_id": "a"}}
         for i in range(5):
             await graph.ainvoke({"messages": [("user", f"hi {i}")]}, config)

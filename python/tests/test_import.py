@@ -13,7 +13,6 @@ import hashlib
 import importlib.util
 import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +26,7 @@ import agentstate
 from agentstate import AgentStateSaver, ConflictError, import_sqlite_saver
 
 
-# The graphs that wrote tests/fixtures/import/sqlite_saver.sqlite, from the
-# script that wrote it (one definition for both).
-_spec = importlib.util.spec_from_file_location(
-    "sqlite_saver_fixture", Path(__file__).resolve().parents[2] / "tools" / "sqlite_saver_fixture" / "make.py"
-)
-fixture = importlib.util.module_from_spec(_spec)
-sys.modules["sqlite_saver_fixture"] = fixture  # its TypedDict hints resolve through sys.modules
-_spec.loader.exec_module(fixture)
-chat, approval, nested, fanout, failing = fixture.chat, fixture.approval, fixture.nested, fixture.fanout, fixture.failing
-FAIL, GRAPHS = fixture.FAIL, fixture.GRAPHS
+from fixture_graphs import FAIL, GRAPHS, approval, chat, failing, fanout, nested  # noqa: F401
 
 
 def cfg(thread: str) -> dict[str, Any]:
@@ -226,8 +216,7 @@ def test_errors_are_exceptions_and_leave_nothing(imported, tmp_path):
 def test_bench_graph_file_of_200_invokes(tmp_path):
     """The file /work/shared/peer-bench/bench_graph.py's sqlite mode leaves
     (200 invokes on one thread, ~81 MB): see bench/import_sqlite_saver.py."""
-    import importlib.util
-
+    
     script = Path(__file__).resolve().parents[2] / "bench" / "import_sqlite_saver.py"
     spec = importlib.util.spec_from_file_location("import_bench", script)
     bench = importlib.util.module_from_spec(spec)

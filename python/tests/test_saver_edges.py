@@ -19,7 +19,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 import agentstate
-from agentstate import AgentStateSaver, ConflictError
+from agentstate import AgentStateSaver
 
 V1 = f"{1:032}.0000000000000001"
 V2 = f"{2:032}.0000000000000001"
