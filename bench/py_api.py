@@ -83,22 +83,32 @@ def table(title: str, python: dict, ours: dict, names: tuple[str, str]) -> str:
     return "\n".join(lines)
 
 
+def alternate(part: str, repeats: int, who: list[str], run) -> dict[str, dict]:
+    """`run(who, workdir)` for each of `who` in turn, `repeats` times, each in
+    a fresh directory; the median of every metric per `who`."""
+    runs: dict[str, list[dict]] = {w: [] for w in who}
+    for rep in range(repeats):
+        for w in who:
+            d = tempfile.mkdtemp(prefix=f"pyapi-{part}-{w}-")
+            try:
+                runs[w].append(run(w, d))
+            finally:
+                shutil.rmtree(d)
+        print(f"# {part} repeat {rep + 1}/{repeats}", file=sys.stderr)
+    return {w: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for w, rs in runs.items()}
+
+
 def checkpointer(args, rest: list[str]) -> tuple[str, dict]:
     bc = load("bench_checkpointer")
     sys.argv = ["bench_checkpointer"] + rest
     ap_args = _parse(bc, rest)
     reference = bc.open_saver
-    runs = {"python": [], "agentstate": []}
-    for rep in range(args.repeats):
-        for who in runs:
-            bc.open_saver = reference if who == "python" else open_agentstate
-            d = tempfile.mkdtemp(prefix=f"pyapi-{who}-")
-            try:
-                runs[who].append(bc.run_once(ap_args, d))
-            finally:
-                shutil.rmtree(d)
-        print(f"# checkpointer repeat {rep + 1}/{args.repeats}", file=sys.stderr)
-    med = {who: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for who, rs in runs.items()}
+
+    def run(who: str, d: str) -> dict:
+        bc.open_saver = reference if who == "python" else open_agentstate
+        return bc.run_once(ap_args, d)
+
+    med = alternate("checkpointer", args.repeats, ["python", "agentstate"], run)
     return table("bench_checkpointer.py through the Python API", med["python"], med["agentstate"],
                  ("SqliteSaver", "agentstate")), med
 
@@ -125,17 +135,7 @@ def store(args, rest: list[str]) -> tuple[str, dict]:
         return sum(os.path.getsize(self.path + s) for s in ("", "-wal") if os.path.exists(self.path + s))
 
     bs.Backend.open, bs.Backend.size = open_, size
-    runs = {"sqlite": [], "agentstate": []}
-    for rep in range(args.repeats):
-        for kind in runs:
-            d = tempfile.mkdtemp(prefix=f"pyapi-store-{kind}-")
-            try:
-                r = bs.run_once(kind if kind == "sqlite" else "agentstate", ap_args, d)
-                runs[kind].append(r)
-            finally:
-                shutil.rmtree(d)
-        print(f"# store repeat {rep + 1}/{args.repeats}", file=sys.stderr)
-    med = {who: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for who, rs in runs.items()}
+    med = alternate("store", args.repeats, ["sqlite", "agentstate"], lambda kind, d: bs.run_once(kind, ap_args, d))
     return table("bench_store.py through the Python API", med["sqlite"], med["agentstate"],
                  ("SqliteStore", "agentstate")), med
 
