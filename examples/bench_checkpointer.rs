@@ -32,6 +32,10 @@ use agentstate::{
 };
 use serde_json::{json, Map, Value};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{arg, flag, median};
+
 const NODES: [&str; 3] = ["agent", "tools", "summarize"];
 
 fn make_msg(i: usize, nbytes: usize) -> Value {
@@ -204,11 +208,6 @@ fn touch(t: &CheckpointTuple) -> usize {
     n + t.pending_writes.len()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn timed<T>(iters: usize, mut f: impl FnMut() -> Result<T>) -> Result<(f64, T)> {
     let mut ts = vec![];
     let mut out = None;
@@ -220,21 +219,8 @@ fn timed<T>(iters: usize, mut f: impl FnMut() -> Result<T>) -> Result<(f64, T)> 
     Ok((median(ts), out.expect("at least one iteration")))
 }
 
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn file_size(p: &std::path::Path) -> u64 {
     std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
-}
-
-fn flag(name: &str) -> bool {
-    std::env::args().any(|a| a == name)
 }
 
 fn open(path: &std::path::Path, durability: Durability, behind: bool) -> Result<Db> {

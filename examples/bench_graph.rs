@@ -23,29 +23,18 @@ use agentstate::engine::{ChannelSpec, Durability as GraphDurability, Graph, Redu
 use agentstate::{CheckpointConfig, Db, Durability, Result};
 use serde_json::{json, Value};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{arg, flag, median};
+
 fn text(i: usize, n: usize) -> String {
     let s = format!("message {i} {}", "lorem ipsum dolor sit amet ".repeat(20));
     s[..n.min(s.len())].to_string()
 }
 
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() -> Result<()> {
     let invokes = arg("--invokes", 200);
     let msg_bytes = arg("--msg-bytes", 200);
-    let flag = |f: &str| std::env::args().any(|a| a == f);
     let dir = tempfile::tempdir().map_err(|e| agentstate::Error::InvalidArgument(e.to_string()))?;
     let path = dir.path().join("graph.db");
     let db = if flag("--memory") {

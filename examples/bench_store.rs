@@ -16,6 +16,10 @@ use agentstate::store::{Embedder, IndexConfig, ListNamespaces, Op, Put, Search, 
 use agentstate::{Db, Durability, Result};
 use serde_json::{json, Map, Value};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{arg, flag, median};
+
 const DIMS: usize = 384;
 const TOPICS: [&str; 12] = [
     "rust", "python", "sqlite", "vectors", "graphs", "agents", "memory", "cooking", "travel", "music",
@@ -76,24 +80,10 @@ fn value(i: usize) -> Value {
     json!({"text": text, "category": category, "score": i % 10, "n": i})
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn time<T>(f: impl FnOnce() -> T) -> (f64, T) {
     let t = Instant::now();
     let out = f();
     (t.elapsed().as_secs_f64(), out)
-}
-
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn main() -> Result<()> {
@@ -104,8 +94,7 @@ fn main() -> Result<()> {
     let iters = arg("--search-iters", 20);
     let search_memory = arg("--search-memory", StoreConfig::DEFAULT_SEARCH_MEMORY);
     let small_memory = arg("--small-search-memory", 16 << 20);
-    let durability =
-        if std::env::args().any(|a| a == "--full") { Durability::Full } else { Durability::Normal };
+    let durability = if flag("--full") { Durability::Full } else { Durability::Normal };
     let dir = std::env::temp_dir().join(format!("agentstate-bench-store-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut r = Map::new();
