@@ -35,7 +35,7 @@ fn config(thread: String, ns: String, id: Option<String>) -> CheckpointConfig {
 /// One checkpoint for Python: `(thread_id, checkpoint_ns, checkpoint_id,
 /// parent_id, checkpoint JSON, metadata JSON, [(channel, tag, bytes)],
 /// [(task_id, channel, tag, bytes)])`. The JSON is made here, without the
-/// GIL; the Python objects in [`to_py_tuple`].
+/// GIL; the Python objects in `into_py`.
 struct Out {
     t: EncodedTuple,
     checkpoint: String,
