@@ -143,6 +143,12 @@ pub fn execute(saver: &Checkpointer, store: &Store, op: &Value) -> agentstate::R
                 })
                 .collect();
             store.batch(ops)?;
+            // Expiry is to the millisecond (an item is alive while
+            // `expires_at >= now`): let a TTL pass before anyone looks.
+            if let Some(ms) = op["items"].as_array().unwrap().iter().filter_map(|i| i.get(3)?.as_u64()).max()
+            {
+                std::thread::sleep(Duration::from_millis(ms + 2));
+            }
         }
         "del" => {
             let ns = strings(&op["ns"]);
