@@ -193,3 +193,92 @@ fn explicit_versions_updated_channels_and_ids() {
     assert_eq!(third.checkpoint.id, id);
     assert_eq!(saver.get_tuple(&cfg).unwrap().unwrap().checkpoint.id, id);
 }
+
+/// `Step::parent_writes` stores what `put_writes` on the parent would, in the
+/// checkpoint's own transaction (docs/design.md, "One commit per step").
+#[test]
+fn parent_writes_are_stored_as_put_writes_would_store_them() {
+    let saver = Db::open_in_memory().unwrap().checkpointer();
+    let writes = [
+        ("messages".to_string(), msg(1)),
+        ("__interrupt__".to_string(), json!({"value": "why?"})),
+        ("n".to_string(), json!(7)),
+    ];
+    let special = [("__error__".to_string(), json!("boom"))];
+    // One thread through put_writes then step, one through parent_writes.
+    let mut heads = vec![];
+    for (thread, combined) in [("separate", false), ("combined", true)] {
+        let root = saver.start(&CheckpointConfig::thread(thread)).set("n", json!(0)).commit().unwrap();
+        let next = if combined {
+            saver
+                .step(&root)
+                .parent_writes("task-a", "~path, a", &writes)
+                .parent_writes("task-b", "~path, b", &special)
+                .set("n", json!(7))
+                .commit()
+                .unwrap()
+        } else {
+            saver.put_writes(&root.config, &writes, "task-a", "~path, a").unwrap();
+            saver.put_writes(&root.config, &special, "task-b", "~path, b").unwrap();
+            saver.step(&root).set("n", json!(7)).commit().unwrap()
+        };
+        assert!(next.pending_writes.is_empty(), "the new checkpoint has no writes yet");
+        heads.push((root, next));
+    }
+    let read = |t: &CheckpointTuple| saver.get_tuple(&t.config).unwrap().unwrap().pending_writes;
+    let (separate, combined) = (read(&heads[0].0), read(&heads[1].0));
+    assert_eq!(combined.len(), 4);
+    assert_eq!(combined, separate, "same rows, same order (LangGraph's writes_sort_key)");
+    assert_eq!(read(&heads[1].1), vec![]);
+}
+
+#[test]
+fn parent_writes_of_a_step_that_fails_are_not_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.db");
+    let saver = Db::open(&path).unwrap().checkpointer();
+    let root = saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit().unwrap();
+    let head = saver.step(&root).set("n", json!(1)).commit().unwrap();
+    // `root` is no longer the head: the step is a conflict, and its writes
+    // are rolled back with it.
+    let err = saver.step(&root).parent_writes("task", "", &[("n", json!(2))]).set("n", json!(2)).commit();
+    assert!(matches!(err, Err(Error::Conflict(_))), "{err:?}");
+    assert_eq!(count(&path, "SELECT count(*) FROM checkpoint_writes"), 0);
+    // A first step has no parent to write to.
+    let err =
+        saver.start(&CheckpointConfig::thread("u")).parent_writes("task", "", &[("n", json!(2))]).commit();
+    assert!(matches!(err, Err(Error::InvalidArgument(_))), "{err:?}");
+    assert_eq!(count(&path, "SELECT count(*) FROM checkpoints WHERE thread_id = 'u'"), 0);
+    // A fork may write to an older checkpoint.
+    saver
+        .step(&root)
+        .fork()
+        .parent_writes("task", "", &[("n", json!(3))])
+        .set("n", json!(3))
+        .commit()
+        .unwrap();
+    assert_eq!(saver.get_tuple(&root.config).unwrap().unwrap().pending_writes.len(), 1);
+    assert_eq!(saver.get_tuple(&head.config).unwrap().unwrap().pending_writes.len(), 0);
+}
+
+#[test]
+fn parent_writes_with_write_behind_reach_the_file_with_their_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.db");
+    let db = Db::builder().write_behind(true).open(&path).unwrap();
+    let saver = db.checkpointer();
+    let mut head = saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit().unwrap();
+    for i in 1..=20 {
+        head = saver
+            .step(&head)
+            .parent_writes("task", "", &[("n", json!(i))])
+            .set("n", json!(i))
+            .commit()
+            .unwrap();
+    }
+    db.flush().unwrap();
+    assert_eq!(count(&path, "SELECT count(*) FROM checkpoint_writes"), 20);
+    assert_eq!(count(&path, "SELECT count(*) FROM checkpoints"), 21);
+    let history = saver.list(&ListQuery::thread("t")).unwrap();
+    assert_eq!(history.iter().filter(|t| t.pending_writes.len() == 1).count(), 20);
+}

@@ -27,6 +27,7 @@
 //! blobs. Values read back are [`ChannelValue`]s, decoded once and shared.
 
 mod cache;
+pub(crate) mod compact;
 mod delta;
 mod encoded;
 mod exact;

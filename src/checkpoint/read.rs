@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::cache::{BlobKey, TupleCache};
+use super::compact;
 use super::delta;
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata, PendingWrite};
 use super::value::ChannelValue;
@@ -23,10 +24,12 @@ pub(super) struct Row {
     pub(super) parent: Option<String>,
     pub(super) metadata: String,
     pub(super) checkpoint: String,
+    /// The row is in the [`compact`](super::compact) format.
+    pub(super) compact: bool,
 }
 
 pub(super) const ROW_COLUMNS: &str =
-    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, checkpoint";
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, checkpoint, type";
 
 pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok(Row {
@@ -36,6 +39,7 @@ pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         parent: r.get(3)?,
         metadata: text_or_blob(r, 4)?,
         checkpoint: text_or_blob(r, 5)?,
+        compact: r.get_ref(6)?.as_str_or_null().ok().flatten() == Some(compact::TYPE),
     })
 }
 
@@ -53,6 +57,8 @@ fn text_or_blob(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<String> {
 #[derive(Deserialize)]
 pub(super) struct StoredRow {
     pub(super) v: i64,
+    /// Absent from compact rows (their `checkpoint_id` column holds it).
+    #[serde(default)]
     pub(super) id: String,
     pub(super) ts: String,
     #[serde(default)]
@@ -106,8 +112,20 @@ impl StoredRow {
 
 /// The checkpoint JSON and the metadata of a row, parsed.
 pub(super) fn parse_row(row: &Row) -> Result<(StoredRow, Metadata)> {
-    let stored: StoredRow = serde_json::from_str(&row.checkpoint)
+    let mut stored: StoredRow = serde_json::from_str(&row.checkpoint)
         .map_err(|e| Error::corrupt_from(format!("checkpoint {} does not parse", row.id), e))?;
+    if stored.id.is_empty() {
+        stored.id.clone_from(&row.id);
+    }
+    if row.compact {
+        let bad = |v: String| {
+            Error::corrupt(format!("checkpoint {}: version {v:?} is not a stored version", row.id))
+        };
+        compact::expand_all(&mut stored.channel_versions).map_err(bad)?;
+        for seen in stored.versions_seen.values_mut() {
+            compact::expand_all(seen).map_err(bad)?;
+        }
+    }
     let metadata: Metadata = serde_json::from_str(&row.metadata)
         .map_err(|e| Error::corrupt_from(format!("metadata of checkpoint {} does not parse", row.id), e))?;
     Ok((stored, metadata))

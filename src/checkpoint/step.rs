@@ -10,7 +10,7 @@ use super::types::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata,
 };
 use super::value::ChannelValue;
-use super::write::{encode_row, sorted, BlobValue, CheckpointJob, Head, PlannedBlob};
+use super::write::{encode_row, sorted, writes_job, BlobValue, CheckpointJob, Head, PlannedBlob};
 use super::{next_version, require_thread, Checkpointer};
 use crate::error::Result;
 
@@ -55,7 +55,12 @@ pub struct Step<'a> {
     versions: BTreeMap<String, ChannelVersion>,
     updated: Option<Option<Vec<String>>>,
     id: Option<String>,
+    parent_writes: Vec<TaskWrites>,
 }
+
+/// The parent's pending writes of one task stored with a step: (task id,
+/// task path, writes).
+type TaskWrites = (String, String, Vec<(String, Value)>);
 
 enum Update {
     Set(ChannelValue),
@@ -108,6 +113,7 @@ impl<'a> Step<'a> {
             versions: BTreeMap::new(),
             updated: None,
             id: None,
+            parent_writes: Vec::new(),
         }
     }
 
@@ -205,6 +211,33 @@ impl<'a> Step<'a> {
         self
     }
 
+    /// Stores `writes` of the parent's task `task_id` (at `task_path`) in
+    /// the same transaction as this checkpoint, exactly as
+    /// [`put_writes`](Checkpointer::put_writes) on the parent would store
+    /// them (same idx rules), so that a step and the writes that led to it
+    /// cost one commit (one fsync at [`Durability::Full`](crate::Durability::Full)).
+    /// A runtime passes here the writes of the superstep's last task instead
+    /// of calling `put_writes` just before the step: a crash then loses
+    /// both or neither, as if it had come just before that `put_writes`.
+    /// Call it once per task.
+    ///
+    /// # Errors
+    /// [`commit`](Self::commit) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) on a
+    /// thread's first step (there is no parent), and with
+    /// [`Error::Serialization`](crate::Error::Serialization) if a value cannot
+    /// be encoded; nothing is written then.
+    pub fn parent_writes<C: AsRef<str>>(
+        mut self,
+        task_id: impl Into<String>,
+        task_path: impl Into<String>,
+        writes: &[(C, Value)],
+    ) -> Self {
+        let writes = writes.iter().map(|(c, v)| (c.as_ref().to_string(), v.clone())).collect();
+        self.parent_writes.push((task_id.into(), task_path.into(), writes));
+        self
+    }
+
     /// Stores no `updated_channels` at all (LangGraph's checkpoints from
     /// `update_state` and time-travel forks have none).
     pub fn without_updated_channels(mut self) -> Self {
@@ -241,6 +274,22 @@ impl<'a> Step<'a> {
             )));
         }
         let mut versions = self.versions;
+        let parent_writes = match self.parent {
+            Some(p) => {
+                let mut jobs = Vec::with_capacity(self.parent_writes.len());
+                for (task, path, writes) in &self.parent_writes {
+                    let rows = saver.encode_writes(writes)?;
+                    jobs.extend(writes_job(&p.config, rows, task, path)?);
+                }
+                jobs
+            }
+            None if self.parent_writes.is_empty() => Vec::new(),
+            None => {
+                return Err(crate::Error::InvalidArgument(
+                    "Step::parent_writes on a thread's first step: there is no parent to write to".into(),
+                ))
+            }
+        };
         let parent_id = self.parent.and_then(|p| p.config.checkpoint_id.clone());
         let step = match (&self.metadata, self.parent) {
             (Some(m), _) => m.step().unwrap_or(-1),
@@ -317,7 +366,7 @@ impl<'a> Step<'a> {
             (Some(p), true) => Head::Exists(p.clone()),
             (p, _) => Head::Is(p.clone()),
         };
-        saver.submit_checkpoint(CheckpointJob {
+        let job = CheckpointJob {
             thread: thread.clone(),
             ns: ns.clone(),
             id: cp.id.clone(),
@@ -330,7 +379,8 @@ impl<'a> Step<'a> {
             head,
             retention: saver.retention.clone(),
             serde: saver.serde.clone(),
-        })?;
+        };
+        saver.submit_checkpoint_after(job, parent_writes)?;
         Ok(CheckpointTuple {
             config: CheckpointConfig::canonical(thread, ns, &cp.id),
             parent_config: parent_id.as_deref().map(|p| CheckpointConfig::canonical(thread, ns, p)),

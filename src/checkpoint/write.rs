@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::cache::BlobKey;
+use super::compact::{self, Shrunk, ShrunkSeen};
 use super::delta;
 use super::maintain::trim;
 use super::read::load_blob_bytes;
@@ -26,11 +27,10 @@ use crate::json::{too_deep, MAX_STORED_DEPTH};
 #[derive(Serialize)]
 struct StoredCheckpoint<'a> {
     v: i64,
-    id: &'a str,
     ts: &'a str,
     channel_values: BTreeMap<&'a str, &'a ChannelValue>,
-    channel_versions: &'a ChannelVersions,
-    versions_seen: &'a BTreeMap<String, ChannelVersions>,
+    channel_versions: Shrunk<'a>,
+    versions_seen: ShrunkSeen<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     updated_channels: &'a Option<Vec<String>>,
     #[serde(flatten)]
@@ -62,8 +62,9 @@ pub(super) enum BlobValue {
     Encoded,
 }
 
-/// The JSON of a checkpoint row and of its metadata, refusing what could
-/// not be read back.
+/// The JSON of a checkpoint row (in the [`compact`](super::compact) format:
+/// the row's `checkpoint_id` is the checkpoint's id) and of its metadata,
+/// refusing what could not be read back.
 pub(super) fn encode_row(checkpoint: &Checkpoint, metadata: &Map<String, Value>) -> Result<(String, String)> {
     // Both are stored as JSON objects: their values sit one level down.
     if let Some((key, _)) =
@@ -76,7 +77,6 @@ pub(super) fn encode_row(checkpoint: &Checkpoint, metadata: &Map<String, Value>)
     }
     let stored = StoredCheckpoint {
         v: checkpoint.v,
-        id: &checkpoint.id,
         ts: &checkpoint.ts,
         channel_values: checkpoint
             .channel_values
@@ -84,8 +84,8 @@ pub(super) fn encode_row(checkpoint: &Checkpoint, metadata: &Map<String, Value>)
             .filter(|(_, v)| v.is_primitive())
             .map(|(k, v)| (k.as_str(), v))
             .collect(),
-        channel_versions: &checkpoint.channel_versions,
-        versions_seen: &checkpoint.versions_seen,
+        channel_versions: Shrunk(&checkpoint.channel_versions),
+        versions_seen: ShrunkSeen(&checkpoint.versions_seen),
         updated_channels: &checkpoint.updated_channels,
         extra: &checkpoint.extra,
     };
@@ -316,12 +316,20 @@ impl Checkpointer {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
+        self.submit_writes(config, self.encode_writes(writes)?, task_id, task_path)
+    }
+
+    /// Writes as `(channel, type tag, bytes)` rows.
+    pub(super) fn encode_writes<C: AsRef<str>>(
+        &self,
+        writes: &[(C, Value)],
+    ) -> Result<Vec<(String, String, Vec<u8>)>> {
         let mut rows = Vec::with_capacity(writes.len());
         for (channel, value) in writes {
             let (tag, bytes) = self.serde.dumps_typed(value)?;
             rows.push((channel.as_ref().to_string(), tag, bytes));
         }
-        self.submit_writes(config, rows, task_id, task_path)
+        Ok(rows)
     }
 
     /// `put_writes` of encoded `(channel, type tag, bytes)` rows.
@@ -332,33 +340,69 @@ impl Checkpointer {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        require_thread(config)?;
-        let checkpoint_id = config
-            .checkpoint_id
-            .as_deref()
-            .ok_or_else(|| Error::InvalidConfig("put_writes needs config.checkpoint_id".into()))?;
-        if rows.is_empty() {
-            return Ok(());
+        match writes_job(config, rows, task_id, task_path)? {
+            Some(job) => self.db.submit(Box::new(move |tx| job.apply(tx))),
+            None => Ok(()),
         }
-        let all_special = rows.iter().all(|(c, _, _)| special_idx(c).is_some());
-        let job = WritesJob {
-            thread: config.thread_id.clone(),
-            ns: config.checkpoint_ns.clone(),
-            checkpoint_id: checkpoint_id.to_string(),
-            task_id: task_id.to_string(),
-            task_path: task_path.to_string(),
-            upsert: all_special,
-            rows: rows
-                .into_iter()
-                .enumerate()
-                .map(|(i, (c, t, b))| {
-                    let idx = special_idx(&c).unwrap_or(i as i64);
-                    (c, idx, Some(t), b)
-                })
-                .collect(),
-        };
-        self.db.submit(Box::new(move |tx| job.apply(tx)))
     }
+
+    /// Writes a checkpoint, after `writes` (pending writes of other
+    /// checkpoints, usually its parent's), in one transaction.
+    pub(super) fn submit_checkpoint_after(&self, job: CheckpointJob, writes: Vec<WritesJob>) -> Result<()> {
+        if writes.is_empty() {
+            return self.submit_checkpoint(job);
+        }
+        let job = Arc::new(job);
+        let run = job.clone();
+        self.db.submit(Box::new(move |tx| {
+            for w in &writes {
+                w.apply(tx)?;
+            }
+            run.apply(tx)
+        }))?;
+        self.remember(&job.thread, &job.ns, &job.blobs);
+        Ok(())
+    }
+}
+
+/// The job of one `put_writes` call of encoded `(channel, type tag, bytes)`
+/// rows (`None`: no rows, nothing to write), with LangGraph's idx map: a
+/// call whose writes all go to special channels replaces stored rows.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] if the thread id is empty or `config` names no
+/// checkpoint.
+pub(super) fn writes_job(
+    config: &CheckpointConfig,
+    rows: Vec<(String, String, Vec<u8>)>,
+    task_id: &str,
+    task_path: &str,
+) -> Result<Option<WritesJob>> {
+    require_thread(config)?;
+    let checkpoint_id = config
+        .checkpoint_id
+        .as_deref()
+        .ok_or_else(|| Error::InvalidConfig("put_writes needs config.checkpoint_id".into()))?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let all_special = rows.iter().all(|(c, _, _)| special_idx(c).is_some());
+    Ok(Some(WritesJob {
+        thread: config.thread_id.clone(),
+        ns: config.checkpoint_ns.clone(),
+        checkpoint_id: checkpoint_id.to_string(),
+        task_id: task_id.to_string(),
+        task_path: task_path.to_string(),
+        upsert: all_special,
+        rows: rows
+            .into_iter()
+            .enumerate()
+            .map(|(i, (c, t, b))| {
+                let idx = special_idx(&c).unwrap_or(i as i64);
+                (c, idx, Some(t), b)
+            })
+            .collect(),
+    }))
 }
 
 /// The rows of one task's writes to one checkpoint, owned, so that the
@@ -624,12 +668,12 @@ pub(super) fn insert_checkpoint(
     checkpoint_json: &str,
 ) -> Result<()> {
     tx.prepare_cached(
-        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, checkpoint) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, metadata, checkpoint) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
          ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) \
-         DO UPDATE SET checkpoint = excluded.checkpoint, metadata = excluded.metadata",
+         DO UPDATE SET type = excluded.type, checkpoint = excluded.checkpoint, metadata = excluded.metadata",
     )?
-    .execute(params![thread, ns, id, parent, metadata_json, checkpoint_json])?;
+    .execute(params![thread, ns, id, parent, compact::TYPE, metadata_json, checkpoint_json])?;
     Ok(())
 }
 

@@ -12,6 +12,7 @@ use rusqlite::Connection;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::checkpoint::compact;
 use crate::error::Result;
 
 /// `(checkpoint_ns, channel, version)` of a blob within one thread.
@@ -104,13 +105,14 @@ impl BlobScan {
             }
         }
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint FROM checkpoints{filter}"
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint, type FROM checkpoints{filter}"
         ))?;
         let mut rows = stmt.query(rusqlite::params_from_iter(&params))?;
         while let Some(r) = rows.next()? {
             scan.checkpoints += 1;
             tick();
             let (thread_id, ns, id): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+            let compact = r.get_ref(4)?.as_str_or_null().ok().flatten() == Some(compact::TYPE);
             let parsed: VersionsOnly = match serde_json::from_str(&text(r, 3)?) {
                 Ok(p) => p,
                 Err(e) => {
@@ -131,6 +133,18 @@ impl BlobScan {
             let blobs = scan.blobs.entry(thread_id.clone()).or_default();
             for (channel, version) in &parsed.channel_versions {
                 let version = match version {
+                    Value::String(s) if compact => match compact::expand(s) {
+                        Some(v) => v.into_owned(),
+                        None => {
+                            scan.unparsable.push(Unparsable {
+                                thread_id: thread_id.clone(),
+                                checkpoint_ns: ns.clone(),
+                                checkpoint_id: id.clone(),
+                                reason: format!("channel_versions[{channel}] is {s:?}, not a stored version"),
+                            });
+                            continue;
+                        }
+                    },
                     Value::String(s) => s.clone(),
                     Value::Number(n) => n.to_string(),
                     other => {
