@@ -3,7 +3,7 @@
 //! writes in a rowid table) opens, is upgraded in place, and reads back
 //! exactly as that version read it (docs/format.md, "Checkpoint rows").
 //!
-//! The fixture `tests/fixtures/format/v5.db` and what that version listed
+//! The fixture `tests/fixtures/format/v5.sqlite` and what that version listed
 //! from it, `v5.json`, were written by the commit before migration 6: 38
 //! checkpoints (a thread of 31 with message deltas, a fork, a subgraph
 //! namespace, LangGraph `put`s with integer versions and with string
@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v5.db");
-    std::fs::copy("tests/fixtures/format/v5.db", &path).unwrap();
+    std::fs::copy("tests/fixtures/format/v5.sqlite", &path).unwrap();
     (dir, path)
 }
 
