@@ -154,7 +154,13 @@ pub(crate) struct Save<'a> {
     pub(crate) fork: bool,
     /// Metadata `parents`: namespace -> checkpoint id of the enclosing runs.
     pub(crate) parents: &'a Map<String, Value>,
+    /// A task's writes to the parent, stored in the checkpoint's
+    /// transaction (`Step::parent_writes`): task id, task path, writes.
+    pub(crate) writes: Option<HeldWrites>,
 }
+
+/// A task's writes held back: task id, task path, writes.
+pub(crate) type HeldWrites = (String, String, Vec<(String, Value)>);
 
 /// Where a run happens: its namespace, its metadata `parents`, whether
 /// its parent is resuming.
@@ -644,6 +650,9 @@ impl CompiledGraph {
             Some(p) => self.saver.step(p),
             None => self.saver.start(thread),
         };
+        if let Some((task, path, writes)) = &save.writes {
+            s = s.parent_writes(task.as_str(), path.as_str(), writes);
+        }
         for (chan, version) in &cp.versions {
             if persisted.versions.get(chan) == Some(version) {
                 continue;

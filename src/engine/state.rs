@@ -123,6 +123,7 @@ impl CompiledGraph {
             fork: true,
             parents: &parents,
             id: None,
+            writes: None,
         };
         let thread = CheckpointConfig::thread(&config.thread_id);
         let tuple = self.commit(Some(&saved), &thread, &persisted, &loaded.cp, &loaded.channels, &save)?;

@@ -14,7 +14,7 @@ use super::algo::{
 use super::graph::{Compiled, NodeError, Update};
 use super::interrupt::{with_scratchpad, Scratchpad};
 use super::run::{
-    should_interrupt, task_resume, CompiledGraph, Ctx, Input, Loaded, Outcome, Save, StreamEvent,
+    should_interrupt, task_resume, CompiledGraph, Ctx, HeldWrites, Input, Loaded, Outcome, Save, StreamEvent,
 };
 use super::{Durability, ERROR, INPUT, INTERRUPT, NULL_TASK_ID, RESUME, START};
 use crate::checkpoint::{uuid6_after, CheckpointConfig, CheckpointTuple};
@@ -33,9 +33,6 @@ struct RunOne<'a> {
     loaded: &'a [(String, String, Value)],
 }
 
-/// A task's writes held back: task id, task path, writes.
-type HeldWrites = (String, String, Vec<(String, Value)>);
-
 /// Where a run persists: the thread and namespace, the last checkpoint
 /// stored, and with [`Durability::Exit`] what is held back until the run
 /// ends.
@@ -53,6 +50,11 @@ struct Cursor<'a> {
     unsaved: Option<(String, i64, Option<BTreeSet<String>>, bool)>,
     /// Exit mode: the current superstep's task writes.
     held: Vec<HeldWrites>,
+    /// Sync and async modes: the writes of the task that finished last,
+    /// for `parent` (not stored yet). They go with the next checkpoint, in
+    /// its transaction; they are stored alone when another task finishes
+    /// or the run stops first.
+    last: Option<HeldWrites>,
     parents: &'a Map<String, Value>,
 }
 
@@ -98,6 +100,7 @@ impl CompiledGraph {
             sync: ctx.durability == Durability::Sync,
             unsaved: None,
             held: Vec::new(),
+            last: None,
             parents: &ctx.parents,
         };
         let stop = step + self.graph.recursion_limit + 1;
@@ -106,7 +109,14 @@ impl CompiledGraph {
             if cp.versions.is_empty() {
                 return Err(Error::EmptyInput);
             }
-            self.write(&mut cur, &cp.id, NULL_TASK_ID, "", vec![(RESUME.to_string(), answer.clone())])?;
+            self.write(
+                &mut cur,
+                &cp.id,
+                NULL_TASK_ID,
+                "",
+                vec![(RESUME.to_string(), answer.clone())],
+                false,
+            )?;
             pending.retain(|(t, c, _)| !(t == NULL_TASK_ID && c == RESUME));
             pending.push((NULL_TASK_ID.into(), RESUME.into(), answer.clone()));
         }
@@ -199,7 +209,9 @@ impl CompiledGraph {
                     }
                 }
                 drop(tx);
+                let mut remaining = runnable.len();
                 for (i, outcome) in rx {
+                    remaining -= 1;
                     let task = &tasks[i];
                     let path = task.path.as_str();
                     let (result, pad) = match outcome {
@@ -215,7 +227,7 @@ impl CompiledGraph {
                                 writes.insert(0, (RESUME.to_string(), Value::Array(pad.resume.clone())));
                             }
                             outputs[i] = Some(writes.clone());
-                            self.write(&mut cur, &cp.id, &task.id, &path, writes)
+                            self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
                         }
                         Err(e) if e.is_interrupt() => {
                             let values = e.interrupts().to_vec();
@@ -224,14 +236,14 @@ impl CompiledGraph {
                                 writes.push((RESUME.to_string(), Value::Array(pad.resume.clone())));
                             }
                             interrupts.push((i, values));
-                            self.write(&mut cur, &cp.id, &task.id, &path, writes)
+                            self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
                         }
                         Err(e) => {
                             let writes = vec![(ERROR.to_string(), Value::String(e.repr()))];
                             if failure.as_ref().is_none_or(|(j, _)| i < *j) {
                                 failure = Some((i, e));
                             }
-                            self.write(&mut cur, &cp.id, &task.id, &path, writes)
+                            self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
                         }
                     };
                     if let Err(e) = stored {
@@ -240,6 +252,8 @@ impl CompiledGraph {
                 }
             });
             if let Some(e) = fatal {
+                // What finished is kept (the error is the run's).
+                let _ = self.store_last(&mut cur);
                 return Err(e);
             }
             for (task, writes) in tasks.iter_mut().zip(outputs) {
@@ -267,7 +281,14 @@ impl CompiledGraph {
                 task.input = TaskInput::Raw(Value::Null);
             }
             let mut tw: Vec<TaskWrites<'_>> = tasks.iter().map(TaskWrites::from).collect();
-            let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
+            let up = match apply_writes(&mut cp, &mut channels, &mut tw, true) {
+                Ok(up) => up,
+                Err(e) => {
+                    // The tasks' writes stay pending (the error is the run's).
+                    let _ = self.store_last(&mut cur);
+                    return Err(e);
+                }
+            };
             self.save_checkpoint(&mut cur, &mut cp, &mut channels, ("loop", step), Some(&up), false)?;
             if let Some(sink) = ctx.sink {
                 // (`__start__` applies the input: LangGraph reports no update
@@ -389,8 +410,18 @@ impl CompiledGraph {
             cur.held.clear();
             return Ok(());
         }
-        let save = Save { source, step, updated, fork, parents: cur.parents, id: None };
-        let tuple = self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save)?;
+        let writes = cur.last.take();
+        let save = Save { source, step, updated, fork, parents: cur.parents, id: None, writes };
+        let tuple = match self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save) {
+            Ok(tuple) => tuple,
+            Err(e) => {
+                // The task's writes were in the failed transaction: store
+                // them alone (the error is the run's).
+                cur.last = save.writes;
+                let _ = self.store_last(cur);
+                return Err(e);
+            }
+        };
         if cur.sync {
             self.saver.db().flush()?;
         }
@@ -413,7 +444,11 @@ impl CompiledGraph {
     }
 
     /// Stores a task's writes for checkpoint `cp_id` (held back in exit
-    /// mode).
+    /// mode). The writes of a superstep's `last` task to finish (no other
+    /// is running) are held for the checkpoint that follows: one commit for
+    /// both, and a crash loses both or neither, as if it came just before
+    /// this call. Writes of a task that finishes while others run are
+    /// stored at once (LangGraph's `sync`: a finished task is not rerun).
     fn write(
         &self,
         cur: &mut Cursor<'_>,
@@ -421,12 +456,31 @@ impl CompiledGraph {
         task: &str,
         path: &str,
         writes: Vec<(String, Value)>,
+        last: bool,
     ) -> Result<()> {
         if cur.exit {
             cur.held.push((task.to_string(), path.to_string(), writes));
             return Ok(());
         }
+        self.store_last(cur)?;
+        if last && cur.parent.as_ref().is_some_and(|p| p.checkpoint.id == cp_id) {
+            cur.last = Some((task.to_string(), path.to_string(), writes));
+            return Ok(());
+        }
         self.saver.put_writes(&cur.thread.clone().at(cp_id), &writes, task, path)?;
+        if cur.sync {
+            self.saver.db().flush()?;
+        }
+        Ok(())
+    }
+
+    /// Stores the writes of the task that finished last, if they are still
+    /// held for the next checkpoint.
+    fn store_last(&self, cur: &mut Cursor<'_>) -> Result<()> {
+        let (Some((task, path, writes)), Some(parent)) = (cur.last.take(), &cur.parent) else {
+            return Ok(());
+        };
+        self.saver.put_writes(&parent.config, &writes, &task, &path)?;
         if cur.sync {
             self.saver.db().flush()?;
         }
@@ -437,7 +491,7 @@ impl CompiledGraph {
     /// its in-memory id, then the writes of its unfinished superstep.
     fn finish(&self, cur: &mut Cursor<'_>, cp: &CpState, channels: &mut Channels) -> Result<()> {
         if !cur.exit {
-            return Ok(());
+            return self.store_last(cur);
         }
         let mut id = cur.parent.as_ref().map(|p| p.checkpoint.id.clone()).unwrap_or_default();
         if let Some((source, step, updated, fork)) = cur.unsaved.take() {
@@ -448,6 +502,7 @@ impl CompiledGraph {
                 fork,
                 parents: cur.parents,
                 id: Some(&cp.id),
+                writes: None,
             };
             let tuple = self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save)?;
             mark_stored(channels);
