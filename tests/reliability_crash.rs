@@ -227,8 +227,15 @@ fn crash_child() {
             let meta =
                 json!({"source": "loop", "step": step, "run_id": format!("r{}", step % 7), "parents": {}});
             let retain = rng.chance(25).then(|| rng.range(1, 6));
+            // Some steps store their parent's last writes with them
+            // (`Step::parent_writes`: one transaction).
+            let parent_writes = (parent.is_some() && rng.chance(30)).then(|| {
+                let task = format!("task-{counter}-p");
+                json!({"task": task, "writes": [["out", {"task": task}], ["notes", step]]})
+            });
             let op = json!({"op": "next", "t": t, "ns": ns, "parent": parent, "fork": fork_from.is_some(),
-                            "set": set, "append": append, "meta": meta, "retain": retain, "values": values});
+                            "set": set, "append": append, "meta": meta, "retain": retain, "values": values,
+                            "parent_writes": parent_writes});
             let id = run(&mut out, &op).unwrap();
             let tuple = saver.get_tuple(&CheckpointConfig::thread(&t).ns(&ns)).unwrap().unwrap();
             assert_eq!(tuple.checkpoint.id, id);

@@ -333,7 +333,9 @@ fn damaged_files_never_panic() {
             let kind = e.split('(').next().unwrap_or_default();
             // `Sqlite`: SQLite's JSON functions (metadata filters, prune)
             // meeting damaged JSON text say "malformed JSON".
-            // `EmbedderMismatch`: the damage hit the recorded embedder.
+            // `EmbedderMismatch`, `UnrecordedEmbedder`: the damage hit the
+            // recorded embedder (changed it, or erased it while vectors
+            // remain).
             assert!(
                 [
                     "NotAgentstate",
@@ -343,6 +345,7 @@ fn damaged_files_never_panic() {
                     "Sqlite",
                     "SchemaTooNew",
                     "EmbedderMismatch",
+                    "UnrecordedEmbedder",
                 ]
                 .contains(&kind),
                 "case {i} (seed {seed}): unexpected error kind {e}: {o:?}"

@@ -24,6 +24,9 @@ pub(crate) const TYPE: &str = "compact";
 /// Width of a LangGraph version's zero-padded counter.
 const COUNTER_WIDTH: usize = 32;
 
+/// The padding a counter may need.
+const ZEROS: &str = "00000000000000000000000000000000";
+
 /// `version` as a compact row stores it.
 pub(crate) fn shrink(version: &str) -> Cow<'_, str> {
     let b = version.as_bytes();
@@ -31,12 +34,17 @@ pub(crate) fn shrink(version: &str) -> Cow<'_, str> {
         && b[COUNTER_WIDTH] == b'.'
         && b[..COUNTER_WIDTH].iter().all(u8::is_ascii_digit);
     if padded {
-        let digits = version[..COUNTER_WIDTH].trim_start_matches('0');
-        let digits = if digits.is_empty() { "0" } else { digits };
-        return Cow::Owned(format!("~{digits}{}", &version[COUNTER_WIDTH..]));
+        let zeros = version[..COUNTER_WIDTH - 1].bytes().take_while(|&c| c == b'0').count();
+        let mut out = String::with_capacity(1 + version.len() - zeros);
+        out.push('~');
+        out.push_str(&version[zeros..]);
+        return Cow::Owned(out);
     }
     if version.starts_with('~') {
-        return Cow::Owned(format!("~{version}"));
+        let mut out = String::with_capacity(1 + version.len());
+        out.push('~');
+        out.push_str(version);
+        return Cow::Owned(out);
     }
     Cow::Borrowed(version)
 }
@@ -55,7 +63,10 @@ pub(crate) fn expand(stored: &str) -> Option<Cow<'_, str>> {
     if digits.is_empty() || digits.len() > COUNTER_WIDTH || !digits.bytes().all(|c| c.is_ascii_digit()) {
         return None;
     }
-    Some(Cow::Owned(format!("{digits:0>COUNTER_WIDTH$}{}", &rest[dot..])))
+    let mut out = String::with_capacity(COUNTER_WIDTH - digits.len() + rest.len());
+    out.push_str(&ZEROS[..COUNTER_WIDTH - digits.len()]);
+    out.push_str(rest);
+    Some(Cow::Owned(out))
 }
 
 /// Expands every string version of `versions` in place; `Err` names the

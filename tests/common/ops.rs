@@ -76,6 +76,11 @@ pub fn execute(saver: &Checkpointer, store: &Store, op: &Value) -> agentstate::R
             for (ch, items) in op["append"].as_object().unwrap() {
                 step = step.append(ch.clone(), items.as_array().unwrap().iter().cloned());
             }
+            if let Some(pw) = op.get("parent_writes").filter(|w| !w.is_null()) {
+                let writes: Vec<(String, Value)> =
+                    pw["writes"].as_array().unwrap().iter().map(|w| (s(&w[0]), w[1].clone())).collect();
+                step = step.parent_writes(s(&pw["task"]), "path", &writes);
+            }
             let tuple = step.metadata(Metadata(op["meta"].as_object().unwrap().clone())).commit()?;
             assert_eq!(
                 Value::Object(tuple.checkpoint.values_json()),
@@ -208,6 +213,28 @@ impl State {
         }
     }
 
+    /// Pending writes of `task` (`[[channel, value], ...]`, one call) on the
+    /// checkpoint `key`.
+    fn add_writes(&mut self, key: &(String, String, String), task: &str, writes: &Value) {
+        let cp = self.cps.get_mut(key).expect("writes on a checkpoint the model has");
+        // Rows are keyed (task, idx); the workload never repeats an idx
+        // within a call, and every call has a task of its own.
+        let mut new: Vec<(i64, (String, String, Value))> = writes
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let ch = s(&w[0]);
+                (special_idx(&ch).unwrap_or(i as i64), (task.to_string(), ch, w[1].clone()))
+            })
+            .collect();
+        new.sort_by_key(|(idx, _)| *idx);
+        cp.writes.extend(new.into_iter().map(|(_, w)| w));
+        // Read back in (task, idx) order; the sort is stable.
+        cp.writes.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+
     /// Applies an operation the child reported (a `next` or `fork_with`
     /// with the `id` it created added).
     pub fn apply(&mut self, op: &Value) {
@@ -215,6 +242,11 @@ impl State {
             "next" | "fork_with" => {
                 let (t, ns) = (s(&op["t"]), s(&op["ns"]));
                 let parent = if op["op"] == "next" { op["parent"].as_str() } else { op["at"].as_str() };
+                // A step's writes to its parent (`Step::parent_writes`) come
+                // in the same transaction.
+                if let (Some(pw), Some(p)) = (op.get("parent_writes").filter(|w| !w.is_null()), parent) {
+                    self.add_writes(&(t.clone(), ns.clone(), p.to_string()), &s(&pw["task"]), &pw["writes"]);
+                }
                 let cp = Cp {
                     parent: parent.map(String::from),
                     meta: op["meta"].clone(),
@@ -255,24 +287,7 @@ impl State {
             }
             "writes" => {
                 let key = (s(&op["t"]), s(&op["ns"]), s(&op["id"]));
-                let task = s(&op["task"]);
-                let cp = self.cps.get_mut(&key).expect("writes on a checkpoint the model has");
-                // Rows are keyed (task, idx); the workload never repeats an
-                // idx within a call, and every call has a task of its own.
-                let mut new: Vec<(i64, (String, String, Value))> = op["writes"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, w)| {
-                        let ch = s(&w[0]);
-                        (special_idx(&ch).unwrap_or(i as i64), (task.clone(), ch, w[1].clone()))
-                    })
-                    .collect();
-                new.sort_by_key(|(idx, _)| *idx);
-                cp.writes.extend(new.into_iter().map(|(_, w)| w));
-                // Read back in (task, idx) order; the sort is stable.
-                cp.writes.sort_by(|a, b| a.0.cmp(&b.0));
+                self.add_writes(&key, &s(&op["task"]), &op["writes"]);
             }
             "put" => {
                 for item in op["items"].as_array().unwrap() {
