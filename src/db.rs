@@ -12,6 +12,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::commit::{Committer, Job};
 use crate::error::{Error, Result};
 use crate::pool::{Pool, Pooled};
+use crate::wal::WalThread;
 
 /// The DDL of every table, as numbered migrations (see `schema.sql`).
 pub const SCHEMA_SQL: &str = include_str!("../schema.sql");
@@ -198,7 +199,11 @@ impl DbBuilder {
         }
         // An in-memory database lives in its one connection.
         let size = if path.is_some() { self.pool_size as usize } else { 1 };
+        let open_wal = open.clone();
         let pool = Arc::new(Pool::new(first, size, busy.max(Duration::from_secs(30)), Box::new(open)));
+        if path.is_some() && !read_only {
+            pool.checkpoint_wal_with(WalThread::start(open_wal)?);
+        }
         // Group commit with fsync on every commit; write-behind on request.
         // An in-memory database has one connection: it writes in the caller.
         let behind = self.write_behind && !read_only;
@@ -474,6 +479,7 @@ pub(crate) fn write_on<T>(
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let out = f(&tx)?;
             tx.commit()?;
+            conn.pool().committed();
             Ok(out)
         })();
         match attempt {
@@ -503,6 +509,10 @@ fn init_connection(
     ))?;
     if read_only {
         conn.execute_batch("PRAGMA query_only = ON")?;
+    } else {
+        // WAL checkpoints run on their own thread (`crate::wal`); a commit
+        // does one itself only past this many pages.
+        conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {};", crate::wal::FALLBACK_PAGES))?;
     }
     conn.set_prepared_statement_cache_capacity(64);
     crate::vector::register(conn)?;

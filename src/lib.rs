@@ -16,6 +16,7 @@ pub mod nonblocking;
 mod pool;
 pub mod store;
 mod vector;
+mod wal;
 
 pub use checkpoint::{
     ChannelValue, Checkpoint, CheckpointConfig, CheckpointTuple, Checkpointer, ListQuery, Metadata,

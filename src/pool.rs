@@ -44,6 +44,10 @@ pub(crate) struct Pool {
     writing: Mutex<bool>,
     turn_over: Condvar,
     generation: AtomicU64,
+    /// Commits through this pool, and the thread that checkpoints the WAL
+    /// every so many of them (a file opened for writing).
+    commits: AtomicU64,
+    wal: std::sync::OnceLock<crate::wal::WalThread>,
 }
 
 /// An idle connection and the `data_version` it last saw (`None`: never
@@ -72,6 +76,24 @@ impl Pool {
             writing: Mutex::new(false),
             turn_over: Condvar::new(),
             generation: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            wal: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Hands WAL checkpoints to `wal` (see [`crate::wal`]).
+    pub(crate) fn checkpoint_wal_with(&self, wal: crate::wal::WalThread) {
+        let _ = self.wal.set(wal);
+    }
+
+    /// Counts a commit; every [`crate::wal::NUDGE_EVERY`] commits, nudges
+    /// the WAL thread.
+    pub(crate) fn committed(&self) {
+        let n = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
+        if n % crate::wal::NUDGE_EVERY == 0 {
+            if let Some(wal) = self.wal.get() {
+                wal.nudge();
+            }
         }
     }
 

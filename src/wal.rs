@@ -1,0 +1,100 @@
+//! WAL checkpoints on a thread of their own.
+//!
+//! SQLite copies the write-ahead log back into the database file (a WAL
+//! checkpoint, nothing to do with LangGraph's checkpoints) when a commit
+//! finds the log longer than `wal_autocheckpoint` pages, inside that commit:
+//! the writer that crosses the line pays for copying a thousand pages and two
+//! fsyncs, a stall of milliseconds every few hundred steps (a tenth of a
+//! step loop's time here). A file `Db` instead nudges this thread every
+//! [`NUDGE_EVERY`] commits; it runs a `PASSIVE` checkpoint on its own
+//! connection (which never blocks writers or readers) while the writers go
+//! on. Writers keep SQLite's own check at a higher threshold
+//! ([`FALLBACK_PAGES`]), so the log stays bounded even if this thread falls
+//! behind. A checkpoint changes no data and is crash-safe at any instant
+//! (SQLite replays or discards the log on the next open).
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use rusqlite::Connection;
+
+use crate::error::{Error, Result};
+
+/// Commits between two nudges.
+pub(crate) const NUDGE_EVERY: u64 = 100;
+
+/// `wal_autocheckpoint` of the writing connections: a checkpoint inside a
+/// commit only when the log has grown past this many pages (16 MiB at
+/// 4 KiB pages).
+pub(crate) const FALLBACK_PAGES: u32 = 4000;
+
+#[derive(Default)]
+struct State {
+    pending: bool,
+    stop: bool,
+}
+
+type Shared = (Mutex<State>, Condvar);
+
+/// The thread; dropping it stops it (after the checkpoint it is running).
+pub(crate) struct WalThread {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl WalThread {
+    /// Starts the thread; `open` gives it a connection of its own to the
+    /// file when it first has work (opening a `Db` does not wait for it).
+    pub(crate) fn start(open: impl FnOnce() -> Result<Connection> + Send + 'static) -> Result<WalThread> {
+        let shared: Arc<Shared> = Arc::default();
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("agentstate-wal".into())
+            .spawn(move || run(&worker, open))
+            .map_err(Error::Io)?;
+        Ok(WalThread { shared, thread: Some(thread) })
+    }
+
+    /// Asks for a checkpoint soon; never waits.
+    pub(crate) fn nudge(&self) {
+        let (state, wake) = &*self.shared;
+        state.lock().unwrap_or_else(PoisonError::into_inner).pending = true;
+        wake.notify_one();
+    }
+}
+
+impl Drop for WalThread {
+    fn drop(&mut self) {
+        let (state, wake) = &*self.shared;
+        state.lock().unwrap_or_else(PoisonError::into_inner).stop = true;
+        wake.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run((state, wake): &Shared, open: impl FnOnce() -> Result<Connection>) {
+    let mut open = Some(open);
+    let mut conn: Option<Connection> = None;
+    loop {
+        {
+            let mut st = state.lock().unwrap_or_else(PoisonError::into_inner);
+            while !st.pending && !st.stop {
+                st = wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
+            if st.stop {
+                return;
+            }
+            st.pending = false;
+        }
+        if let Some(open) = open.take() {
+            conn = open().ok();
+        }
+        // No connection, busy or failing: the writers' own checkpoint past
+        // the fallback keeps the log bounded; nothing depends on this one.
+        if let Some(conn) = &conn {
+            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        }
+    }
+}
