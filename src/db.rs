@@ -179,13 +179,14 @@ impl DbBuilder {
         // the pool hands any out.
         let mut first = open()?;
         let foreign_saver = check_foreign(&first)?;
+        let mut current = false;
         if read_only {
             up_to_date(&first)?;
             check_ours(&first)?;
         } else if path.is_some() {
             // Refuse a foreign or newer file before writing anything to it
             // (switching to WAL rewrites its header): `check_foreign` above.
-            up_to_date(&first)?;
+            current = up_to_date(&first)?;
             // Lets `Db::vacuum` return freed pages cheaply. Only takes effect
             // on a new, empty file.
             let pages: i64 = first.query_row("PRAGMA page_count", [], |r| r.get(0))?;
@@ -194,7 +195,7 @@ impl DbBuilder {
             }
             set_wal(&first, busy)?;
         }
-        if !read_only {
+        if !read_only && !current {
             migrate(&mut first, busy)?;
         }
         // An in-memory database lives in its one connection.
