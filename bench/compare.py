@@ -67,7 +67,7 @@ def run_rss(cmd: list[str], out_json: str | None = None) -> tuple[dict, float, f
 # (metric, better, target ratio, note). better: "lower" times/sizes, "higher" rates.
 # (metric, better, target ratio, note[, Python metric if it differs]).
 CKPT = [
-    ("single_steps_per_s", "higher", 10, "checkpoint step (step API + put_writes), 1 thread"),
+    ("single_steps_per_s", "higher", 10, "checkpoint step (step API; its 3 writes committed with the next step), 1 thread"),
     ("single_first100_ms", "lower", None, "per-step median, first 100 steps"),
     ("single_last100_ms", "lower", None, "per-step median, last 100 steps"),
     ("multi_steps_per_s", "higher", 5, "100 threads x 50 steps, round-robin"),

@@ -1,7 +1,10 @@
 //! [`CompiledGraph::invoke`]: supersteps run and persisted exactly as
 //! LangGraph persists them with `durability="sync"`: the input checkpoint,
 //! each task's writes as it finishes (`put_writes`, with LangGraph's task ids
-//! and paths), then a checkpoint per superstep.
+//! and paths), then a checkpoint per superstep. The writes of the task that
+//! finishes last share the next checkpoint's transaction
+//! ([`Step::parent_writes`](crate::checkpoint::Step::parent_writes)): the
+//! same rows, one commit.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

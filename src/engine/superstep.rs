@@ -188,7 +188,8 @@ impl CompiledGraph {
             let run = RunOne { ctx, cp_id: &cp.id, thread_id: &config.thread_id, resuming, loaded: &loaded };
             // The tasks of a superstep run concurrently (one thread each when
             // there are several), as in LangGraph; each task's writes are
-            // stored as soon as it finishes.
+            // stored as soon as it finishes, the last one's with the
+            // checkpoint that follows (`write`).
             std::thread::scope(|scope| {
                 let (tx, rx) = mpsc::channel();
                 if let [only] = runnable[..] {
