@@ -252,6 +252,20 @@ fn timed<T>(iters: usize, mut f: impl FnMut() -> Result<T>) -> Result<(f64, T)> 
     Ok((median(ts), out.expect("at least one iteration")))
 }
 
+/// Median microseconds of `n` first reads of `config`, each on a fresh `Db`
+/// (a new connection, empty caches; the open is not timed), every value
+/// touched.
+fn cold_read_us(path: &std::path::Path, config: &CheckpointConfig, n: usize) -> Result<f64> {
+    let mut ts = vec![];
+    for _ in 0..n {
+        let fresh = Db::open(path)?.checkpointer();
+        let t = Instant::now();
+        touch(&fresh.get_tuple(config)?.expect("a stored checkpoint"));
+        ts.push(t.elapsed().as_secs_f64());
+    }
+    Ok(median(ts) * 1e6)
+}
+
 fn file_size(p: &std::path::Path) -> u64 {
     std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
 }
@@ -378,20 +392,8 @@ fn main() -> Result<()> {
     r.insert("list_filter_allthreads_ms".into(), json!(t * 1e3));
     // Cold: a fresh Db handle (empty caches, a new connection) per read.
     let cold = get_iters.clamp(1, 30);
-    let mut ts = vec![];
-    let mut ts_mid = vec![];
-    for _ in 0..cold {
-        let fresh = Db::open(&path)?.checkpointer();
-        let t = Instant::now();
-        touch(&fresh.get_tuple(&cfg)?.expect("latest"));
-        ts.push(t.elapsed().as_secs_f64());
-        let fresh = Db::open(&path)?.checkpointer();
-        let t = Instant::now();
-        touch(&fresh.get_tuple(&mid)?.expect("mid"));
-        ts_mid.push(t.elapsed().as_secs_f64());
-    }
-    r.insert("get_tuple_latest_cold_us".into(), json!(median(ts) * 1e6));
-    r.insert("get_tuple_by_id_mid_cold_us".into(), json!(median(ts_mid) * 1e6));
+    r.insert("get_tuple_latest_cold_us".into(), json!(cold_read_us(&path, &cfg, cold)?));
+    r.insert("get_tuple_by_id_mid_cold_us".into(), json!(cold_read_us(&path, &mid, cold)?));
     r.insert("single_db_bytes".into(), json!(file_size(&path)));
     r.insert("single_wal_bytes".into(), json!(file_size(&path.with_extension("db-wal"))));
     drop((sim, saver, db));
@@ -418,14 +420,7 @@ fn main() -> Result<()> {
     let (t, tup) = timed(get_iters, || saver.get_tuple(&cfg).map(|t| t.inspect(|t| assert!(touch(t) > 0))))?;
     assert_eq!(tup.and_then(|t| t.metadata.step()), Some(thread_steps as i64 - 1));
     r.insert("multi_get_tuple_latest_us".into(), json!(t * 1e6));
-    let mut ts = vec![];
-    for _ in 0..cold {
-        let fresh = Db::open(&path)?.checkpointer();
-        let t = Instant::now();
-        touch(&fresh.get_tuple(&cfg)?.expect("latest"));
-        ts.push(t.elapsed().as_secs_f64());
-    }
-    r.insert("multi_get_tuple_latest_cold_us".into(), json!(median(ts) * 1e6));
+    r.insert("multi_get_tuple_latest_cold_us".into(), json!(cold_read_us(&path, &cfg, cold)?));
     drop((sims, saver, db));
     r.insert("multi_db_bytes_after_close".into(), json!(file_size(&path)));
 
