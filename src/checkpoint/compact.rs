@@ -27,6 +27,11 @@ const COUNTER_WIDTH: usize = 32;
 /// The padding a counter may need.
 const ZEROS: &str = "00000000000000000000000000000000";
 
+/// Whether column `i` of `row` (a checkpoint row's `type`) says compact.
+pub(crate) fn is_compact(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<bool> {
+    Ok(row.get_ref(i)?.as_str_or_null().ok().flatten() == Some(TYPE))
+}
+
 /// `version` as a compact row stores it.
 pub(crate) fn shrink(version: &str) -> Cow<'_, str> {
     let b = version.as_bytes();
@@ -74,10 +79,8 @@ pub(crate) fn expand(stored: &str) -> Option<Cow<'_, str>> {
 pub(crate) fn expand_all(versions: &mut ChannelVersions) -> Result<(), String> {
     for v in versions.values_mut() {
         if let ChannelVersion::Str(s) = v {
-            match expand(s) {
-                Some(Cow::Borrowed(_)) if !s.starts_with('~') => {}
-                Some(e) => *s = e.into_owned(),
-                None => return Err(s.clone()),
+            if s.starts_with('~') {
+                *s = expand(s).ok_or_else(|| s.clone())?.into_owned();
             }
         }
     }

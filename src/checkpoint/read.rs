@@ -39,7 +39,7 @@ pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         parent: r.get(3)?,
         metadata: text_or_blob(r, 4)?,
         checkpoint: text_or_blob(r, 5)?,
-        compact: r.get_ref(6)?.as_str_or_null().ok().flatten() == Some(compact::TYPE),
+        compact: compact::is_compact(r, 6)?,
     })
 }
 

@@ -380,7 +380,7 @@ impl<'a> Step<'a> {
             retention: saver.retention.clone(),
             serde: saver.serde.clone(),
         };
-        saver.submit_checkpoint_after(job, parent_writes)?;
+        saver.submit_checkpoint(job, parent_writes)?;
         Ok(CheckpointTuple {
             config: CheckpointConfig::canonical(thread, ns, &cp.id),
             parent_config: parent_id.as_deref().map(|p| CheckpointConfig::canonical(thread, ns, p)),

@@ -205,18 +205,22 @@ impl Checkpointer {
             retention: self.retention.clone(),
             serde: self.serde.clone(),
         };
-        self.submit_checkpoint(job)?;
+        self.submit_checkpoint(job, Vec::new())?;
         Ok(CheckpointConfig::canonical(thread, ns, &checkpoint.id))
     }
 
-    /// Writes a checkpoint job (in the caller, through the group committer,
-    /// or behind the caller: see
-    /// [`DbBuilder::write_behind`](crate::DbBuilder::write_behind)) and
+    /// Writes a checkpoint job after `writes` (pending writes of other
+    /// checkpoints, usually its parent's), in one transaction (in the
+    /// caller, through the group committer, or behind the caller: see
+    /// [`DbBuilder::write_behind`](crate::DbBuilder::write_behind)), and
     /// remembers its values.
-    pub(super) fn submit_checkpoint(&self, job: CheckpointJob) -> Result<()> {
+    pub(super) fn submit_checkpoint(&self, job: CheckpointJob, writes: Vec<WritesJob>) -> Result<()> {
         let job = Arc::new(job);
         let run = job.clone();
-        self.db.submit(Box::new(move |tx| run.apply(tx)))?;
+        self.db.submit(Box::new(move |tx| {
+            writes.iter().try_for_each(|w| w.apply(tx))?;
+            run.apply(tx)
+        }))?;
         self.remember(&job.thread, &job.ns, &job.blobs);
         Ok(())
     }
@@ -344,24 +348,6 @@ impl Checkpointer {
             Some(job) => self.db.submit(Box::new(move |tx| job.apply(tx))),
             None => Ok(()),
         }
-    }
-
-    /// Writes a checkpoint, after `writes` (pending writes of other
-    /// checkpoints, usually its parent's), in one transaction.
-    pub(super) fn submit_checkpoint_after(&self, job: CheckpointJob, writes: Vec<WritesJob>) -> Result<()> {
-        if writes.is_empty() {
-            return self.submit_checkpoint(job);
-        }
-        let job = Arc::new(job);
-        let run = job.clone();
-        self.db.submit(Box::new(move |tx| {
-            for w in &writes {
-                w.apply(tx)?;
-            }
-            run.apply(tx)
-        }))?;
-        self.remember(&job.thread, &job.ns, &job.blobs);
-        Ok(())
     }
 }
 

@@ -112,7 +112,7 @@ impl BlobScan {
             scan.checkpoints += 1;
             tick();
             let (thread_id, ns, id): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
-            let compact = r.get_ref(4)?.as_str_or_null().ok().flatten() == Some(compact::TYPE);
+            let compact = compact::is_compact(r, 4)?;
             let parsed: VersionsOnly = match serde_json::from_str(&text(r, 3)?) {
                 Ok(p) => p,
                 Err(e) => {
@@ -133,28 +133,23 @@ impl BlobScan {
             let blobs = scan.blobs.entry(thread_id.clone()).or_default();
             for (channel, version) in &parsed.channel_versions {
                 let version = match version {
-                    Value::String(s) if compact => match compact::expand(s) {
-                        Some(v) => v.into_owned(),
-                        None => {
-                            scan.unparsable.push(Unparsable {
-                                thread_id: thread_id.clone(),
-                                checkpoint_ns: ns.clone(),
-                                checkpoint_id: id.clone(),
-                                reason: format!("channel_versions[{channel}] is {s:?}, not a stored version"),
-                            });
-                            continue;
-                        }
-                    },
-                    Value::String(s) => s.clone(),
-                    Value::Number(n) => n.to_string(),
+                    Value::String(s) if compact => compact::expand(s)
+                        .map(|v| v.into_owned())
+                        .ok_or_else(|| format!("channel_versions[{channel}] is {s:?}, not a stored version")),
+                    Value::String(s) => Ok(s.clone()),
+                    Value::Number(n) => Ok(n.to_string()),
                     other => {
+                        Err(format!("channel_versions[{channel}] is {other}, neither a string nor a number"))
+                    }
+                };
+                let version = match version {
+                    Ok(v) => v,
+                    Err(reason) => {
                         scan.unparsable.push(Unparsable {
                             thread_id: thread_id.clone(),
                             checkpoint_ns: ns.clone(),
                             checkpoint_id: id.clone(),
-                            reason: format!(
-                                "channel_versions[{channel}] is {other}, neither a string nor a number"
-                            ),
+                            reason,
                         });
                         continue;
                     }
