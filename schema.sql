@@ -94,6 +94,49 @@ INSERT INTO checkpoint_writes_clustered
 DROP TABLE checkpoint_writes;
 ALTER TABLE checkpoint_writes_clustered RENAME TO checkpoint_writes;
 
+-- migration: checkpoint_migrations 7
+-- Blob rows key their versions compactly and in order (docs/format.md,
+-- "Blob keys": a LangGraph version loses its counter's zero padding, its
+-- length kept in one letter), and neither blobs nor pending writes carry a
+-- creation time of their own (a checkpoint's created_at dates them).
+CREATE TABLE checkpoint_blobs_keyed (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    channel TEXT NOT NULL,
+    version TEXT NOT NULL,
+    type TEXT NOT NULL,
+    blob BLOB,
+    base_version TEXT,
+    chain INTEGER NOT NULL DEFAULT 0,
+    root_version TEXT,
+    PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+);
+INSERT INTO checkpoint_blobs_keyed
+    (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain, root_version)
+    SELECT thread_id, checkpoint_ns, channel, agentstate_blob_key(version), type, blob,
+           agentstate_blob_key(base_version), chain, agentstate_blob_key(root_version)
+    FROM checkpoint_blobs ORDER BY rowid;
+DROP TABLE checkpoint_blobs;
+ALTER TABLE checkpoint_blobs_keyed RENAME TO checkpoint_blobs;
+CREATE TABLE checkpoint_writes_dated_by_checkpoint (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    type TEXT,
+    blob BLOB NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+) WITHOUT ROWID;
+INSERT INTO checkpoint_writes_dated_by_checkpoint
+    (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path)
+    SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path
+    FROM checkpoint_writes;
+DROP TABLE checkpoint_writes;
+ALTER TABLE checkpoint_writes_dated_by_checkpoint RENAME TO checkpoint_writes;
+
 -- migration: store_migrations 0
 CREATE TABLE IF NOT EXISTS store (
     prefix text NOT NULL,

@@ -518,6 +518,7 @@ fn init_connection(
     conn.set_prepared_statement_cache_capacity(64);
     crate::vector::register(conn)?;
     crate::filter::register_functions(conn)?;
+    crate::checkpoint::compact::register(conn)?;
     Ok(())
 }
 

@@ -788,7 +788,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             .query_row(
                 "SELECT EXISTS(SELECT 1 FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
                  AND channel = ?3 AND version = ?4)",
-                [t, n, ch, v],
+                [t, n, ch, &blob_key(v)],
                 |r| r.get(0),
             )
             .unwrap();
@@ -801,6 +801,22 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     let writes: i64 = conn.query_row("SELECT COUNT(*) FROM checkpoint_writes", [], |r| r.get(0)).unwrap();
     prop_assert_eq!(writes as usize, m.writes.len());
     Ok(())
+}
+
+/// A version as `checkpoint_blobs` keys it (docs/format.md, "Blob keys"):
+/// `{counter:032}.{rest}` as `~`, the letter `'@' + n` for the counter's `n`
+/// digits without leading zeros, those digits, `.{rest}`.
+fn blob_key(v: &str) -> String {
+    let b = v.as_bytes();
+    if b.len() > 32 && b[32] == b'.' && b[..32].iter().all(u8::is_ascii_digit) {
+        let zeros = b[..31].iter().take_while(|&&c| c == b'0').count();
+        return format!("~{}{}", char::from(b'@' + (32 - zeros) as u8), &v[zeros..]);
+    }
+    if v.starts_with('~') {
+        format!("~{v}")
+    } else {
+        v.to_string()
+    }
 }
 
 fn cases() -> u32 {

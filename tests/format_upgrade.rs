@@ -1,22 +1,35 @@
-//! A file written by the previous checkpoint format (checkpoint_migrations
-//! 5: full-length versions and an `id` in every checkpoint row, pending
-//! writes in a rowid table) opens, is upgraded in place, and reads back
-//! exactly as that version read it (docs/format.md, "Checkpoint rows").
+//! Files written by earlier checkpoint formats open, are upgraded in place,
+//! and read back exactly as their version read them (docs/format.md,
+//! "Checkpoint rows", "Blob keys").
 //!
-//! The fixture `tests/fixtures/format/v5.sqlite` and what that version listed
-//! from it, `v5.json`, were written by the commit before migration 6: 38
-//! checkpoints (a thread of 31 with message deltas, a fork, a subgraph
-//! namespace, LangGraph `put`s with integer versions and with string
-//! versions that start with `~`), each with its pending writes.
+//! Two fixtures, each with what its version listed from it (`vN.json`),
+//! written by the commit before the migration that follows it:
+//! - `v5.sqlite` (checkpoint_migrations 5: full-length versions and an `id` in
+//!   every checkpoint row, pending writes in a rowid table): 38 checkpoints,
+//!   a thread of 31 with message deltas, a fork, a subgraph namespace,
+//!   LangGraph `put`s with integer versions and with string versions that
+//!   start with `~`, each with its pending writes;
+//! - `v6.sqlite` (checkpoint_migrations 6: compact checkpoint rows, blob rows
+//!   keyed by full-length versions, a creation time on every blob and write):
+//!   `v5.sqlite` opened by that version and continued, 68 checkpoints: thread
+//!   `t` continued for 4 steps, a thread `v6` of 25 steps with a delta chain,
+//!   and a `put` whose list values sit at every kind of version (padded,
+//!   `~`-prefixed, `~A1.x` that looks like a blob key, integers).
 
 use agentstate::{CheckpointConfig, Db, ListQuery};
 use serde_json::{json, Value};
 
-fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
+/// A copy of fixture `name` in a temporary directory.
+fn fixture(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("v5.db");
-    std::fs::copy("tests/fixtures/format/v5.sqlite", &path).unwrap();
+    let path = dir.path().join(format!("{name}.db"));
+    std::fs::copy(format!("tests/fixtures/format/{name}.sqlite"), &path).unwrap();
     (dir, path)
+}
+
+fn expected(name: &str) -> Vec<Value> {
+    serde_json::from_str(&std::fs::read_to_string(format!("tests/fixtures/format/{name}.json")).unwrap())
+        .unwrap()
 }
 
 fn listed(db: &Db) -> Vec<Value> {
@@ -40,19 +53,31 @@ fn sql<T: rusqlite::types::FromSql>(path: &std::path::Path, q: &str) -> T {
     rusqlite::Connection::open(path).unwrap().query_row(q, [], |r| r.get(0)).unwrap()
 }
 
+/// What every upgraded file must look like, whatever version wrote it.
+fn assert_current_format(path: &std::path::Path) {
+    assert_eq!(sql::<i64>(path, "SELECT max(v) FROM checkpoint_migrations"), 7);
+    let ddl: String = sql(path, "SELECT sql FROM sqlite_master WHERE name = 'checkpoint_writes'");
+    assert!(ddl.contains("WITHOUT ROWID") && !ddl.contains("created_at"), "{ddl}");
+    let ddl: String = sql(path, "SELECT sql FROM sqlite_master WHERE name = 'checkpoint_blobs'");
+    assert!(!ddl.contains("created_at"), "{ddl}");
+    // No blob row is keyed by a zero-padded version any more.
+    let padded = "SELECT count(*) FROM checkpoint_blobs WHERE version GLOB '0000000000*' \
+                  OR base_version GLOB '0000000000*' OR root_version GLOB '0000000000*'";
+    assert_eq!(sql::<i64>(path, padded), 0);
+    let report = Db::open(path).unwrap().check().unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
+
 #[test]
-fn a_previous_format_file_reads_back_as_it_was_written() {
-    let (_dir, path) = fixture();
-    let expected: Vec<Value> =
-        serde_json::from_str(&std::fs::read_to_string("tests/fixtures/format/v5.json").unwrap()).unwrap();
+fn a_v5_file_reads_back_as_it_was_written() {
+    let (_dir, path) = fixture("v5");
+    let expected = expected("v5");
     let db = Db::open(&path).unwrap();
     let now = listed(&db);
     assert_eq!(now.len(), 38);
     assert_eq!(now, expected);
     drop(db);
-    assert_eq!(sql::<i64>(&path, "SELECT max(v) FROM checkpoint_migrations"), 6);
-    let ddl: String = sql(&path, "SELECT sql FROM sqlite_master WHERE name = 'checkpoint_writes'");
-    assert!(ddl.contains("WITHOUT ROWID"), "{ddl}");
+    assert_current_format(&path);
     assert_eq!(sql::<i64>(&path, "SELECT count(*) FROM checkpoint_writes"), 60);
     // Old rows stay as they were (no `type`); the upgraded file reads the
     // same after a reopen.
@@ -61,13 +86,44 @@ fn a_previous_format_file_reads_back_as_it_was_written() {
 }
 
 #[test]
-fn an_upgraded_thread_continues_in_the_compact_format() {
-    let (_dir, path) = fixture();
+fn a_v6_file_reads_back_as_it_was_written() {
+    let (_dir, path) = fixture("v6");
+    let expected = expected("v6");
+    let blobs: i64 = sql(&path, "SELECT count(*) FROM checkpoint_blobs");
+    let deltas: i64 = sql(&path, "SELECT count(*) FROM checkpoint_blobs WHERE base_version IS NOT NULL");
+    let db = Db::open(&path).unwrap();
+    let now = listed(&db);
+    assert_eq!(now.len(), 68);
+    assert_eq!(now, expected);
+    drop(db);
+    assert_current_format(&path);
+    assert_eq!(sql::<i64>(&path, "SELECT count(*) FROM checkpoint_blobs"), blobs);
+    assert_eq!(
+        sql::<i64>(&path, "SELECT count(*) FROM checkpoint_blobs WHERE base_version IS NOT NULL"),
+        deltas
+    );
+    assert_eq!(listed(&Db::open(&path).unwrap()), expected);
+}
+
+/// An old file opened read only is not upgraded, and still reads as its
+/// version read it.
+#[test]
+fn a_v6_file_opened_read_only_reads_back_unchanged() {
+    let (_dir, path) = fixture("v6");
+    let db = Db::builder().read_only(true).open(&path).unwrap();
+    assert_eq!(listed(&db), expected("v6"));
+    drop(db);
+    assert_eq!(sql::<i64>(&path, "SELECT max(v) FROM checkpoint_migrations"), 6);
+}
+
+/// Continues thread `t` of an upgraded fixture (its head holds `messages`
+/// messages; the file `checkpoints` checkpoints) by one step.
+fn continue_thread_t(name: &str, messages: usize, checkpoints: u64) {
+    let (_dir, path) = fixture(name);
     let db = Db::open(&path).unwrap();
     let saver = db.checkpointer();
-    // The newest checkpoint of "t" is the fork (12 messages).
     let head = saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
-    assert_eq!(head.checkpoint.channel_values["messages"].as_list().unwrap().len(), 12);
+    assert_eq!(head.checkpoint.channel_values["messages"].as_list().unwrap().len(), messages);
     let next = saver
         .step(&head)
         .parent_writes("task", "~path", &[("n", json!(99))])
@@ -77,20 +133,34 @@ fn an_upgraded_thread_continues_in_the_compact_format() {
         .unwrap();
     let back = saver.get_tuple(&next.config).unwrap().unwrap();
     assert_eq!(back.checkpoint, next.checkpoint);
-    assert_eq!(back.checkpoint.channel_values["messages"].as_list().unwrap().len(), 13);
+    assert_eq!(back.checkpoint.channel_values["messages"].as_list().unwrap().len(), messages + 1);
     assert_eq!(saver.get_tuple(&head.config).unwrap().unwrap().pending_writes.len(), 1);
     // The new row is compact: no zero padding, no id; and the integrity
     // check finds every blob of old and new rows.
     drop((saver, db));
-    let stored: String = sql(&path, "SELECT checkpoint FROM checkpoints WHERE type = 'compact'");
+    let stored: String = sql(
+        &path,
+        &format!("SELECT checkpoint FROM checkpoints WHERE checkpoint_id = '{}'", next.checkpoint.id),
+    );
     assert!(!stored.contains("00000000") && !stored.contains(&next.checkpoint.id), "{stored}");
     let report = Db::open(&path).unwrap().check().unwrap();
     assert!(report.findings.is_empty(), "{:?}", report.findings);
-    assert_eq!(report.checkpoints, 39);
+    assert_eq!(report.checkpoints, checkpoints + 1);
 }
 
-/// Versions in the compact format come back exactly as written, also the
-/// ones that look like its own encoding (docs/format.md).
+#[test]
+fn an_upgraded_v5_thread_continues_in_the_current_format() {
+    // The newest checkpoint of "t" is the fork (12 messages).
+    continue_thread_t("v5", 12, 38);
+}
+
+#[test]
+fn an_upgraded_v6_thread_continues_in_the_current_format() {
+    continue_thread_t("v6", 16, 68);
+}
+
+/// Versions in the compact format and blob keys come back exactly as
+/// written, also the ones that look like their encodings (docs/format.md).
 #[test]
 fn every_kind_of_version_round_trips_through_a_compact_row() {
     use agentstate::checkpoint::{ChannelVersion, ChannelVersions};
@@ -101,6 +171,8 @@ fn every_kind_of_version_round_trips_through_a_compact_row() {
         ChannelVersion::Str(format!("{:032}.1", 0)),
         ChannelVersion::Str("~7.0.5".into()),
         ChannelVersion::Str("~".into()),
+        ChannelVersion::Str("~A1.x".into()),
+        ChannelVersion::Str("~`1.x".into()),
         ChannelVersion::Str("7.x".into()),
         ChannelVersion::Int(i64::MAX),
         ChannelVersion::Int(-1),
@@ -110,6 +182,9 @@ fn every_kind_of_version_round_trips_through_a_compact_row() {
     for (i, v) in versions.iter().enumerate() {
         cp.channel_versions.insert(format!("c{i}"), v.clone());
         cp.channel_values.insert(format!("c{i}"), json!(i).into());
+        // The same version on a channel whose value is a blob row.
+        cp.channel_versions.insert(format!("l{i}"), v.clone());
+        cp.channel_values.insert(format!("l{i}"), json!([i, {"v": i}]).into());
         seen.insert(format!("c{i}"), v.clone());
     }
     cp.versions_seen.insert("node".into(), seen);
@@ -120,5 +195,7 @@ fn every_kind_of_version_round_trips_through_a_compact_row() {
     let back = saver.get_tuple(&config).unwrap().unwrap().checkpoint;
     assert_eq!(back.channel_versions, cp.channel_versions);
     assert_eq!(back.versions_seen, cp.versions_seen);
+    assert_eq!(back.channel_values, cp.channel_values);
     assert_eq!(back.id, cp.id);
+    assert!(saver.db().check().unwrap().findings.is_empty());
 }

@@ -10,6 +10,12 @@
 //! front; every other version is stored as it is. Rows with a NULL `type`
 //! (written before this format) hold versions as they are. Reading expands
 //! them back: the versions a caller reads are exactly the versions it wrote.
+//!
+//! `checkpoint_blobs` keys its rows by version too, three times per row
+//! (`version`, `base_version`, `root_version`) plus once in its index, and
+//! reads a delta chain as one range of versions: there a padded version is
+//! stored as [`blob_key`] makes it, `"~"`, one letter for the counter's
+//! length, the counter, the rest, which sorts as the padded text does.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -87,6 +93,81 @@ pub(crate) fn expand_all(versions: &mut ChannelVersions) -> Result<(), String> {
     Ok(())
 }
 
+/// `version` as `checkpoint_blobs` stores it: a LangGraph version
+/// `"{counter:032}.{rest}"` becomes `"~"`, the letter `'@' + n` for the `n`
+/// digits of the counter without leading zeros (1 to 32: `A` to `` ` ``),
+/// those digits, `".{rest}"`; a version that starts with `~` gets one more
+/// in front; any other text is stored as it is. Padded versions keep their
+/// order (a shorter counter is smaller), so a chain stays one key range.
+pub(crate) fn blob_key(version: &str) -> Cow<'_, str> {
+    let b = version.as_bytes();
+    let padded = b.len() > COUNTER_WIDTH
+        && b[COUNTER_WIDTH] == b'.'
+        && b[..COUNTER_WIDTH].iter().all(u8::is_ascii_digit);
+    if padded {
+        let zeros = version[..COUNTER_WIDTH - 1].bytes().take_while(|&c| c == b'0').count();
+        let digits = COUNTER_WIDTH - zeros;
+        let mut out = String::with_capacity(2 + version.len() - zeros);
+        out.push('~');
+        out.push(char::from(b'@' + digits as u8));
+        out.push_str(&version[zeros..]);
+        return Cow::Owned(out);
+    }
+    if version.starts_with('~') {
+        return Cow::Owned(format!("~{version}"));
+    }
+    Cow::Borrowed(version)
+}
+
+/// A version read from `checkpoint_blobs`, as it was written; `None` if the
+/// stored text cannot come from [`blob_key`] (a damaged row).
+pub(crate) fn blob_version(stored: &str) -> Option<Cow<'_, str>> {
+    let Some(rest) = stored.strip_prefix('~') else {
+        return Some(Cow::Borrowed(stored));
+    };
+    if rest.starts_with('~') {
+        return Some(Cow::Borrowed(rest));
+    }
+    let (&len, rest) = rest.as_bytes().split_first()?;
+    let digits = usize::from(len.checked_sub(b'@')?);
+    if !(1..=COUNTER_WIDTH).contains(&digits)
+        || rest.len() <= digits
+        || rest[digits] != b'.'
+        || !rest[..digits].iter().all(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    // `rest` starts after the one-byte ASCII letter: a char boundary.
+    let rest = &stored[2..];
+    let mut out = String::with_capacity(COUNTER_WIDTH - digits + rest.len());
+    out.push_str(&ZEROS[..COUNTER_WIDTH - digits]);
+    out.push_str(rest);
+    Some(Cow::Owned(out))
+}
+
+/// [`blob_version`] of an owned column value, or [`Error::Corrupt`]
+/// naming it.
+pub(crate) fn blob_version_of(stored: String) -> crate::Result<String> {
+    match blob_version(&stored) {
+        Some(Cow::Borrowed(_)) => Ok(stored),
+        Some(Cow::Owned(v)) => Ok(v),
+        None => {
+            Err(crate::Error::corrupt(format!("checkpoint_blobs holds the malformed version {stored:?}")))
+        }
+    }
+}
+
+/// Installs `agentstate_blob_key(version)`, [`blob_key`] in SQL (NULL for
+/// NULL), which the migration to this format uses.
+pub(crate) fn register(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    let flags =
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC | FunctionFlags::SQLITE_INNOCUOUS;
+    conn.create_scalar_function("agentstate_blob_key", 1, flags, |ctx| {
+        Ok(ctx.get::<Option<String>>(0)?.map(|v| blob_key(&v).into_owned()))
+    })
+}
+
 /// Serializes channel versions with [`shrink`]ed strings.
 pub(crate) struct Shrunk<'a>(pub(crate) &'a ChannelVersions);
 
@@ -143,6 +224,30 @@ mod tests {
         assert_eq!(shrink(&padded), "~1000.0.2636492720420571");
         assert_eq!(shrink(&zero), "~0.5");
         assert_eq!(shrink("1.5"), "1.5");
+    }
+
+    #[test]
+    fn every_blob_version_comes_back_as_written_and_padded_ones_keep_their_order() {
+        let padded: Vec<String> = [0u128, 1, 9, 10, 16, 999, 1000, 12345678901234567890, 10u128.pow(32) - 1]
+            .iter()
+            .map(|n| format!("{n:032}.0.{}", n % 7))
+            .collect();
+        for pair in padded.windows(2) {
+            assert!(blob_key(&pair[0]) < blob_key(&pair[1]), "{pair:?}");
+        }
+        let max = format!("{}.x", "9".repeat(32));
+        let odd =
+            ["~1.5", "~~", "~", "~A1.x", "1.5", "", "7", "-1", "00000000000000000000000000000001", "é.1"];
+        for v in padded.iter().map(String::as_str).chain([max.as_str()]).chain(odd) {
+            let k = blob_key(v);
+            assert_eq!(blob_version(&k).as_deref(), Some(v), "{v:?} stored as {k:?}");
+        }
+        assert_eq!(blob_key(&padded[6]), "~D1000.0.6");
+        assert_eq!(blob_key(&padded[0]), "~A0.0.0");
+        assert_eq!(blob_key(&max), format!("~`{max}"));
+        for s in ["~", "~A", "~A1", "~Ax.1", "~@.1", "~a1.1", "~B1.1x"] {
+            assert_eq!(blob_version(s), None, "{s:?}");
+        }
     }
 
     #[test]

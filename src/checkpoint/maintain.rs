@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use rusqlite::{params, Connection};
 use serde_json::{Map, Value};
 
+use super::compact;
 use super::retention::Retention;
 use super::types::{CheckpointConfig, Metadata, PruneStrategy};
 use super::{describe, Checkpointer};
@@ -75,8 +76,8 @@ impl Checkpointer {
             }
             tx.execute(
                 "INSERT OR IGNORE INTO checkpoint_blobs \
-                 (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain, root_version, created_at) \
-                 SELECT ?2, checkpoint_ns, channel, version, type, blob, base_version, chain, root_version, created_at \
+                 (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain, root_version) \
+                 SELECT ?2, checkpoint_ns, channel, version, type, blob, base_version, chain, root_version \
                  FROM checkpoint_blobs WHERE thread_id = ?1",
                 [src, dst],
             )?;
@@ -87,8 +88,8 @@ impl Checkpointer {
                 [src, dst],
             )?;
             tx.execute(
-                "INSERT OR IGNORE INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, created_at) \
-                 SELECT ?2, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path, created_at \
+                "INSERT OR IGNORE INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path) \
+                 SELECT ?2, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path \
                  FROM checkpoint_writes WHERE thread_id = ?1",
                 [src, dst],
             )?;
@@ -258,7 +259,7 @@ fn collect_blobs(tx: &Connection, thread: &str) -> Result<()> {
     )?;
     for (_, keys) in scan.unneeded() {
         for (ns, channel, version) in keys {
-            del.execute(params![thread, ns, channel, version])?;
+            del.execute(params![thread, ns, channel, compact::blob_key(&version)])?;
         }
     }
     Ok(())

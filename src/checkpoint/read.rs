@@ -152,6 +152,20 @@ pub(super) struct BlobRow {
     root: Option<String>,
 }
 
+impl BlobRow {
+    /// A row from its columns, its versions as they were written.
+    fn new(
+        tag: Option<String>,
+        bytes: Option<Vec<u8>>,
+        base: Option<String>,
+        root: Option<String>,
+    ) -> Result<Self> {
+        let base = base.map(compact::blob_version_of).transpose()?;
+        let root = root.map(compact::blob_version_of).transpose()?;
+        Ok(BlobRow { tag, bytes, base, root })
+    }
+}
+
 /// True for LangGraph's string versions (`"{counter:032}.{random}"`), whose
 /// text order is their counter's order.
 fn sorts_by_counter(version: &str) -> bool {
@@ -601,17 +615,26 @@ pub(super) fn blob_bytes(
     Ok(Some((tag, full)))
 }
 
-/// The `checkpoint_blobs` row of `key`, if there is one.
+/// The `checkpoint_blobs` row of `key`, if there is one. A file opened read
+/// only in a format before blob keys (migration 7) holds versions as they
+/// are: a key not found is looked up once more as it is.
 fn read_blob_row(conn: &Connection, key: &BlobKey) -> Result<Option<BlobRow>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
-        )?
-        .query_row(params![key.0, key.1, key.2, key.3], |r| {
-            Ok(BlobRow { tag: r.get(0)?, bytes: r.get(1)?, base: r.get(2)?, root: r.get(3)? })
+    let mut stmt = conn.prepare_cached(
+        "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
+         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
+    )?;
+    let stored = compact::blob_key(&key.3);
+    let mut get = |version: &str| {
+        stmt.query_row(params![key.0, key.1, key.2, version], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })
-        .optional()?)
+        .optional()
+    };
+    let mut found = get(&stored)?;
+    if found.is_none() && stored != key.3.as_str() {
+        found = get(&key.3)?;
+    }
+    found.map(|(tag, bytes, base, root)| BlobRow::new(tag, bytes, base, root)).transpose()
 }
 
 /// The rows of the chain rooted at `root`, up to `version`, by version
@@ -630,10 +653,12 @@ fn read_chain(
          WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version >= ?4 AND version <= ?5 \
            AND (version = ?4 OR root_version = ?4)",
     )?;
-    let mut rows = stmt.query(params![thread, ns, channel, root, version])?;
+    let mut rows =
+        stmt.query(params![thread, ns, channel, compact::blob_key(root), compact::blob_key(version)])?;
     let mut out = HashMap::new();
     while let Some(r) = rows.next()? {
-        out.insert(r.get(0)?, BlobRow { tag: r.get(1)?, bytes: r.get(2)?, base: r.get(3)?, root: r.get(4)? });
+        let version = compact::blob_version_of(r.get(0)?)?;
+        out.insert(version, BlobRow::new(r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)?);
     }
     Ok(out)
 }

@@ -512,7 +512,9 @@ impl CheckpointJob {
              WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4)",
         )?;
         for (ch, version) in &self.relied {
-            if !exists.query_row(params![thread, ns, ch, version], |r| r.get::<_, bool>(0))? {
+            if !exists
+                .query_row(params![thread, ns, ch, compact::blob_key(version)], |r| r.get::<_, bool>(0))?
+            {
                 return Err(Error::InvalidArgument(format!(
                     "channel '{ch}' is at version {version}, which no earlier put stored, and is not in \
                      new_versions: its value would be lost (list every changed channel in new_versions)"
@@ -580,8 +582,18 @@ pub(super) fn write_blobs(
         if let Some((base, bytes)) = &b.delta {
             type BaseRow = (Option<String>, Option<String>, i64);
             let found: Option<BaseRow> = base_row
-                .query_row(params![thread, ns, b.channel, base], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .query_row(params![thread, ns, b.channel, compact::blob_key(base)], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
                 .optional()?;
+            let found = match found {
+                Some((base, root, chain)) => Some((
+                    base.map(compact::blob_version_of).transpose()?,
+                    root.map(compact::blob_version_of).transpose()?,
+                    chain,
+                )),
+                None => None,
+            };
             // A full blob roots a chain; a delta continues its base's chain
             // (a delta of a file older than chain roots starts none).
             let root = match &found {
@@ -615,8 +627,18 @@ pub(super) fn write_blobs(
             (_, Some((base, bytes, chain, root))) => (Some(bytes), Some(base), chain, Some(root)),
             (_, None) => (Some(full), None, 0, None),
         };
-        let inserted =
-            ins.execute(params![thread, ns, b.channel, b.version, b.tag, bytes, base, chain, root])? == 1;
+        let key = |v: &str| compact::blob_key(v).into_owned();
+        let inserted = ins.execute(params![
+            thread,
+            ns,
+            b.channel,
+            key(&b.version),
+            b.tag,
+            bytes,
+            base.map(|v| key(v)),
+            chain,
+            root.map(|v| key(&v))
+        ])? == 1;
         if !inserted && verify {
             same_as_stored(tx, thread, ns, b)?;
         }

@@ -155,16 +155,12 @@ pub(super) fn copy_into(source: &Source, db: &Db) -> Result<ImportReport> {
 /// Dates the imported rows by their checkpoint's `ts` instead of the
 /// import's clock (checkpoints whose `ts` SQLite cannot read keep the
 /// import time), so that `threads` shows when a thread was last active and
-/// age-based retention sees their real age. A pending write gets its
-/// checkpoint's time.
+/// age-based retention sees their real age.
 pub(super) fn keep_times(db: &Db) -> Result<()> {
     db.for_store().write(|tx| {
         tx.execute_batch(
             "UPDATE checkpoints SET created_at = \
-                 COALESCE(strftime('%Y-%m-%d %H:%M:%f', json_extract(checkpoint, '$.ts')), created_at); \
-             UPDATE checkpoint_writes SET created_at = COALESCE((SELECT c.created_at FROM checkpoints AS c \
-                 WHERE c.thread_id = checkpoint_writes.thread_id AND c.checkpoint_ns = checkpoint_writes.checkpoint_ns \
-                   AND c.checkpoint_id = checkpoint_writes.checkpoint_id), created_at);",
+                 COALESCE(strftime('%Y-%m-%d %H:%M:%f', json_extract(checkpoint, '$.ts')), created_at);",
         )?;
         Ok(())
     })

@@ -99,8 +99,11 @@ impl BlobScan {
             let mut rows = stmt.query(rusqlite::params_from_iter(&params))?;
             while let Some(r) = rows.next()? {
                 let t: String = r.get(0)?;
-                let key: BlobKey = (r.get(1)?, r.get(2)?, r.get(3)?);
-                let base: Option<String> = r.get(4)?;
+                // Versions as written (a malformed key stays as it is: no
+                // checkpoint names it).
+                let as_written = |v: String| compact::blob_version(&v).map_or(v.clone(), |w| w.into_owned());
+                let key: BlobKey = (r.get(1)?, r.get(2)?, as_written(r.get(3)?));
+                let base: Option<String> = r.get::<_, Option<String>>(4)?.map(as_written);
                 scan.blobs.entry(t).or_default().insert(key, BlobInfo { uses: 0, base });
             }
         }
