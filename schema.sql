@@ -97,8 +97,9 @@ ALTER TABLE checkpoint_writes_clustered RENAME TO checkpoint_writes;
 -- migration: checkpoint_migrations 7
 -- Blob rows key their versions compactly and in order (docs/format.md,
 -- "Blob keys": a LangGraph version loses its counter's zero padding, its
--- length kept in one letter), and neither blobs nor pending writes carry a
--- creation time of their own (a checkpoint's created_at dates them).
+-- length kept in one letter); a task's pending writes to a checkpoint are one
+-- row; neither blobs nor writes carry a creation time of their own (their
+-- checkpoint's created_at dates them).
 CREATE TABLE checkpoint_blobs_keyed (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL DEFAULT '',
@@ -118,24 +119,25 @@ INSERT INTO checkpoint_blobs_keyed
     FROM checkpoint_blobs ORDER BY rowid;
 DROP TABLE checkpoint_blobs;
 ALTER TABLE checkpoint_blobs_keyed RENAME TO checkpoint_blobs;
-CREATE TABLE checkpoint_writes_dated_by_checkpoint (
+-- One row per (checkpoint, task): `writes` packs the task's writes as a
+-- msgpack array of [idx, channel, type, bytes] (docs/format.md), `n` counts
+-- them; the key is stored once per task instead of once per write.
+CREATE TABLE checkpoint_writes_packed (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL DEFAULT '',
     checkpoint_id TEXT NOT NULL,
     task_id TEXT NOT NULL,
-    idx INTEGER NOT NULL,
-    channel TEXT NOT NULL,
-    type TEXT,
-    blob BLOB NOT NULL,
     task_path TEXT NOT NULL DEFAULT '',
-    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+    n INTEGER NOT NULL,
+    writes BLOB NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id)
 ) WITHOUT ROWID;
-INSERT INTO checkpoint_writes_dated_by_checkpoint
-    (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path)
-    SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path
-    FROM checkpoint_writes;
+INSERT INTO checkpoint_writes_packed (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, n, writes)
+    SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, min(task_path), count(*),
+           agentstate_pack_writes(idx, channel, type, blob)
+    FROM checkpoint_writes GROUP BY thread_id, checkpoint_ns, checkpoint_id, task_id;
 DROP TABLE checkpoint_writes;
-ALTER TABLE checkpoint_writes_dated_by_checkpoint RENAME TO checkpoint_writes;
+ALTER TABLE checkpoint_writes_packed RENAME TO checkpoint_writes;
 
 -- migration: store_migrations 0
 CREATE TABLE IF NOT EXISTS store (

@@ -519,6 +519,7 @@ fn init_connection(
     crate::vector::register(conn)?;
     crate::filter::register_functions(conn)?;
     crate::checkpoint::compact::register(conn)?;
+    crate::checkpoint::packed::register(conn)?;
     Ok(())
 }
 

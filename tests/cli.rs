@@ -477,8 +477,8 @@ fn stats_and_check() {
         conn.execute_batch(
             "PRAGMA foreign_keys = OFF;
              DELETE FROM checkpoint_blobs WHERE channel = 'notes';
-             INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
-                 VALUES ('t1', '', 'no-such-checkpoint', 'x', 0, 'messages', 'null', x'');
+             INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, n, writes)
+                 VALUES ('t1', '', 'no-such-checkpoint', 'x', 1, x'919400a86d65737361676573a46e756c6cc400');
              INSERT INTO store_vectors (prefix, key, field_name, embedding)
                  SELECT 'ghost', 'k', field_name, embedding FROM store_vectors LIMIT 1;",
         )

@@ -57,7 +57,10 @@ fn sql<T: rusqlite::types::FromSql>(path: &std::path::Path, q: &str) -> T {
 fn assert_current_format(path: &std::path::Path) {
     assert_eq!(sql::<i64>(path, "SELECT max(v) FROM checkpoint_migrations"), 7);
     let ddl: String = sql(path, "SELECT sql FROM sqlite_master WHERE name = 'checkpoint_writes'");
-    assert!(ddl.contains("WITHOUT ROWID") && !ddl.contains("created_at"), "{ddl}");
+    assert!(
+        ddl.contains("WITHOUT ROWID") && ddl.contains("writes BLOB") && !ddl.contains("created_at"),
+        "{ddl}"
+    );
     let ddl: String = sql(path, "SELECT sql FROM sqlite_master WHERE name = 'checkpoint_blobs'");
     assert!(!ddl.contains("created_at"), "{ddl}");
     // No blob row is keyed by a zero-padded version any more.
@@ -78,7 +81,7 @@ fn a_v5_file_reads_back_as_it_was_written() {
     assert_eq!(now, expected);
     drop(db);
     assert_current_format(&path);
-    assert_eq!(sql::<i64>(&path, "SELECT count(*) FROM checkpoint_writes"), 60);
+    assert_eq!(sql::<i64>(&path, "SELECT sum(n) FROM checkpoint_writes"), 60);
     // Old rows stay as they were (no `type`); the upgraded file reads the
     // same after a reopen.
     assert_eq!(sql::<i64>(&path, "SELECT count(*) FROM checkpoints WHERE type IS NULL"), 38);

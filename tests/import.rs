@@ -93,6 +93,9 @@ type WriteRow = (String, String, String, String, i64, String, Option<String>, Ve
 
 fn write_rows(path: &Path, table: &str, blob: &str) -> Vec<WriteRow> {
     let conn = Connection::open(path).unwrap();
+    if table == "checkpoint_writes" {
+        return packed_write_rows(&conn);
+    }
     let mut stmt = conn
         .prepare(&format!(
             "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, {blob}, task_path \
@@ -116,6 +119,53 @@ fn write_rows(path: &Path, table: &str, blob: &str) -> Vec<WriteRow> {
         .unwrap()
         .collect::<rusqlite::Result<Vec<_>>>()
         .unwrap();
+    rows
+}
+
+/// agentstate's `checkpoint_writes`: one row per task, its writes packed as
+/// a msgpack array of `[idx, channel, type or nil, bytes]` (docs/format.md),
+/// read here with rmpv.
+fn packed_write_rows(conn: &Connection) -> Vec<WriteRow> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes FROM checkpoint_writes \
+             ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_path, task_id",
+        )
+        .unwrap();
+    let tasks = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, Vec<u8>>(5)?,
+            ))
+        })
+        .unwrap()
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .unwrap();
+    let mut rows = vec![];
+    for (thread, ns, id, task, path, packed) in tasks {
+        let rmpv::Value::Array(entries) = rmpv::decode::read_value(&mut packed.as_slice()).unwrap() else {
+            panic!("packed writes are an array")
+        };
+        for entry in entries {
+            let rmpv::Value::Array(e) = entry else { panic!("an entry is an array") };
+            rows.push((
+                thread.clone(),
+                ns.clone(),
+                id.clone(),
+                task.clone(),
+                e[0].as_i64().unwrap(),
+                e[1].as_str().unwrap().to_string(),
+                e[2].as_str().map(str::to_string),
+                e[3].as_slice().unwrap().to_vec(),
+                path.clone(),
+            ));
+        }
+    }
     rows
 }
 

@@ -335,7 +335,9 @@ fn damaged_files_never_panic() {
             // meeting damaged JSON text say "malformed JSON".
             // `EmbedderMismatch`, `UnrecordedEmbedder`: the damage hit the
             // recorded embedder (changed it, or erased it while vectors
-            // remain).
+            // remain). `NotFound`: a flipped bit in a row's checkpoint_id
+            // (the index still finds the row by its old key, so the read
+            // returns an id no lookup finds; seed 1795553007537302479).
             assert!(
                 [
                     "NotAgentstate",
@@ -346,6 +348,7 @@ fn damaged_files_never_panic() {
                     "SchemaTooNew",
                     "EmbedderMismatch",
                     "UnrecordedEmbedder",
+                    "NotFound",
                 ]
                 .contains(&kind),
                 "case {i} (seed {seed}): unexpected error kind {e}: {o:?}"

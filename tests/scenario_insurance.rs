@@ -183,16 +183,34 @@ fn insurance_chat_with_rollback_branch() {
     // products: 1; user: 1 (shared by all seven checkpoints).
     assert_eq!(per_channel, BTreeMap::from([("context", 2), ("messages", 4), ("products", 1), ("user", 1)]));
     assert!(!blobs.iter().any(|(c, _)| c == "turn"));
-    let types: Vec<String> = conn
-        .prepare(
-            "SELECT DISTINCT type FROM checkpoint_blobs UNION SELECT DISTINCT type FROM checkpoint_writes",
-        )
+    let mut types: std::collections::BTreeSet<String> = conn
+        .prepare("SELECT DISTINCT type FROM checkpoint_blobs")
         .unwrap()
         .query_map([], |r| r.get(0))
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(types, vec!["msgpack"], "values are stored as LangGraph's msgpack");
+    // A task's writes are one row: a msgpack array of [idx, channel, type, bytes].
+    let packed: Vec<Vec<u8>> = conn
+        .prepare("SELECT writes FROM checkpoint_writes")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for p in packed {
+        let rmpv::Value::Array(entries) = rmpv::decode::read_value(&mut p.as_slice()).unwrap() else {
+            panic!()
+        };
+        for e in entries {
+            types.insert(e[2].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(
+        types.into_iter().collect::<Vec<_>>(),
+        vec!["msgpack"],
+        "values are stored as LangGraph's msgpack"
+    );
 
     // Sharing: every checkpoint names the one 'user' blob; c1..c3 share the
     // greeting's messages blob; the branch shares the old 'user' blob.
@@ -222,16 +240,25 @@ fn insurance_chat_with_rollback_branch() {
     assert_eq!(cp_json["channel_values"], json!({"turn": 1}));
 
     // Writes: each node's writes belong to the checkpoint it ran from.
-    let writes: Vec<(String, String, String, String)> = conn
+    let rows: Vec<(String, String, Vec<u8>, String)> = conn
         .prepare(
-            "SELECT checkpoint_id, task_id, channel, task_path FROM checkpoint_writes WHERE thread_id = ?1 \
-             ORDER BY checkpoint_id, task_id, idx",
+            "SELECT checkpoint_id, task_id, writes, task_path FROM checkpoint_writes WHERE thread_id = ?1 \
+             ORDER BY checkpoint_id, task_id",
         )
         .unwrap()
         .query_map([THREAD], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
+    let mut writes: Vec<(String, String, String, String)> = vec![];
+    for (cp, task, packed, path) in rows {
+        let rmpv::Value::Array(entries) = rmpv::decode::read_value(&mut packed.as_slice()).unwrap() else {
+            panic!()
+        };
+        for e in entries {
+            writes.push((cp.clone(), task.clone(), e[1].as_str().unwrap().to_string(), path.clone()));
+        }
+    }
     let w = |cp: &str, node: &str, ch: &str| {
         (cp.to_string(), format!("task-{node}"), ch.to_string(), node.to_string())
     };

@@ -7,8 +7,10 @@ use rusqlite::{params, Connection};
 use serde_json::{Map, Value};
 
 use super::compact;
+use super::packed;
 use super::retention::Retention;
 use super::types::{CheckpointConfig, Metadata, PruneStrategy};
+use super::write::WritesJob;
 use super::{describe, Checkpointer};
 use crate::error::{Error, Result};
 
@@ -87,12 +89,33 @@ impl Checkpointer {
                  FROM checkpoints WHERE thread_id = ?1",
                 [src, dst],
             )?;
-            tx.execute(
-                "INSERT OR IGNORE INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path) \
-                 SELECT ?2, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path \
-                 FROM checkpoint_writes WHERE thread_id = ?1",
-                [src, dst],
-            )?;
+            // Writes the target already holds for the same (checkpoint, task)
+            // (writes may precede their checkpoint) are merged as a
+            // put_writes would: the stored ones stay.
+            let rows: Vec<(String, String, String, String, Vec<u8>)> = tx
+                .prepare_cached(
+                    "SELECT checkpoint_ns, checkpoint_id, task_id, task_path, writes FROM checkpoint_writes \
+                     WHERE thread_id = ?1",
+                )?
+                .query_map([src], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            for (ns, checkpoint_id, task_id, task_path, writes) in rows {
+                let entries = packed::unpack(&writes).ok_or_else(|| {
+                    Error::corrupt(format!(
+                        "the pending writes of task {task_id} on checkpoint {checkpoint_id} of thread '{src}' do not parse"
+                    ))
+                })?;
+                let job = WritesJob {
+                    thread: dst.to_string(),
+                    ns,
+                    checkpoint_id,
+                    task_id,
+                    task_path,
+                    upsert: false,
+                    rows: entries.into_iter().map(|e| (e.channel, e.idx, e.tag, e.bytes)).collect(),
+                };
+                job.apply(tx)?;
+            }
             Ok(())
         })
     }

@@ -10,7 +10,8 @@
 //!   `(thread, namespace, channel, version)`; consecutive checkpoints share the
 //!   blobs of channels that did not change, and a version once written is
 //!   never overwritten;
-//! - `checkpoint_writes` holds pending writes per `(checkpoint, task, idx)`.
+//! - `checkpoint_writes` holds pending writes, one row per `(checkpoint, task)`
+//!   (its writes packed by `idx`).
 //!
 //! Two ways to write:
 //!
@@ -34,6 +35,7 @@ mod exact;
 mod id;
 mod list;
 mod maintain;
+pub(crate) mod packed;
 mod read;
 mod retention;
 mod step;

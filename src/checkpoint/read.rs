@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use super::cache::{BlobKey, TupleCache};
 use super::compact;
 use super::delta;
+use super::packed;
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata, PendingWrite};
 use super::value::ChannelValue;
 use super::{require_thread, Checkpointer};
@@ -401,23 +402,38 @@ impl Checkpointer {
 pub(super) type RowKey = (String, String, String);
 
 /// Calls `f(row, task_id, channel, type tag, bytes)` for the pending writes
-/// of every row, in one query, ordered by (task_path, task_id, idx), LangGraph's `writes_sort_key` within a row.
+/// of every row, in one query, ordered by (task_path, task_id, idx),
+/// LangGraph's `writes_sort_key` within a row.
 pub(super) fn for_each_write(
     conn: &Connection,
     rows: &[Row],
     mut f: impl FnMut(RowKey, String, String, &str, &[u8]) -> Result<()>,
 ) -> Result<()> {
+    // Columns from `at`: task_id, writes.
     let mut call = |key: RowKey, r: &rusqlite::Row<'_>, at: usize| -> Result<()> {
-        let tag: Option<String> = r.get(at + 2)?;
-        let bytes = r.get_ref(at + 3)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
-        f(key, r.get(at)?, r.get(at + 1)?, tag.as_deref().unwrap_or("null"), bytes)
+        let task_id: String = r.get(at)?;
+        let column = r.get_ref(at + 1)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
+        let entries = packed::unpack(column).ok_or_else(|| {
+            Error::corrupt(format!(
+                "the pending writes of task {task_id} on checkpoint {} of thread '{}' do not parse",
+                key.2, key.0
+            ))
+        })?;
+        for e in entries {
+            f(key.clone(), task_id.clone(), e.channel, e.tag.as_deref().unwrap_or("null"), &e.bytes)?;
+        }
+        Ok(())
     };
     if let [row] = rows {
         // One checkpoint (get_tuple): a plain primary-key range.
-        let mut stmt = conn.prepare_cached(
-            "SELECT task_id, channel, type, blob FROM checkpoint_writes \
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_path, task_id, idx",
-        )?;
+        let stmt = conn.prepare_cached(
+            "SELECT task_id, writes FROM checkpoint_writes \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_path, task_id",
+        );
+        let mut stmt = match stmt {
+            Err(e) if no_packed_writes(&e) => return for_each_legacy_write(conn, rows, f),
+            other => other?,
+        };
         let mut q = stmt.query(params![row.thread_id, row.ns, row.id])?;
         while let Some(r) = q.next()? {
             call((row.thread_id.clone(), row.ns.clone(), row.id.clone()), r, 0)?;
@@ -433,16 +449,53 @@ pub(super) fn for_each_write(
             .collect(),
     )
     .to_string();
-    let mut stmt = conn.prepare_cached(
-        "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.blob \
+    let stmt = conn.prepare_cached(
+        "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.writes \
          FROM json_each(?1) AS k \
          JOIN checkpoint_writes AS w ON w.thread_id = k.value ->> 0 AND w.checkpoint_ns = k.value ->> 1 \
                                       AND w.checkpoint_id = k.value ->> 2 \
-         ORDER BY k.key, w.task_path, w.task_id, w.idx",
-    )?;
+         ORDER BY k.key, w.task_path, w.task_id",
+    );
+    let mut stmt = match stmt {
+        Err(e) if no_packed_writes(&e) => return for_each_legacy_write(conn, rows, f),
+        other => other?,
+    };
     let mut q = stmt.query([keys])?;
     while let Some(r) = q.next()? {
         call((r.get(0)?, r.get(1)?, r.get(2)?), r, 3)?;
+    }
+    Ok(())
+}
+
+/// Whether preparing a query failed because `checkpoint_writes` has one row
+/// per write: a file in a format before migration 7, opened read only.
+fn no_packed_writes(e: &rusqlite::Error) -> bool {
+    match e {
+        rusqlite::Error::SqlInputError { msg, .. } | rusqlite::Error::SqliteFailure(_, Some(msg)) => {
+            msg.contains("no such column")
+        }
+        _ => false,
+    }
+}
+
+/// [`for_each_write`] on a table of one row per write (before migration 7).
+fn for_each_legacy_write(
+    conn: &Connection,
+    rows: &[Row],
+    mut f: impl FnMut(RowKey, String, String, &str, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT task_id, channel, type, blob FROM checkpoint_writes \
+         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_path, task_id, idx",
+    )?;
+    for row in rows {
+        let mut q = stmt.query(params![row.thread_id, row.ns, row.id])?;
+        while let Some(r) = q.next()? {
+            let tag: Option<String> = r.get(2)?;
+            let bytes = r.get_ref(3)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
+            let key = (row.thread_id.clone(), row.ns.clone(), row.id.clone());
+            f(key, r.get(0)?, r.get(1)?, tag.as_deref().unwrap_or("null"), bytes)?;
+        }
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ use super::cache::BlobKey;
 use super::compact::{self, Shrunk, ShrunkSeen};
 use super::delta;
 use super::maintain::trim;
+use super::packed::{self, Entry};
 use super::read::load_blob_bytes;
 use super::retention::Retention;
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, Metadata};
@@ -406,30 +407,65 @@ pub(super) struct WritesJob {
 }
 
 impl WritesJob {
+    /// Stores the writes in the task's row of the checkpoint (merged into
+    /// the row an earlier call stored, by LangGraph's rules: see
+    /// [`packed::merge`]).
     pub(super) fn apply(&self, tx: &Connection) -> Result<()> {
-        let sql = if self.upsert {
-            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) \
-             DO UPDATE SET channel = excluded.channel, type = excluded.type, blob = excluded.blob"
-        } else {
-            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING"
+        let stored: Option<(String, Vec<u8>)> = tx
+            .prepare_cached(
+                "SELECT task_path, writes FROM checkpoint_writes \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id = ?4",
+            )?
+            .query_row(params![self.thread, self.ns, self.checkpoint_id, self.task_id], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        let new: Vec<Entry> = self
+            .rows
+            .iter()
+            .map(|(channel, idx, tag, bytes)| Entry {
+                idx: *idx,
+                channel: channel.clone(),
+                tag: tag.clone(),
+                bytes: bytes.clone(),
+            })
+            .collect();
+        let (task_path, entries) = match stored {
+            None => (self.task_path.as_str(), packed::merge(Vec::new(), new, self.upsert)),
+            Some((path, bytes)) => {
+                let old = packed::unpack(&bytes).ok_or_else(|| {
+                    Error::corrupt(format!(
+                        "the pending writes of task {} on checkpoint {} of thread '{}' do not parse",
+                        self.task_id, self.checkpoint_id, self.thread
+                    ))
+                })?;
+                let merged = packed::merge(old.clone(), new, self.upsert);
+                if merged == old {
+                    return Ok(());
+                }
+                // An upsert replaces the rows it writes, task path included.
+                let path = if self.upsert { self.task_path.clone() } else { path };
+                return self.store(tx, &path, &merged);
+            }
         };
-        let mut stmt = tx.prepare_cached(sql)?;
-        for (channel, idx, tag, bytes) in &self.rows {
-            stmt.execute(params![
-                self.thread,
-                self.ns,
-                self.checkpoint_id,
-                self.task_id,
-                idx,
-                channel,
-                tag,
-                bytes,
-                self.task_path
-            ])?;
-        }
+        self.store(tx, task_path, &entries)
+    }
+
+    fn store(&self, tx: &Connection, task_path: &str, entries: &[Entry]) -> Result<()> {
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO checkpoint_writes \
+             (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, n, writes) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            self.thread,
+            self.ns,
+            self.checkpoint_id,
+            self.task_id,
+            task_path,
+            entries.len() as i64,
+            packed::pack(entries)
+        ])?;
         Ok(())
     }
 }

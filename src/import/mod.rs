@@ -305,17 +305,7 @@ const TABLES: [(&str, &[&str]); 5] = [
     ),
     (
         "checkpoint_writes",
-        &[
-            "thread_id",
-            "checkpoint_ns",
-            "checkpoint_id",
-            "task_id",
-            "idx",
-            "channel",
-            "type",
-            "blob",
-            "task_path",
-        ],
+        &["thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "n", "writes"],
     ),
     ("store", &STORE_COLUMNS),
     ("store_vectors", &VECTOR_COLUMNS),

@@ -396,13 +396,14 @@ fn check_conn(conn: &Connection, recorded_dims: Option<usize>) -> Result<CheckRe
 
     if has_checkpoints(conn)? {
         // 2. Every pending write's checkpoint exists.
-        report.pending_writes = count(conn, "SELECT COUNT(*) FROM checkpoint_writes", [])?;
-        let mut stmt = conn.prepare(
-            "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, COUNT(*) FROM checkpoint_writes w \
+        let counted = super::writes_counted(conn)?;
+        report.pending_writes = count(conn, &format!("SELECT {counted} FROM checkpoint_writes"), [])?;
+        let mut stmt = conn.prepare(&format!(
+            "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, {counted} FROM checkpoint_writes w \
              WHERE NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = w.thread_id \
                  AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id) \
              GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
-        )?;
+        ))?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
             out.push(Finding::OrphanWrites {

@@ -50,6 +50,13 @@ pub(crate) fn has_column(conn: &Connection, table: &str, column: &str) -> Result
         .query_row([table, column], |r| r.get(0))?)
 }
 
+/// The SQL aggregate that counts pending writes over `checkpoint_writes`
+/// rows: one row per task since migration 7 (`n` writes each), one per
+/// write in a file opened read only in an older format.
+pub(crate) fn writes_counted(conn: &Connection) -> Result<&'static str> {
+    Ok(if has_column(conn, "checkpoint_writes", "n")? { "COALESCE(SUM(n), 0)" } else { "COUNT(*)" })
+}
+
 /// `SELECT COUNT(*)`-like queries, as `u64`.
 pub(crate) fn count(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<u64> {
     Ok(conn.prepare_cached(sql)?.query_row(args, |r| r.get::<_, i64>(0))?.max(0) as u64)
@@ -203,12 +210,13 @@ impl Db {
                 return Ok(vec![]);
             }
             let mut out: Vec<ThreadSummary> = vec![];
-            let mut stmt = conn.prepare_cached(
+            let mut stmt = conn.prepare_cached(&format!(
                 "SELECT thread_id, checkpoint_ns, COUNT(*), MAX(created_at), MAX(checkpoint_id), \
-                     (SELECT COUNT(*) FROM checkpoint_writes w WHERE w.thread_id = c.thread_id \
+                     (SELECT {} FROM checkpoint_writes w WHERE w.thread_id = c.thread_id \
                          AND w.checkpoint_ns = c.checkpoint_ns) \
                  FROM checkpoints c GROUP BY thread_id, checkpoint_ns ORDER BY thread_id, checkpoint_ns",
-            )?;
+                writes_counted(conn)?
+            ))?;
             let mut rows = stmt.query([])?;
             while let Some(r) = rows.next()? {
                 let (id, ns, n, last, latest, writes): (String, String, i64, String, String, i64) =
@@ -257,11 +265,16 @@ fn read_entry(thread_id: &str, r: &rusqlite::Row<'_>) -> Result<HistoryEntry> {
     })
 }
 
-const ENTRY_COLUMNS: &str =
-    "c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, CAST(c.metadata AS TEXT), \
-     c.created_at, json_extract(c.checkpoint, '$.updated_channels'), \
-     (SELECT COUNT(*) FROM checkpoint_writes w WHERE w.thread_id = c.thread_id \
-        AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)";
+/// The columns [`read_entry`] reads, from `checkpoints c`.
+fn entry_columns(conn: &Connection) -> Result<String> {
+    Ok(format!(
+        "c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, CAST(c.metadata AS TEXT), \
+         c.created_at, json_extract(c.checkpoint, '$.updated_channels'), \
+         (SELECT {} FROM checkpoint_writes w WHERE w.thread_id = c.thread_id \
+            AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)",
+        writes_counted(conn)?
+    ))
+}
 
 impl Checkpointer {
     /// Streams a thread's history to `f`, one [`HistoryEntry`] at a time,
@@ -290,7 +303,7 @@ impl Checkpointer {
             if !has_checkpoints(conn)? {
                 return Ok(());
             }
-            let mut sql = format!("SELECT {ENTRY_COLUMNS} FROM checkpoints c WHERE c.thread_id = ?");
+            let mut sql = format!("SELECT {} FROM checkpoints c WHERE c.thread_id = ?", entry_columns(conn)?);
             let mut args: Vec<&str> = vec![&query.thread_id];
             if let Some(ns) = &query.checkpoint_ns {
                 sql.push_str(" AND c.checkpoint_ns = ?");
@@ -354,8 +367,9 @@ impl Checkpointer {
                 return Ok(None);
             }
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {ENTRY_COLUMNS} FROM checkpoints c \
-                 WHERE c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = ?3"
+                "SELECT {} FROM checkpoints c \
+                 WHERE c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = ?3",
+                entry_columns(conn)?
             ))?;
             let mut rows = stmt.query(params![config.thread_id, config.checkpoint_ns, id])?;
             rows.next()?.map(|r| read_entry(&config.thread_id, r)).transpose()

@@ -168,7 +168,8 @@ fn checkpoint_counts(conn: &Connection) -> Result<CheckpointCounts> {
     c.threads = count(conn, "SELECT COUNT(DISTINCT thread_id) FROM checkpoints", [])?;
     c.namespaces =
         count(conn, "SELECT COUNT(*) FROM (SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints)", [])?;
-    c.pending_writes = count(conn, "SELECT COUNT(*) FROM checkpoint_writes", [])?;
+    c.pending_writes =
+        count(conn, &format!("SELECT {} FROM checkpoint_writes", super::writes_counted(conn)?), [])?;
     c.checkpoints_with_pending_writes = count(
         conn,
         "SELECT COUNT(*) FROM (SELECT DISTINCT thread_id, checkpoint_ns, checkpoint_id FROM checkpoint_writes)",

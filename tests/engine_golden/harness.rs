@@ -244,20 +244,32 @@ impl Harness {
                 cp.versions_seen.iter().map(|(n, m)| (n.clone(), versions(m))).collect();
             let values: Map<String, Value> =
                 cp.channel_values.iter().map(|(k, v)| (k.clone(), norm_value(&v.to_value()))).collect();
+            // One row per task; its writes packed as a msgpack array of
+            // [idx, channel, type, bytes] (docs/format.md, read here with rmpv).
             let mut stmt = conn
-                .prepare("SELECT task_id, idx, channel, type, blob, task_path FROM checkpoint_writes WHERE thread_id = ?1 AND checkpoint_ns = ?3 AND checkpoint_id = ?2")
+                .prepare("SELECT task_id, writes, task_path FROM checkpoint_writes WHERE thread_id = ?1 AND checkpoint_ns = ?3 AND checkpoint_id = ?2")
                 .unwrap();
-            let writes: Vec<Value> = stmt
-                .query_map([&thread, &id, &ns], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, Vec<u8>>(4)?, r.get::<_, String>(5)?))
-                })
+            let rows: Vec<(String, Vec<u8>, String)> = stmt
+                .query_map([&thread, &id, &ns], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                 .unwrap()
-                .map(|r| {
-                    let (task, idx, channel, tag, blob, path) = r.unwrap();
-                    let value = serde.loads_typed(&tag, &blob).unwrap();
-                    json!({"task_id": tname(&task), "idx": idx, "channel": channel, "value": norm_value(&value), "serde_type": tag, "task_path": path})
-                })
+                .map(Result::unwrap)
                 .collect();
+            let mut writes: Vec<Value> = vec![];
+            for (task, packed, path) in rows {
+                let rmpv::Value::Array(entries) = rmpv::decode::read_value(&mut packed.as_slice()).unwrap()
+                else {
+                    panic!("packed writes are an array")
+                };
+                for entry in entries {
+                    let rmpv::Value::Array(e) = entry else { panic!("an entry is an array") };
+                    let idx = e[0].as_i64().unwrap();
+                    let channel = e[1].as_str().unwrap().to_string();
+                    let tag = e[2].as_str().unwrap().to_string();
+                    let blob = e[3].as_slice().unwrap();
+                    let value = serde.loads_typed(&tag, blob).unwrap();
+                    writes.push(json!({"task_id": tname(&task), "idx": idx, "channel": channel, "value": norm_value(&value), "serde_type": tag, "task_path": path}));
+                }
+            }
             let next = graph.next_tasks(&cfg).unwrap();
             let state = json!({
                 "next": next.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),

@@ -1,0 +1,189 @@
+//! A task's pending writes to one checkpoint, stored as one row.
+//!
+//! LangGraph stores one row per write, each repeating the thread, the
+//! namespace, the checkpoint id, the task id and the task path: ~100 bytes of
+//! key for a write that is often a few bytes (a counter, a routing channel's
+//! `null`). `checkpoint_writes` keeps one row per (checkpoint, task) whose
+//! `writes` column packs the task's writes as a msgpack array of
+//! `[idx, channel, type tag or nil, bytes]` arrays, sorted by `idx`
+//! (docs/format.md, `checkpoint_writes`). LangGraph's rules still hold per
+//! write: a call whose writes all go to special channels replaces the
+//! entries of the same `idx`, any other call keeps them (first writer wins).
+
+use std::io::Cursor;
+
+use rmp::decode::{self, RmpRead};
+
+/// One pending write as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// Its position in the `put_writes` call, or the special channel's
+    /// fixed negative index.
+    pub(crate) idx: i64,
+    pub(crate) channel: String,
+    /// The serializer's type tag (`None`: a NULL an imported file stored).
+    pub(crate) tag: Option<String>,
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// The `writes` column of `entries` (sorted by `idx`, one per `idx`).
+pub(crate) fn pack(entries: &[Entry]) -> Vec<u8> {
+    let size: usize = entries.iter().map(|e| 24 + e.channel.len() + e.bytes.len()).sum();
+    let mut out = Vec::with_capacity(size + 5);
+    // Writing to a Vec cannot fail.
+    let _ = rmp::encode::write_array_len(&mut out, entries.len() as u32);
+    for e in entries {
+        let _ = rmp::encode::write_array_len(&mut out, 4);
+        let _ = rmp::encode::write_sint(&mut out, e.idx);
+        let _ = rmp::encode::write_str(&mut out, &e.channel);
+        match &e.tag {
+            Some(t) => {
+                let _ = rmp::encode::write_str(&mut out, t);
+            }
+            None => {
+                let _ = rmp::encode::write_nil(&mut out);
+            }
+        }
+        let _ = rmp::encode::write_bin(&mut out, &e.bytes);
+    }
+    out
+}
+
+/// The entries of a `writes` column; `None` if it is not what [`pack`]
+/// writes (a damaged row).
+pub(crate) fn unpack(bytes: &[u8]) -> Option<Vec<Entry>> {
+    let mut rd = Cursor::new(bytes);
+    let n = decode::read_array_len(&mut rd).ok()?;
+    // Each entry takes at least 5 bytes: never trust a count beyond that.
+    let mut out = Vec::with_capacity((n as usize).min(bytes.len() / 5));
+    for _ in 0..n {
+        if decode::read_array_len(&mut rd).ok()? != 4 {
+            return None;
+        }
+        let idx: i64 = decode::read_int(&mut rd).ok()?;
+        let channel = read_str(&mut rd)?;
+        let tag = if rd.get_ref().get(rd.position() as usize) == Some(&0xc0) {
+            rd.set_position(rd.position() + 1);
+            None
+        } else {
+            Some(read_str(&mut rd)?)
+        };
+        let len = decode::read_bin_len(&mut rd).ok()? as usize;
+        let at = rd.position() as usize;
+        let value = bytes.get(at..at.checked_add(len)?)?.to_vec();
+        rd.set_position((at + len) as u64);
+        out.push(Entry { idx, channel, tag, bytes: value });
+    }
+    (rd.position() as usize == bytes.len()).then_some(out)
+}
+
+fn read_str(rd: &mut Cursor<&[u8]>) -> Option<String> {
+    let len = decode::read_str_len(rd).ok()? as usize;
+    let mut buf = vec![0u8; len.min(rd.get_ref().len())];
+    if buf.len() != len {
+        return None;
+    }
+    rd.read_exact_buf(&mut buf).ok()?;
+    String::from_utf8(buf).ok()
+}
+
+/// `stored` with the entries of one new `put_writes` call: with `upsert`
+/// (every write to a special channel) a new entry replaces the stored one
+/// of its `idx`; otherwise a stored entry stays and the new one is dropped.
+/// Sorted by `idx`.
+pub(crate) fn merge(mut stored: Vec<Entry>, new: Vec<Entry>, upsert: bool) -> Vec<Entry> {
+    for e in new {
+        match stored.iter_mut().find(|s| s.idx == e.idx) {
+            Some(s) if upsert => *s = e,
+            Some(_) => {}
+            None => stored.push(e),
+        }
+    }
+    stored.sort_by_key(|e| e.idx);
+    stored
+}
+
+/// SQL's `agentstate_pack_writes(idx, channel, type, blob)`: the aggregate
+/// the migration to packed rows groups the old per-write rows with.
+struct PackWrites;
+
+impl rusqlite::functions::Aggregate<Vec<Entry>, Vec<u8>> for PackWrites {
+    fn init(&self, _: &mut rusqlite::functions::Context<'_>) -> rusqlite::Result<Vec<Entry>> {
+        Ok(Vec::new())
+    }
+
+    fn step(&self, ctx: &mut rusqlite::functions::Context<'_>, acc: &mut Vec<Entry>) -> rusqlite::Result<()> {
+        let bytes = match ctx.get_raw(3) {
+            rusqlite::types::ValueRef::Blob(b) | rusqlite::types::ValueRef::Text(b) => b.to_vec(),
+            _ => Vec::new(),
+        };
+        let entry = Entry { idx: ctx.get(0)?, channel: ctx.get(1)?, tag: ctx.get(2)?, bytes };
+        // Rows of one (checkpoint, task) have distinct idx (the old key).
+        acc.push(entry);
+        Ok(())
+    }
+
+    fn finalize(
+        &self,
+        _: &mut rusqlite::functions::Context<'_>,
+        acc: Option<Vec<Entry>>,
+    ) -> rusqlite::Result<Vec<u8>> {
+        let mut entries = acc.unwrap_or_default();
+        entries.sort_by_key(|e| e.idx);
+        Ok(pack(&entries))
+    }
+}
+
+/// Installs `agentstate_pack_writes`.
+pub(crate) fn register(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_aggregate_function(
+        "agentstate_pack_writes",
+        4,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        PackWrites,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(idx: i64, channel: &str, tag: Option<&str>, bytes: &[u8]) -> Entry {
+        Entry { idx, channel: channel.into(), tag: tag.map(Into::into), bytes: bytes.to_vec() }
+    }
+
+    #[test]
+    fn entries_come_back_as_packed() {
+        let entries = vec![
+            e(-3, "__interrupt__", Some("msgpack"), b"\x91\x01"),
+            e(0, "messages", Some("msgpack"), &[7; 300]),
+            e(1, "branch:to:tools", None, b""),
+            e(i64::MAX, "", Some(""), &[0; 70_000]),
+        ];
+        assert_eq!(unpack(&pack(&entries)), Some(entries));
+        assert_eq!(unpack(&pack(&[])), Some(vec![]));
+    }
+
+    #[test]
+    fn damaged_columns_are_refused() {
+        let good = pack(&[e(0, "a", Some("json"), b"1")]);
+        for cut in 0..good.len() {
+            assert_eq!(unpack(&good[..cut]), None, "cut at {cut}");
+        }
+        let mut longer = good.clone();
+        longer.push(0);
+        assert_eq!(unpack(&longer), None);
+        // A count of 4 billion entries in five bytes.
+        assert_eq!(unpack(&[0xdd, 0xff, 0xff, 0xff, 0xff]), None);
+    }
+
+    #[test]
+    fn merge_keeps_first_writes_and_replaces_special_ones() {
+        let stored = vec![e(-1, "__error__", Some("json"), b"1"), e(0, "a", Some("json"), b"1")];
+        let kept = merge(stored.clone(), vec![e(0, "a", Some("json"), b"2"), e(1, "b", None, b"")], false);
+        assert_eq!(kept, vec![stored[0].clone(), stored[1].clone(), e(1, "b", None, b"")]);
+        let replaced = merge(stored.clone(), vec![e(-1, "__error__", Some("json"), b"2")], true);
+        assert_eq!(replaced, vec![e(-1, "__error__", Some("json"), b"2"), stored[1].clone()]);
+    }
+}
