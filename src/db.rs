@@ -520,6 +520,7 @@ fn init_connection(
     crate::filter::register_functions(conn)?;
     crate::checkpoint::compact::register(conn)?;
     crate::checkpoint::packed::register(conn)?;
+    crate::checkpoint::row::register(conn)?;
     Ok(())
 }
 

@@ -337,15 +337,18 @@ fn a_langgraph_file_imports_with_its_whole_history_and_store() {
 
     // Imported rows are dated by their checkpoint's ts.
     let conn = Connection::open(&dst).unwrap();
-    let undated: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM checkpoints \
-             WHERE created_at != strftime('%Y-%m-%d %H:%M:%f', json_extract(checkpoint, '$.ts'))",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(undated, 0);
+    let all = db.checkpointer().list(&agentstate::ListQuery::all()).unwrap();
+    assert!(!all.is_empty());
+    for t in all {
+        let dated: bool = conn
+            .query_row(
+                "SELECT created_at = strftime('%Y-%m-%d %H:%M:%f', ?1) FROM checkpoints WHERE checkpoint_id = ?2",
+                [&t.checkpoint.ts, &t.checkpoint.id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(dated, "{} {}", t.checkpoint.id, t.checkpoint.ts);
+    }
 
     // The Store: Python recorded no embedder, so the vectors must be
     // adopted (or reindexed) before a store with an index opens.

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use agentstate::checkpoint::{uuid6, ChannelVersion, ChannelVersions};
+use agentstate::checkpoint::{uuid6, ChannelVersions};
 use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, ListQuery, Metadata};
 use rusqlite::Connection;
 use serde_json::{json, Map, Value};
@@ -215,12 +215,8 @@ fn insurance_chat_with_rollback_branch() {
     // Sharing: every checkpoint names the one 'user' blob; c1..c3 share the
     // greeting's messages blob; the branch shares the old 'user' blob.
     let version_of = |id: &str, ch: &str| -> String {
-        let cp: String = conn
-            .query_row("SELECT checkpoint FROM checkpoints WHERE checkpoint_id = ?1", [id], |r| r.get(0))
-            .unwrap();
-        let cp: Value = serde_json::from_str(&cp).unwrap();
-        let v: ChannelVersion = serde_json::from_value(cp["channel_versions"][ch].clone()).unwrap();
-        v.to_string()
+        let t = saver.get_tuple(&CheckpointConfig::thread(THREAD).at(id)).unwrap().unwrap();
+        t.checkpoint.channel_versions[ch].to_string()
     };
     let all: Vec<&String> = old_branch.iter().chain(new_branch.iter()).collect();
     let user_v = version_of(&old_branch[0], "user");
@@ -230,14 +226,25 @@ fn insurance_chat_with_rollback_branch() {
     assert_eq!(version_of(&old_branch[3], "messages"), greet_v);
     assert_ne!(version_of(&old_branch[4], "messages"), greet_v);
     assert_ne!(version_of(&new_branch[0], "messages"), greet_v);
-    // The stored checkpoint JSON keeps primitives inline and nothing else.
-    let cp_json: String = conn
+    // The stored row keeps primitives inline and nothing else: its fifth
+    // element maps channels (an index into its third, the channel names) to
+    // inline values (docs/format.md, "Checkpoint rows").
+    let row: Vec<u8> = conn
         .query_row("SELECT checkpoint FROM checkpoints WHERE checkpoint_id = ?1", [&old_branch[4]], |r| {
             r.get(0)
         })
         .unwrap();
-    let cp_json: Value = serde_json::from_str(&cp_json).unwrap();
-    assert_eq!(cp_json["channel_values"], json!({"turn": 1}));
+    let row = rmpv::decode::read_value(&mut row.as_slice()).unwrap();
+    let names = row[2].as_array().unwrap();
+    let inline: Vec<(String, i64)> = row[4]
+        .as_map()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            (names[k.as_u64().unwrap() as usize].as_str().unwrap().to_string(), v.as_i64().unwrap())
+        })
+        .collect();
+    assert_eq!(inline, vec![("turn".to_string(), 1)]);
 
     // Writes: each node's writes belong to the checkpoint it ran from.
     let rows: Vec<(String, String, Vec<u8>, String)> = conn

@@ -4,7 +4,9 @@
 //! A LangGraph version is `"{counter:032}.{random}"`: 52 bytes, 30 of them
 //! zeros. A checkpoint carries one per channel in `channel_versions` and one
 //! per (node, channel) in `versions_seen`, so the padding was a third of a
-//! checkpoint row. A row whose `type` column is [`TYPE`] stores each such
+//! checkpoint row. A row whose `type` column is [`TYPE`] (written by the
+//! version of migration 6; since migration 7 rows are
+//! [MessagePack](super::row)) stores each such
 //! version as `"~{counter}.{random}"` (the counter without leading zeros),
 //! and any other string version that starts with `~` with one more `~` in
 //! front; every other version is stored as it is. Rows with a NULL `type`
@@ -18,9 +20,6 @@
 //! length, the counter, the rest, which sorts as the padded text does.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
-
-use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::types::{ChannelVersion, ChannelVersions};
 
@@ -33,13 +32,9 @@ const COUNTER_WIDTH: usize = 32;
 /// The padding a counter may need.
 const ZEROS: &str = "00000000000000000000000000000000";
 
-/// Whether column `i` of `row` (a checkpoint row's `type`) says compact.
-pub(crate) fn is_compact(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<bool> {
-    Ok(row.get_ref(i)?.as_str_or_null().ok().flatten() == Some(TYPE))
-}
-
 /// `version` as a compact row stores it.
-pub(crate) fn shrink(version: &str) -> Cow<'_, str> {
+#[cfg(test)]
+fn shrink(version: &str) -> Cow<'_, str> {
     let b = version.as_bytes();
     let padded = b.len() > COUNTER_WIDTH
         && b[COUNTER_WIDTH] == b'.'
@@ -166,35 +161,6 @@ pub(crate) fn register(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     conn.create_scalar_function("agentstate_blob_key", 1, flags, |ctx| {
         Ok(ctx.get::<Option<String>>(0)?.map(|v| blob_key(&v).into_owned()))
     })
-}
-
-/// Serializes channel versions with [`shrink`]ed strings.
-pub(crate) struct Shrunk<'a>(pub(crate) &'a ChannelVersions);
-
-impl Serialize for Shrunk<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in self.0 {
-            match v {
-                ChannelVersion::Str(v) => map.serialize_entry(k, &shrink(v))?,
-                ChannelVersion::Int(n) => map.serialize_entry(k, n)?,
-            }
-        }
-        map.end()
-    }
-}
-
-/// Serializes `versions_seen` with [`shrink`]ed strings.
-pub(crate) struct ShrunkSeen<'a>(pub(crate) &'a BTreeMap<String, ChannelVersions>);
-
-impl Serialize for ShrunkSeen<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.0.len()))?;
-        for (node, versions) in self.0 {
-            map.serialize_entry(node, &Shrunk(versions))?;
-        }
-        map.end()
-    }
 }
 
 #[cfg(test)]

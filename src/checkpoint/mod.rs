@@ -38,6 +38,7 @@ mod maintain;
 pub(crate) mod packed;
 mod read;
 mod retention;
+pub(crate) mod row;
 mod step;
 mod types;
 mod value;

@@ -12,6 +12,7 @@ use super::cache::{BlobKey, TupleCache};
 use super::compact;
 use super::delta;
 use super::packed;
+use super::row::{self, RowFormat};
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata, PendingWrite};
 use super::value::ChannelValue;
 use super::{require_thread, Checkpointer};
@@ -24,9 +25,10 @@ pub(super) struct Row {
     pub(super) id: String,
     pub(super) parent: Option<String>,
     pub(super) metadata: String,
-    pub(super) checkpoint: String,
-    /// The row is in the [`compact`](super::compact) format.
-    pub(super) compact: bool,
+    /// The `checkpoint` column as stored.
+    pub(super) checkpoint: Vec<u8>,
+    /// The format of `checkpoint`.
+    pub(super) format: RowFormat,
 }
 
 pub(super) const ROW_COLUMNS: &str =
@@ -39,8 +41,11 @@ pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         id: r.get(2)?,
         parent: r.get(3)?,
         metadata: text_or_blob(r, 4)?,
-        checkpoint: text_or_blob(r, 5)?,
-        compact: compact::is_compact(r, 6)?,
+        checkpoint: match r.get_ref(5)? {
+            rusqlite::types::ValueRef::Text(b) | rusqlite::types::ValueRef::Blob(b) => b.to_vec(),
+            _ => b"{}".to_vec(),
+        },
+        format: RowFormat::of(r, 6)?,
     })
 }
 
@@ -111,14 +116,32 @@ impl StoredRow {
     }
 }
 
-/// The checkpoint JSON and the metadata of a row, parsed.
+/// The checkpoint and the metadata of a row, parsed.
 pub(super) fn parse_row(row: &Row) -> Result<(StoredRow, Metadata)> {
-    let mut stored: StoredRow = serde_json::from_str(&row.checkpoint)
-        .map_err(|e| Error::corrupt_from(format!("checkpoint {} does not parse", row.id), e))?;
+    let mut stored = match row.format {
+        RowFormat::Msgpack => {
+            let d = row::decode(&row.checkpoint)
+                .map_err(|e| Error::corrupt(format!("checkpoint {}: {e}", row.id)))?;
+            StoredRow {
+                v: d.v,
+                id: String::new(),
+                ts: d.ts,
+                channel_values: d.channel_values,
+                channel_versions: d.channel_versions,
+                versions_seen: d.versions_seen,
+                updated_channels: d.updated_channels,
+                extra: d.extra,
+            }
+        }
+        RowFormat::Json | RowFormat::Compact => {
+            serde_json::from_str(&String::from_utf8_lossy(&row.checkpoint))
+                .map_err(|e| Error::corrupt_from(format!("checkpoint {} does not parse", row.id), e))?
+        }
+    };
     if stored.id.is_empty() {
         stored.id.clone_from(&row.id);
     }
-    if row.compact {
+    if row.format == RowFormat::Compact {
         let bad = |v: String| {
             Error::corrupt(format!("checkpoint {}: version {v:?} is not a stored version", row.id))
         };

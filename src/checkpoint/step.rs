@@ -360,7 +360,7 @@ impl<'a> Step<'a> {
             Some(given) => given,
             None => Some(sorted(changed)),
         };
-        let (checkpoint_json, metadata_json) = encode_row(&cp, &metadata.0)?;
+        let (checkpoint_row, metadata_json) = encode_row(&cp, &metadata.0)?;
         let (thread, ns) = (&self.thread, &self.ns);
         let head = match (&parent_id, self.fork) {
             (Some(p), true) => Head::Exists(p.clone()),
@@ -372,7 +372,7 @@ impl<'a> Step<'a> {
             id: cp.id.clone(),
             parent: parent_id.clone(),
             metadata_json,
-            checkpoint_json,
+            checkpoint_row,
             blobs,
             fill: Vec::new(),
             relied: Vec::new(),

@@ -2,41 +2,26 @@
 //! [`Checkpointer::put_writes`], and the blob writer both `put` and
 //! [`Step`](super::Step) use.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::cache::BlobKey;
-use super::compact::{self, Shrunk, ShrunkSeen};
+use super::compact;
 use super::delta;
 use super::maintain::trim;
 use super::packed::{self, Entry};
 use super::read::load_blob_bytes;
 use super::retention::Retention;
+use super::row;
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, Metadata};
 use super::value::ChannelValue;
 use super::{merge_metadata, require_thread, special_idx, Checkpointer};
 use crate::codec::Serializer;
 use crate::error::{Error, Result};
 use crate::json::{too_deep, MAX_STORED_DEPTH};
-
-/// The checkpoint JSON as stored: the checkpoint with only primitive channel
-/// values.
-#[derive(Serialize)]
-struct StoredCheckpoint<'a> {
-    v: i64,
-    ts: &'a str,
-    channel_values: BTreeMap<&'a str, &'a ChannelValue>,
-    channel_versions: Shrunk<'a>,
-    versions_seen: ShrunkSeen<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    updated_channels: &'a Option<Vec<String>>,
-    #[serde(flatten)]
-    extra: &'a Map<String, Value>,
-}
 
 /// A blob a write will store.
 pub(super) struct PlannedBlob {
@@ -63,10 +48,13 @@ pub(super) enum BlobValue {
     Encoded,
 }
 
-/// The JSON of a checkpoint row (in the [`compact`](super::compact) format:
-/// the row's `checkpoint_id` is the checkpoint's id) and of its metadata,
+/// A checkpoint row (in the [`row`](super::row) format: the row's
+/// `checkpoint_id` is the checkpoint's id) and the JSON of its metadata,
 /// refusing what could not be read back.
-pub(super) fn encode_row(checkpoint: &Checkpoint, metadata: &Map<String, Value>) -> Result<(String, String)> {
+pub(super) fn encode_row(
+    checkpoint: &Checkpoint,
+    metadata: &Map<String, Value>,
+) -> Result<(Vec<u8>, String)> {
     // Both are stored as JSON objects: their values sit one level down.
     if let Some((key, _)) =
         metadata.iter().chain(&checkpoint.extra).find(|(_, v)| too_deep(v, MAX_STORED_DEPTH - 1))
@@ -76,21 +64,7 @@ pub(super) fn encode_row(checkpoint: &Checkpoint, metadata: &Map<String, Value>)
              {MAX_STORED_DEPTH} levels of objects and arrays (deeper JSON could not be read back)"
         )));
     }
-    let stored = StoredCheckpoint {
-        v: checkpoint.v,
-        ts: &checkpoint.ts,
-        channel_values: checkpoint
-            .channel_values
-            .iter()
-            .filter(|(_, v)| v.is_primitive())
-            .map(|(k, v)| (k.as_str(), v))
-            .collect(),
-        channel_versions: Shrunk(&checkpoint.channel_versions),
-        versions_seen: ShrunkSeen(&checkpoint.versions_seen),
-        updated_channels: &checkpoint.updated_channels,
-        extra: &checkpoint.extra,
-    };
-    Ok((serde_json::to_string(&stored)?, serde_json::to_string(metadata)?))
+    Ok((row::encode(checkpoint), serde_json::to_string(metadata)?))
 }
 
 impl Checkpointer {
@@ -191,14 +165,14 @@ impl Checkpointer {
             }
         }
         let metadata = merge_metadata(config, metadata);
-        let (checkpoint_json, metadata_json) = encode_row(checkpoint, &metadata)?;
+        let (checkpoint_row, metadata_json) = encode_row(checkpoint, &metadata)?;
         let job = CheckpointJob {
             thread: thread.clone(),
             ns: ns.clone(),
             id: checkpoint.id.clone(),
             parent: config.checkpoint_id.clone(),
             metadata_json,
-            checkpoint_json,
+            checkpoint_row,
             blobs,
             fill,
             relied,
@@ -489,7 +463,8 @@ pub(super) struct CheckpointJob {
     pub(super) id: String,
     pub(super) parent: Option<String>,
     pub(super) metadata_json: String,
-    pub(super) checkpoint_json: String,
+    /// The checkpoint row ([`row`](super::row) format).
+    pub(super) checkpoint_row: Vec<u8>,
     pub(super) blobs: Vec<PlannedBlob>,
     /// Blobs stored only if their version is not stored yet (the stored
     /// value wins): values of channels left out of `new_versions`.
@@ -566,7 +541,7 @@ impl CheckpointJob {
             &self.id,
             self.parent.as_deref(),
             &self.metadata_json,
-            &self.checkpoint_json,
+            &self.checkpoint_row,
         )?;
         if let Some(policy) = &self.retention {
             if policy.due(tx, thread, ns)? {
@@ -709,7 +684,7 @@ pub(super) fn insert_checkpoint(
     id: &str,
     parent: Option<&str>,
     metadata_json: &str,
-    checkpoint_json: &str,
+    checkpoint_row: &[u8],
 ) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, metadata, checkpoint) \
@@ -717,7 +692,7 @@ pub(super) fn insert_checkpoint(
          ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) \
          DO UPDATE SET type = excluded.type, checkpoint = excluded.checkpoint, metadata = excluded.metadata",
     )?
-    .execute(params![thread, ns, id, parent, compact::TYPE, metadata_json, checkpoint_json])?;
+    .execute(params![thread, ns, id, parent, row::TYPE, metadata_json, checkpoint_row])?;
     Ok(())
 }
 

@@ -160,7 +160,8 @@ pub(super) fn keep_times(db: &Db) -> Result<()> {
     db.for_store().write(|tx| {
         tx.execute_batch(
             "UPDATE checkpoints SET created_at = \
-                 COALESCE(strftime('%Y-%m-%d %H:%M:%f', json_extract(checkpoint, '$.ts')), created_at);",
+                 COALESCE(strftime('%Y-%m-%d %H:%M:%f', CASE WHEN type = 'msgpack' THEN agentstate_row_ts(checkpoint) \
+                                                ELSE json_extract(checkpoint, '$.ts') END), created_at);",
         )?;
         Ok(())
     })

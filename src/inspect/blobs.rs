@@ -12,7 +12,8 @@ use rusqlite::Connection;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::checkpoint::compact;
+use crate::checkpoint::row::{self, RowFormat};
+use crate::checkpoint::{compact, ChannelVersion};
 use crate::error::Result;
 
 /// `(checkpoint_ns, channel, version)` of a blob within one thread.
@@ -115,15 +116,36 @@ impl BlobScan {
             scan.checkpoints += 1;
             tick();
             let (thread_id, ns, id): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
-            let compact = compact::is_compact(r, 4)?;
-            let parsed: VersionsOnly = match serde_json::from_str(&text(r, 3)?) {
+            let format = RowFormat::of(r, 4)?;
+            let compact = format == RowFormat::Compact;
+            let parsed = match format {
+                RowFormat::Msgpack => {
+                    let bytes = r.get_ref(3)?.as_bytes_or_null().ok().flatten().unwrap_or_default();
+                    row::decode(bytes).map(|d| VersionsOnly {
+                        channel_versions: d
+                            .channel_versions
+                            .into_iter()
+                            .map(|(k, v)| {
+                                let v = match v {
+                                    ChannelVersion::Int(n) => Value::from(n),
+                                    ChannelVersion::Str(s) => Value::String(s),
+                                };
+                                (k, v)
+                            })
+                            .collect(),
+                        channel_values: d.channel_values,
+                    })
+                }
+                _ => serde_json::from_str::<VersionsOnly>(&text(r, 3)?).map_err(|e| e.to_string()),
+            };
+            let parsed = match parsed {
                 Ok(p) => p,
-                Err(e) => {
+                Err(reason) => {
                     scan.unparsable.push(Unparsable {
                         thread_id,
                         checkpoint_ns: ns,
                         checkpoint_id: id,
-                        reason: e.to_string(),
+                        reason,
                     });
                     continue;
                 }

@@ -269,7 +269,8 @@ fn read_entry(thread_id: &str, r: &rusqlite::Row<'_>) -> Result<HistoryEntry> {
 fn entry_columns(conn: &Connection) -> Result<String> {
     Ok(format!(
         "c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, CAST(c.metadata AS TEXT), \
-         c.created_at, json_extract(c.checkpoint, '$.updated_channels'), \
+         c.created_at, CASE WHEN c.type = 'msgpack' THEN agentstate_row_updated(c.checkpoint) \
+                      ELSE json_extract(c.checkpoint, '$.updated_channels') END, \
          (SELECT {} FROM checkpoint_writes w WHERE w.thread_id = c.thread_id \
             AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)",
         writes_counted(conn)?
