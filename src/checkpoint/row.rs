@@ -251,9 +251,33 @@ fn write_version(out: &mut Vec<u8>, v: &ChannelVersion) {
 /// them fill LangGraph's 16 places without padding) to 19 (a `u64`).
 const DIGITS: std::ops::RangeInclusive<usize> = 14..=19;
 
-/// `"{counter:032}.0.{digits:0len$}"`: LangGraph's version text.
+/// `"{counter:032}.0.{digits:0len$}"`: LangGraph's version text (built by
+/// hand: `format!`'s padding writes one char at a time, and a history read
+/// makes a dozen of these per checkpoint).
 fn langgraph_text(counter: u64, digits: u64, len: u8) -> String {
-    format!("{counter:032}.0.{digits:0len$}", len = usize::from(len))
+    let mut out = String::with_capacity(35 + usize::from(len));
+    push_padded(&mut out, counter, 32);
+    out.push_str(".0.");
+    push_padded(&mut out, digits, usize::from(len));
+    out
+}
+
+/// `n` in decimal, left-padded with zeros to `width`.
+fn push_padded(out: &mut String, mut n: u64, width: usize) {
+    let mut buf = [b'0'; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    const ZEROS: &str = "00000000000000000000000000000000";
+    out.push_str(&ZEROS[..width.saturating_sub(buf.len() - at).min(ZEROS.len())]);
+    // ASCII digits.
+    out.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
 }
 
 /// `(counter, digits, number of digits)` if `s` is exactly
