@@ -282,3 +282,70 @@ fn parent_writes_with_write_behind_reach_the_file_with_their_step() {
     let history = saver.list(&ListQuery::thread("t")).unwrap();
     assert_eq!(history.iter().filter(|t| t.pending_writes.len() == 1).count(), 20);
 }
+
+/// A task's write that is exactly the elements its step appends to a list is
+/// stored once: the pending write refers to the list's new delta row
+/// (docs/format.md, `checkpoint_writes`), reads back as written, and keeps
+/// that row alive when the step's checkpoint is deleted.
+#[test]
+fn a_write_the_step_appends_is_stored_once_and_outlives_the_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let db = Db::open(&path).unwrap();
+    let saver = db.checkpointer();
+    let mut head = saver.start(&CheckpointConfig::thread("t")).set("messages", json!([])).commit().unwrap();
+    let mut heads = vec![head.clone()];
+    for i in 0..120 {
+        let m = msg(i);
+        head = saver
+            .step(&head)
+            .parent_writes("task", "~p", &[("messages", json!([m.clone()])), ("n", json!(i))])
+            .append("messages", [m])
+            .metadata(Metadata::new().with("run_id", format!("r{i}")))
+            .commit()
+            .unwrap();
+        heads.push(head.clone());
+    }
+    // Past the first lists (stored whole while small), the message is kept
+    // once: in the delta row, with the write referring to it.
+    let shared = || -> usize {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let mut stmt = c.prepare("SELECT writes FROM checkpoint_writes").unwrap();
+        let rows: Vec<Vec<u8>> = stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+        rows.iter()
+            .flat_map(|p| match rmpv::decode::read_value(&mut p.as_slice()).unwrap() {
+                rmpv::Value::Array(entries) => entries,
+                _ => panic!("packed writes are an array"),
+            })
+            .filter(|e| e[3].is_str())
+            .count()
+    };
+    let deltas =
+        count(&path, "SELECT COUNT(*) FROM checkpoint_blobs WHERE base_version IS NOT NULL") as usize;
+    assert!(deltas > 50, "{deltas}");
+    assert_eq!(shared(), deltas);
+    // Every parent reads back its task's writes as they were made.
+    for (i, parent) in heads[..120].iter().enumerate() {
+        let back = saver.get_tuple(&parent.config).unwrap().unwrap();
+        let got: Vec<(String, Value)> =
+            back.pending_writes.iter().map(|w| (w.channel.clone(), w.value.clone())).collect();
+        assert_eq!(
+            got,
+            vec![("messages".to_string(), json!([msg(i)])), ("n".to_string(), json!(i))],
+            "step {i}"
+        );
+    }
+    // Deleting the last step's checkpoint leaves its parent's writes whole:
+    // the delta row they refer to stays.
+    saver.delete_for_runs(&["r119"]).unwrap();
+    let parent = saver.get_tuple(&heads[119].config).unwrap().unwrap();
+    assert_eq!(parent.pending_writes[0].value, json!([msg(119)]));
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, heads[119].config);
+    let report = db.check().unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    // A copy of the thread reads the same.
+    saver.copy_thread("t", "u").unwrap();
+    let copied =
+        saver.get_tuple(&CheckpointConfig::thread("u").at(&heads[60].checkpoint.id)).unwrap().unwrap();
+    assert_eq!(copied.pending_writes[0].value, json!([msg(60)]));
+}

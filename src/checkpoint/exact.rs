@@ -45,6 +45,7 @@ impl Checkpointer {
                     task_path: w.task_path,
                     upsert: false,
                     rows: Vec::new(),
+                    target: None,
                 });
             }
             if let Some(job) = jobs.last_mut() {

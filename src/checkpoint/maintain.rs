@@ -112,9 +112,12 @@ impl Checkpointer {
                     task_id,
                     task_path,
                     upsert: false,
-                    rows: entries.into_iter().map(|e| (e.channel, e.idx, e.tag, e.bytes)).collect(),
+                    rows: Vec::new(),
+                    target: None,
                 };
-                job.apply(tx)?;
+                // Entries as stored: one that refers to a blob row still does
+                // (the blob is copied with the thread).
+                job.merge_into(tx, entries)?;
             }
             Ok(())
         })

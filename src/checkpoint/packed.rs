@@ -5,7 +5,9 @@
 //! key for a write that is often a few bytes (a counter, a routing channel's
 //! `null`). `checkpoint_writes` keeps one row per (checkpoint, task) whose
 //! `writes` column packs the task's writes as a msgpack array of
-//! `[idx, channel, type tag or nil, bytes]` arrays, sorted by `idx`
+//! `[idx, channel, type tag or nil, bytes]` arrays, sorted by `idx` (the
+//! bytes may instead be a string: the version key of the `checkpoint_blobs`
+//! row whose bytes they are, see [`Entry::blob`])
 //! (docs/format.md, `checkpoint_writes`). LangGraph's rules still hold per
 //! write: a call whose writes all go to special channels replaces the
 //! entries of the same `idx`, any other call keeps them (first writer wins).
@@ -23,7 +25,12 @@ pub(crate) struct Entry {
     pub(crate) channel: String,
     /// The serializer's type tag (`None`: a NULL an imported file stored).
     pub(crate) tag: Option<String>,
+    /// The encoded value (empty when `blob` holds it).
     pub(crate) bytes: Vec<u8>,
+    /// The value is the `blob` column of this `checkpoint_blobs` row (its
+    /// version key, in the write's thread, namespace and channel): a write
+    /// whose bytes a step also stored as a list's appended elements.
+    pub(crate) blob: Option<String>,
 }
 
 /// The `writes` column of `entries` (sorted by `idx`, one per `idx`).
@@ -44,7 +51,14 @@ pub(crate) fn pack(entries: &[Entry]) -> Vec<u8> {
                 let _ = rmp::encode::write_nil(&mut out);
             }
         }
-        let _ = rmp::encode::write_bin(&mut out, &e.bytes);
+        match &e.blob {
+            Some(key) => {
+                let _ = rmp::encode::write_str(&mut out, key);
+            }
+            None => {
+                let _ = rmp::encode::write_bin(&mut out, &e.bytes);
+            }
+        }
     }
     out
 }
@@ -68,11 +82,16 @@ pub(crate) fn unpack(bytes: &[u8]) -> Option<Vec<Entry>> {
         } else {
             Some(read_str(&mut rd)?)
         };
+        if matches!(rd.get_ref().get(rd.position() as usize), Some(0xa0..=0xbf | 0xd9..=0xdb)) {
+            let key = read_str(&mut rd)?;
+            out.push(Entry { idx, channel, tag, bytes: Vec::new(), blob: Some(key) });
+            continue;
+        }
         let len = decode::read_bin_len(&mut rd).ok()? as usize;
         let at = rd.position() as usize;
         let value = bytes.get(at..at.checked_add(len)?)?.to_vec();
         rd.set_position((at + len) as u64);
-        out.push(Entry { idx, channel, tag, bytes: value });
+        out.push(Entry { idx, channel, tag, bytes: value, blob: None });
     }
     (rd.position() as usize == bytes.len()).then_some(out)
 }
@@ -117,7 +136,7 @@ impl rusqlite::functions::Aggregate<Vec<Entry>, Vec<u8>> for PackWrites {
             rusqlite::types::ValueRef::Blob(b) | rusqlite::types::ValueRef::Text(b) => b.to_vec(),
             _ => Vec::new(),
         };
-        let entry = Entry { idx: ctx.get(0)?, channel: ctx.get(1)?, tag: ctx.get(2)?, bytes };
+        let entry = Entry { idx: ctx.get(0)?, channel: ctx.get(1)?, tag: ctx.get(2)?, bytes, blob: None };
         // Rows of one (checkpoint, task) have distinct idx (the old key).
         acc.push(entry);
         Ok(())
@@ -150,7 +169,7 @@ mod tests {
     use super::*;
 
     fn e(idx: i64, channel: &str, tag: Option<&str>, bytes: &[u8]) -> Entry {
-        Entry { idx, channel: channel.into(), tag: tag.map(Into::into), bytes: bytes.to_vec() }
+        Entry { idx, channel: channel.into(), tag: tag.map(Into::into), bytes: bytes.to_vec(), blob: None }
     }
 
     #[test]
@@ -160,6 +179,7 @@ mod tests {
             e(0, "messages", Some("msgpack"), &[7; 300]),
             e(1, "branch:to:tools", None, b""),
             e(i64::MAX, "", Some(""), &[0; 70_000]),
+            Entry { blob: Some("~D1000.0.25".into()), ..e(7, "messages", Some("msgpack"), b"") },
         ];
         assert_eq!(unpack(&pack(&entries)), Some(entries));
         assert_eq!(unpack(&pack(&[])), Some(vec![]));

@@ -443,7 +443,11 @@ pub(super) fn for_each_write(
             ))
         })?;
         for e in entries {
-            f(key.clone(), task_id.clone(), e.channel, e.tag.as_deref().unwrap_or("null"), &e.bytes)?;
+            let bytes = match &e.blob {
+                None => e.bytes,
+                Some(version) => shared_write(conn, &key, &e.channel, version)?,
+            };
+            f(key.clone(), task_id.clone(), e.channel, e.tag.as_deref().unwrap_or("null"), &bytes)?;
         }
         Ok(())
     };
@@ -488,6 +492,24 @@ pub(super) fn for_each_write(
         call((r.get(0)?, r.get(1)?, r.get(2)?), r, 3)?;
     }
     Ok(())
+}
+
+/// The bytes of a pending write stored as a reference to the delta row
+/// (`version`, a blob key) of `channel` in the write's thread and namespace.
+fn shared_write(conn: &Connection, key: &RowKey, channel: &str, version: &str) -> Result<Vec<u8>> {
+    conn.prepare_cached(
+        "SELECT blob FROM checkpoint_blobs \
+         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
+    )?
+    .query_row(params![key.0, key.1, channel, version], |r| r.get::<_, Option<Vec<u8>>>(0))
+    .optional()?
+    .flatten()
+    .ok_or_else(|| {
+        Error::corrupt(format!(
+            "a pending write on checkpoint {} of thread '{}' is the value of {channel}@{version}, which is missing",
+            key.2, key.0
+        ))
+    })
 }
 
 /// Whether preparing a query failed because `checkpoint_writes` has one row

@@ -10,7 +10,7 @@ use super::types::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata,
 };
 use super::value::ChannelValue;
-use super::write::{encode_row, sorted, writes_job, BlobValue, CheckpointJob, Head, PlannedBlob};
+use super::write::{encode_row, sorted, writes_job, BlobValue, CheckpointJob, Head, PlannedBlob, WritesJob};
 use super::{next_version, require_thread, Checkpointer};
 use crate::error::Result;
 
@@ -279,7 +279,10 @@ impl<'a> Step<'a> {
                 let mut jobs = Vec::with_capacity(self.parent_writes.len());
                 for (task, path, writes) in &self.parent_writes {
                     let rows = saver.encode_writes(writes)?;
-                    jobs.extend(writes_job(&p.config, rows, task, path)?);
+                    let job = writes_job(&p.config, rows, task, path)?;
+                    jobs.extend(
+                        job.map(|j| WritesJob { target: Some(p.checkpoint.channel_versions.clone()), ..j }),
+                    );
                 }
                 jobs
             }

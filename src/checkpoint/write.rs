@@ -13,7 +13,7 @@ use super::compact;
 use super::delta;
 use super::maintain::trim;
 use super::packed::{self, Entry};
-use super::read::load_blob_bytes;
+use super::read::{find_row, load_blob_bytes, parse_row};
 use super::retention::Retention;
 use super::row;
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, Metadata};
@@ -192,10 +192,7 @@ impl Checkpointer {
     pub(super) fn submit_checkpoint(&self, job: CheckpointJob, writes: Vec<WritesJob>) -> Result<()> {
         let job = Arc::new(job);
         let run = job.clone();
-        self.db.submit(Box::new(move |tx| {
-            writes.iter().try_for_each(|w| w.apply(tx))?;
-            run.apply(tx)
-        }))?;
+        self.db.submit(Box::new(move |tx| run.apply(tx, &writes)))?;
         self.remember(&job.thread, &job.ns, &job.blobs);
         Ok(())
     }
@@ -363,6 +360,7 @@ pub(super) fn writes_job(
                 (c, idx, Some(t), b)
             })
             .collect(),
+        target: None,
     }))
 }
 
@@ -378,6 +376,9 @@ pub(super) struct WritesJob {
     pub(super) upsert: bool,
     /// (channel, idx, type tag (`None`: NULL), bytes)
     pub(super) rows: Vec<(String, i64, Option<String>, Vec<u8>)>,
+    /// The channel versions of the checkpoint the writes are pending on, if
+    /// the caller has them (else read when needed).
+    pub(super) target: Option<ChannelVersions>,
 }
 
 impl WritesJob {
@@ -385,6 +386,71 @@ impl WritesJob {
     /// the row an earlier call stored, by LangGraph's rules: see
     /// [`packed::merge`]).
     pub(super) fn apply(&self, tx: &Connection) -> Result<()> {
+        self.apply_sharing(tx, &[])
+    }
+
+    /// [`apply`](Self::apply); a write whose type and bytes are those of a
+    /// delta row of `appended` (same channel) refers to that row instead of
+    /// holding the bytes again.
+    pub(super) fn apply_sharing(&self, tx: &Connection, appended: &[StoredDelta]) -> Result<()> {
+        // The versions of the checkpoint the writes are pending on, read
+        // once if a write could be one of its lists' appended elements.
+        let mut target: Option<Option<ChannelVersions>> = self.target.clone().map(Some);
+        let mut new: Vec<Entry> = Vec::with_capacity(self.rows.len());
+        for (channel, idx, tag, bytes) in &self.rows {
+            let mut shared = appended
+                .iter()
+                .find(|(c, _, t, b)| c == channel && Some(t) == tag.as_ref() && b == bytes)
+                .map(|(_, key, _, _)| key.clone());
+            if shared.is_none() && tag.as_deref() == Some("msgpack") && delta::array_header(bytes).is_some() {
+                if target.is_none() {
+                    let config = CheckpointConfig::thread(self.thread.clone())
+                        .ns(self.ns.clone())
+                        .at(self.checkpoint_id.clone());
+                    target = Some(match find_row(tx, &config)? {
+                        Some(row) => parse_row(&row).ok().map(|(stored, _)| stored.channel_versions),
+                        None => None,
+                    });
+                }
+                if let Some(version) = target.as_ref().and_then(|t| t.as_ref()).and_then(|t| t.get(channel)) {
+                    shared = self.own_delta(tx, channel, &version.to_string(), bytes)?;
+                }
+            }
+            new.push(Entry {
+                idx: *idx,
+                channel: channel.clone(),
+                tag: tag.clone(),
+                bytes: if shared.is_some() { Vec::new() } else { bytes.clone() },
+                blob: shared,
+            });
+        }
+        self.merge_into(tx, new)
+    }
+
+    /// The key of `channel`'s delta row at `version` if it holds exactly
+    /// `bytes` (a write of the elements its own checkpoint appended).
+    fn own_delta(
+        &self,
+        tx: &Connection,
+        channel: &str,
+        version: &str,
+        bytes: &[u8],
+    ) -> Result<Option<String>> {
+        let key = compact::blob_key(version).into_owned();
+        let same: bool = tx
+            .prepare_cached(
+                "SELECT blob = ?5 FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                 AND channel = ?3 AND version = ?4 AND type = 'msgpack' AND base_version IS NOT NULL",
+            )?
+            .query_row(params![self.thread, self.ns, channel, key, bytes], |r| r.get(0))
+            .optional()?
+            .unwrap_or(false);
+        Ok(same.then_some(key))
+    }
+
+    /// Stores `new` (this job's entries) in the task's row, merged into
+    /// what it holds by LangGraph's rules ([`packed::merge`]).
+    pub(super) fn merge_into(&self, tx: &Connection, new: Vec<Entry>) -> Result<()> {
         let stored: Option<(String, Vec<u8>)> = tx
             .prepare_cached(
                 "SELECT task_path, writes FROM checkpoint_writes \
@@ -394,16 +460,6 @@ impl WritesJob {
                 Ok((r.get(0)?, r.get(1)?))
             })
             .optional()?;
-        let new: Vec<Entry> = self
-            .rows
-            .iter()
-            .map(|(channel, idx, tag, bytes)| Entry {
-                idx: *idx,
-                channel: channel.clone(),
-                tag: tag.clone(),
-                bytes: bytes.clone(),
-            })
-            .collect();
         let (task_path, entries) = match stored {
             None => (self.task_path.as_str(), packed::merge(Vec::new(), new, self.upsert)),
             Some((path, bytes)) => {
@@ -478,7 +534,11 @@ pub(super) struct CheckpointJob {
 }
 
 impl CheckpointJob {
-    fn apply(&self, tx: &Connection) -> Result<()> {
+    /// Stores the checkpoint, its blobs, and `writes` (pending writes of
+    /// its parent's tasks, made before it: a write whose bytes are exactly
+    /// the elements this checkpoint appends to a list is stored as a
+    /// reference to that blob row, not a second time).
+    fn apply(&self, tx: &Connection, writes: &[WritesJob]) -> Result<()> {
         let (thread, ns) = (&self.thread, &self.ns);
         match &self.head {
             Head::Any => {}
@@ -532,8 +592,12 @@ impl CheckpointJob {
                 )));
             }
         }
-        write_blobs(tx, thread, ns, &self.blobs, &*self.serde, true)?;
-        write_blobs(tx, thread, ns, &self.fill, &*self.serde, false)?;
+        let mut appended = write_blobs(tx, thread, ns, &self.blobs, &*self.serde, true)?;
+        appended.extend(write_blobs(tx, thread, ns, &self.fill, &*self.serde, false)?);
+        for w in writes {
+            let shared: &[StoredDelta] = if (&w.thread, &w.ns) == (thread, ns) { &appended } else { &[] };
+            w.apply_sharing(tx, shared)?;
+        }
         insert_checkpoint(
             tx,
             thread,
@@ -566,10 +630,14 @@ impl PlannedBlob {
     }
 }
 
+/// A delta row a write just inserted: (channel, version key, type tag,
+/// the row's bytes).
+pub(super) type StoredDelta = (String, String, String, Vec<u8>);
+
 /// Inserts `blobs` (a delta only if its base is still there, as the next
 /// link of the base's chain). A version already stored is left as it is;
 /// with `verify` it must hold the same value, another value is
-/// [`Error::Conflict`].
+/// [`Error::Conflict`]. Returns the delta rows it inserted.
 pub(super) fn write_blobs(
     tx: &Connection,
     thread: &str,
@@ -577,7 +645,8 @@ pub(super) fn write_blobs(
     blobs: &[PlannedBlob],
     serde: &dyn Serializer,
     verify: bool,
-) -> Result<()> {
+) -> Result<Vec<StoredDelta>> {
+    let mut appended = Vec::new();
     let mut ins = tx.prepare_cached(
         "INSERT INTO checkpoint_blobs \
          (thread_id, checkpoint_ns, channel, version, type, blob, base_version, chain, root_version) \
@@ -653,8 +722,11 @@ pub(super) fn write_blobs(
         if !inserted && verify {
             same_as_stored(tx, thread, ns, b)?;
         }
+        if let (true, Some(_), Some(bytes)) = (inserted, base, bytes) {
+            appended.push((b.channel.clone(), key(&b.version), b.tag.clone(), bytes.to_vec()));
+        }
     }
-    Ok(())
+    Ok(appended)
 }
 
 /// [`Error::Conflict`] unless the stored blob of `b`'s version holds `b`'s

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::checkpoint::row::{self, RowFormat};
-use crate::checkpoint::{compact, ChannelVersion};
+use crate::checkpoint::{compact, packed, ChannelVersion};
 use crate::error::Result;
 
 /// `(checkpoint_ns, channel, version)` of a blob within one thread.
@@ -106,6 +106,44 @@ impl BlobScan {
                 let key: BlobKey = (r.get(1)?, r.get(2)?, as_written(r.get(3)?));
                 let base: Option<String> = r.get::<_, Option<String>>(4)?.map(as_written);
                 scan.blobs.entry(t).or_default().insert(key, BlobInfo { uses: 0, base });
+            }
+        }
+        // Pending writes stored as a reference to a delta row need it too.
+        if super::has_column(conn, "checkpoint_writes", "writes")? {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT thread_id, checkpoint_ns, checkpoint_id, writes FROM checkpoint_writes{filter}"
+            ))?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(&params))?;
+            while let Some(r) = rows.next()? {
+                let (thread_id, ns, id): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                let column = r.get_ref(3)?.as_bytes_or_null().ok().flatten().unwrap_or_default();
+                let Some(entries) = packed::unpack(column) else {
+                    scan.unparsable.push(Unparsable {
+                        thread_id,
+                        checkpoint_ns: ns,
+                        checkpoint_id: id,
+                        reason: "its pending writes do not parse".into(),
+                    });
+                    continue;
+                };
+                for e in entries {
+                    let Some(stored) = e.blob else { continue };
+                    let version = compact::blob_version(&stored).map_or(stored.clone(), |v| v.into_owned());
+                    let key = (ns.clone(), e.channel, version);
+                    match scan.blobs.entry(thread_id.clone()).or_default().get_mut(&key) {
+                        Some(info) => {
+                            info.uses += 1;
+                            scan.references += 1;
+                        }
+                        None => scan.missing.push(MissingBlob {
+                            thread_id: thread_id.clone(),
+                            checkpoint_ns: key.0,
+                            checkpoint_id: id.clone(),
+                            channel: key.1,
+                            version: key.2,
+                        }),
+                    }
+                }
             }
         }
         let mut stmt = conn.prepare_cached(&format!(
