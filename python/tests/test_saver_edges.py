@@ -120,7 +120,11 @@ def test_the_default_serde_still_stores_primitives_inline(tmp_path):
     saver = AgentStateSaver(str(path))
     saver.put(CONFIG, _checkpoint({"s": "PLAIN-VALUE-XYZ"}), {}, {"s": V1})
     saver.flush()
-    assert b'"PLAIN-VALUE-XYZ"' in _file_bytes(path)
+    # Inline in the checkpoint row (a MessagePack str since format 7), not a
+    # serde-encoded blob.
+    assert b"PLAIN-VALUE-XYZ" in _file_bytes(path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM checkpoint_blobs WHERE channel = 's'").fetchone() == (0,)
     assert saver.get_tuple(CONFIG).checkpoint["channel_values"] == {"s": "PLAIN-VALUE-XYZ"}
 
 
