@@ -129,20 +129,7 @@ impl BlobScan {
                 for e in entries {
                     let Some(stored) = e.blob else { continue };
                     let version = compact::blob_version(&stored).map_or(stored.clone(), |v| v.into_owned());
-                    let key = (ns.clone(), e.channel, version);
-                    match scan.blobs.entry(thread_id.clone()).or_default().get_mut(&key) {
-                        Some(info) => {
-                            info.uses += 1;
-                            scan.references += 1;
-                        }
-                        None => scan.missing.push(MissingBlob {
-                            thread_id: thread_id.clone(),
-                            checkpoint_ns: key.0,
-                            checkpoint_id: id.clone(),
-                            channel: key.1,
-                            version: key.2,
-                        }),
-                    }
+                    scan.refer(&thread_id, &id, (ns.clone(), e.channel, version), false);
                 }
             }
         }
@@ -193,7 +180,6 @@ impl BlobScan {
                     scan.non_primitive.push((thread_id.clone(), ns.clone(), id.clone(), channel.clone()));
                 }
             }
-            let blobs = scan.blobs.entry(thread_id.clone()).or_default();
             for (channel, version) in &parsed.channel_versions {
                 let version = match version {
                     Value::String(s) if compact => compact::expand(s)
@@ -217,25 +203,32 @@ impl BlobScan {
                         continue;
                     }
                 };
-                let key = (ns.clone(), channel.clone(), version);
-                match blobs.get_mut(&key) {
-                    Some(info) => {
-                        info.uses += 1;
-                        scan.references += 1;
-                    }
-                    // A primitive value is inline and has no blob.
-                    None if parsed.channel_values.contains_key(channel) => {}
-                    None => scan.missing.push(MissingBlob {
-                        thread_id: thread_id.clone(),
-                        checkpoint_ns: key.0,
-                        checkpoint_id: id.clone(),
-                        channel: key.1,
-                        version: key.2,
-                    }),
-                }
+                // A primitive value is inline and has no blob.
+                let inline = parsed.channel_values.contains_key(channel);
+                scan.refer(&thread_id, &id, (ns.clone(), channel.clone(), version), inline);
             }
         }
         Ok(scan)
+    }
+
+    /// Counts a use of blob `key` of `thread` by checkpoint `id` (a channel
+    /// value, or a pending write stored as a reference); a blob that is not
+    /// there is missing, unless the value is `inline`.
+    fn refer(&mut self, thread: &str, id: &str, key: BlobKey, inline: bool) {
+        match self.blobs.entry(thread.to_string()).or_default().get_mut(&key) {
+            Some(info) => {
+                info.uses += 1;
+                self.references += 1;
+            }
+            None if inline => {}
+            None => self.missing.push(MissingBlob {
+                thread_id: thread.to_string(),
+                checkpoint_ns: key.0,
+                checkpoint_id: id.to_string(),
+                channel: key.1,
+                version: key.2,
+            }),
+        }
     }
 
     /// How many blobs there are.
