@@ -202,3 +202,34 @@ fn every_kind_of_version_round_trips_through_a_compact_row() {
     assert_eq!(back.id, cp.id);
     assert!(saver.db().check().unwrap().findings.is_empty());
 }
+
+/// A blob row that is missing is an error even when the version's plain text
+/// is the key of another version's row (`~A1.x` is how `{1:032}.x` is
+/// keyed): never that other version's value.
+#[test]
+fn a_missing_blob_never_reads_as_the_row_its_text_names() {
+    use agentstate::checkpoint::{ChannelVersion, ChannelVersions};
+    use agentstate::{Checkpoint, Error, Metadata};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keys.db");
+    let saver = Db::open(&path).unwrap().checkpointer();
+    let put = |id: i64, version: ChannelVersion, who: &str| {
+        let mut cp = Checkpoint::with_id(agentstate::checkpoint::uuid6(Some(id)).to_string());
+        cp.channel_versions.insert("c".into(), version);
+        cp.channel_values.insert("c".into(), json!({"who": who}).into());
+        let nv: ChannelVersions = cp.channel_versions.clone();
+        saver.put(&CheckpointConfig::thread("t"), &cp, &Metadata::new(), &nv).unwrap()
+    };
+    put(0, ChannelVersion::Str(format!("{:032}.x", 1)), "padded");
+    let tilde = put(1, ChannelVersion::Str("~A1.x".into()), "tilde");
+    assert_eq!(
+        sql::<String>(&path, "SELECT group_concat(version, ' ') FROM checkpoint_blobs"),
+        "~A1.x ~~A1.x"
+    );
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute("DELETE FROM checkpoint_blobs WHERE version = '~~A1.x'", [])
+        .unwrap();
+    let fresh = Db::open(&path).unwrap().checkpointer();
+    assert!(matches!(fresh.get_tuple(&tilde), Err(Error::Corrupt { .. })), "{:?}", fresh.get_tuple(&tilde));
+}

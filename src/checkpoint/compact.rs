@@ -129,14 +129,27 @@ pub(crate) fn blob_version_of(stored: String) -> crate::Result<String> {
     }
 }
 
-/// Installs `agentstate_blob_key(version)`, [`blob_key`] in SQL (NULL for
-/// NULL), which the migration to this format uses.
+/// Installs `agentstate_blob_key(version)`, [`blob_key`] in SQL (any value
+/// that is not UTF-8 text is returned as it is), which the migration to this
+/// format uses.
 pub(crate) fn register(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     use rusqlite::functions::FunctionFlags;
     let flags =
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC | FunctionFlags::SQLITE_INNOCUOUS;
     conn.create_scalar_function("agentstate_blob_key", 1, flags, |ctx| {
-        Ok(ctx.get::<Option<String>>(0)?.map(|v| blob_key(&v).into_owned()))
+        use rusqlite::types::{Value, ValueRef};
+        // A version that is not UTF-8 text (a damaged or foreign row) is
+        // kept as it is: the migration must not fail on one odd row.
+        Ok(match ctx.get_raw(0) {
+            ValueRef::Text(t) => match std::str::from_utf8(t) {
+                Ok(v) => Value::Text(blob_key(v).into_owned()),
+                Err(_) => Value::Blob(t.to_vec()),
+            },
+            ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+            ValueRef::Integer(n) => Value::Integer(n),
+            ValueRef::Real(f) => Value::Real(f),
+            ValueRef::Null => Value::Null,
+        })
     })
 }
 

@@ -136,7 +136,22 @@ impl rusqlite::functions::Aggregate<Vec<Entry>, Vec<u8>> for PackWrites {
             rusqlite::types::ValueRef::Blob(b) | rusqlite::types::ValueRef::Text(b) => b.to_vec(),
             _ => Vec::new(),
         };
-        let entry = Entry { idx: ctx.get(0)?, channel: ctx.get(1)?, tag: ctx.get(2)?, bytes, blob: None };
+        // Text columns as text even if a damaged or foreign row holds a BLOB
+        // or invalid UTF-8 there: the migration must not fail on one row.
+        let text = |v: rusqlite::types::ValueRef<'_>| match v {
+            rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
+                Some(String::from_utf8_lossy(t).into_owned())
+            }
+            rusqlite::types::ValueRef::Integer(n) => Some(n.to_string()),
+            rusqlite::types::ValueRef::Real(f) => Some(f.to_string()),
+            rusqlite::types::ValueRef::Null => None,
+        };
+        let idx = match ctx.get_raw(0) {
+            rusqlite::types::ValueRef::Integer(n) => n,
+            _ => 0,
+        };
+        let channel = text(ctx.get_raw(1)).unwrap_or_default();
+        let entry = Entry { idx, channel, tag: text(ctx.get_raw(2)), bytes, blob: None };
         // Rows of one (checkpoint, task) have distinct idx (the old key).
         acc.push(entry);
         Ok(())

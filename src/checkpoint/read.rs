@@ -715,7 +715,7 @@ pub(super) fn blob_bytes(
 
 /// The `checkpoint_blobs` row of `key`, if there is one. A file opened read
 /// only in a format before blob keys (migration 7) holds versions as they
-/// are: a key not found is looked up once more as it is.
+/// are: there a key not found is looked up once more as it is.
 fn read_blob_row(conn: &Connection, key: &BlobKey) -> Result<Option<BlobRow>> {
     let mut stmt = conn.prepare_cached(
         "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
@@ -729,7 +729,14 @@ fn read_blob_row(conn: &Connection, key: &BlobKey) -> Result<Option<BlobRow>> {
         .optional()
     };
     let mut found = get(&stored)?;
-    if found.is_none() && stored != key.3.as_str() {
+    // Only in a file of the older layout (its blobs still have `created_at`):
+    // in the current one the plain text may be the key of another version
+    // (`~A1.x` is how `{1:032}.x` is keyed), and a missing row must not read
+    // as that one.
+    if found.is_none()
+        && stored != key.3.as_str()
+        && crate::inspect::has_column(conn, "checkpoint_blobs", "created_at")?
+    {
         found = get(&key.3)?;
     }
     found.map(|(tag, bytes, base, root)| BlobRow::new(tag, bytes, base, root)).transpose()

@@ -41,6 +41,8 @@ pub(crate) struct Unparsable {
 struct BlobInfo {
     /// How many checkpoints name this blob.
     uses: u32,
+    /// How many pending writes refer to this blob for their value.
+    writes: u32,
     /// The version this (incremental) blob extends.
     base: Option<String>,
 }
@@ -105,7 +107,7 @@ impl BlobScan {
                 let as_written = |v: String| compact::blob_version(&v).map_or(v.clone(), |w| w.into_owned());
                 let key: BlobKey = (r.get(1)?, r.get(2)?, as_written(r.get(3)?));
                 let base: Option<String> = r.get::<_, Option<String>>(4)?.map(as_written);
-                scan.blobs.entry(t).or_default().insert(key, BlobInfo { uses: 0, base });
+                scan.blobs.entry(t).or_default().insert(key, BlobInfo { uses: 0, writes: 0, base });
             }
         }
         // Pending writes stored as a reference to a delta row need it too.
@@ -129,7 +131,7 @@ impl BlobScan {
                 for e in entries {
                     let Some(stored) = e.blob else { continue };
                     let version = compact::blob_version(&stored).map_or(stored.clone(), |v| v.into_owned());
-                    scan.refer(&thread_id, &id, (ns.clone(), e.channel, version), false);
+                    scan.refer_as(&thread_id, &id, (ns.clone(), e.channel, version), false, true);
                 }
             }
         }
@@ -215,7 +217,14 @@ impl BlobScan {
     /// value, or a pending write stored as a reference); a blob that is not
     /// there is missing, unless the value is `inline`.
     fn refer(&mut self, thread: &str, id: &str, key: BlobKey, inline: bool) {
+        self.refer_as(thread, id, key, inline, false);
+    }
+
+    /// [`refer`](Self::refer) for a checkpoint's value or (`write`) a
+    /// pending write's; only the first count as references and sharing.
+    fn refer_as(&mut self, thread: &str, id: &str, key: BlobKey, inline: bool, write: bool) {
         match self.blobs.entry(thread.to_string()).or_default().get_mut(&key) {
+            Some(info) if write => info.writes += 1,
             Some(info) => {
                 info.uses += 1;
                 self.references += 1;
@@ -241,11 +250,13 @@ impl BlobScan {
         self.blobs.values().flat_map(|m| m.values()).filter(|i| i.uses > 1).count() as u64
     }
 
-    /// The blobs of `thread` that are needed: named by a checkpoint, or the
-    /// base (transitively) of a needed incremental blob.
+    /// The blobs of `thread` that are needed: named by a checkpoint or by a
+    /// pending write (a write stored as a reference), or the base
+    /// (transitively) of a needed incremental blob.
     fn needed(blobs: &HashMap<BlobKey, BlobInfo>) -> HashSet<&BlobKey> {
         let mut needed: HashSet<&BlobKey> = HashSet::new();
-        let mut pending: Vec<&BlobKey> = blobs.iter().filter(|(_, i)| i.uses > 0).map(|(k, _)| k).collect();
+        let mut pending: Vec<&BlobKey> =
+            blobs.iter().filter(|(_, i)| i.uses > 0 || i.writes > 0).map(|(k, _)| k).collect();
         while let Some(key) = pending.pop() {
             if !needed.insert(key) {
                 continue;
@@ -260,10 +271,14 @@ impl BlobScan {
         needed
     }
 
-    /// Blobs no checkpoint names but that a needed incremental blob extends
-    /// (directly or through other bases): needed, kept by every cleanup.
+    /// Blobs that neither a checkpoint nor a write names but that a needed
+    /// incremental blob extends (directly or through other bases): needed,
+    /// kept by every cleanup.
     pub(crate) fn delta_bases(&self) -> u64 {
-        self.blobs.values().map(|m| Self::needed(m).iter().filter(|k| m[**k].uses == 0).count() as u64).sum()
+        self.blobs
+            .values()
+            .map(|m| Self::needed(m).iter().filter(|k| m[**k].uses == 0 && m[**k].writes == 0).count() as u64)
+            .sum()
     }
 
     /// Per thread, the blobs nothing needs (sorted by thread).
