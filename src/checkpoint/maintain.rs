@@ -100,11 +100,7 @@ impl Checkpointer {
                 .query_map([src], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
                 .collect::<rusqlite::Result<_>>()?;
             for (ns, checkpoint_id, task_id, task_path, writes) in rows {
-                let entries = packed::unpack(&writes).ok_or_else(|| {
-                    Error::corrupt(format!(
-                        "the pending writes of task {task_id} on checkpoint {checkpoint_id} of thread '{src}' do not parse"
-                    ))
-                })?;
+                let entries = packed::unpack_row(&writes, src, &checkpoint_id, &task_id)?;
                 let job = WritesJob {
                     thread: dst.to_string(),
                     ns,

@@ -14,7 +14,9 @@
 
 use std::io::Cursor;
 
-use rmp::decode::{self, RmpRead};
+use rmp::decode;
+
+use super::row::{peek, read_str};
 
 /// One pending write as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,13 +78,13 @@ pub(crate) fn unpack(bytes: &[u8]) -> Option<Vec<Entry>> {
         }
         let idx: i64 = decode::read_int(&mut rd).ok()?;
         let channel = read_str(&mut rd)?;
-        let tag = if rd.get_ref().get(rd.position() as usize) == Some(&0xc0) {
+        let tag = if peek(&rd) == Some(0xc0) {
             rd.set_position(rd.position() + 1);
             None
         } else {
             Some(read_str(&mut rd)?)
         };
-        if matches!(rd.get_ref().get(rd.position() as usize), Some(0xa0..=0xbf | 0xd9..=0xdb)) {
+        if matches!(peek(&rd), Some(0xa0..=0xbf | 0xd9..=0xdb)) {
             let key = read_str(&mut rd)?;
             out.push(Entry { idx, channel, tag, bytes: Vec::new(), blob: Some(key) });
             continue;
@@ -96,14 +98,19 @@ pub(crate) fn unpack(bytes: &[u8]) -> Option<Vec<Entry>> {
     (rd.position() as usize == bytes.len()).then_some(out)
 }
 
-fn read_str(rd: &mut Cursor<&[u8]>) -> Option<String> {
-    let len = decode::read_str_len(rd).ok()? as usize;
-    let mut buf = vec![0u8; len.min(rd.get_ref().len())];
-    if buf.len() != len {
-        return None;
-    }
-    rd.read_exact_buf(&mut buf).ok()?;
-    String::from_utf8(buf).ok()
+/// [`unpack`] of the row of `task` on checkpoint `checkpoint` of `thread`, or
+/// [`Error::Corrupt`](crate::Error::Corrupt) naming it.
+pub(crate) fn unpack_row(
+    bytes: &[u8],
+    thread: &str,
+    checkpoint: &str,
+    task: &str,
+) -> crate::Result<Vec<Entry>> {
+    unpack(bytes).ok_or_else(|| {
+        crate::Error::corrupt(format!(
+            "the pending writes of task {task} on checkpoint {checkpoint} of thread '{thread}' do not parse"
+        ))
+    })
 }
 
 /// `stored` with the entries of one new `put_writes` call: with `upsert`

@@ -436,12 +436,7 @@ pub(super) fn for_each_write(
     let mut call = |key: RowKey, r: &rusqlite::Row<'_>, at: usize| -> Result<()> {
         let task_id: String = r.get(at)?;
         let column = r.get_ref(at + 1)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
-        let entries = packed::unpack(column).ok_or_else(|| {
-            Error::corrupt(format!(
-                "the pending writes of task {task_id} on checkpoint {} of thread '{}' do not parse",
-                key.2, key.0
-            ))
-        })?;
+        let entries = packed::unpack_row(column, &key.0, &key.2, &task_id)?;
         for e in entries {
             let bytes = match &e.blob {
                 None => e.bytes,

@@ -389,7 +389,8 @@ fn read_value(rd: &mut Cursor<&[u8]>, depth: usize) -> Option<Value> {
     })
 }
 
-fn peek(rd: &Cursor<&[u8]>) -> Option<u8> {
+/// The next byte, not consumed.
+pub(super) fn peek(rd: &Cursor<&[u8]>) -> Option<u8> {
     rd.get_ref().get(rd.position() as usize).copied()
 }
 
@@ -409,7 +410,8 @@ fn fits(rd: &Cursor<&[u8]>, n: usize) -> Option<usize> {
     (n <= rd.get_ref().len().saturating_sub(rd.position() as usize)).then_some(n)
 }
 
-fn read_str(rd: &mut Cursor<&[u8]>) -> Option<String> {
+/// A msgpack str; `None` if it is not one, is cut short, or is not UTF-8.
+pub(super) fn read_str(rd: &mut Cursor<&[u8]>) -> Option<String> {
     let len = decode::read_str_len(rd).ok()? as usize;
     let at = rd.position() as usize;
     let s = std::str::from_utf8(rd.get_ref().get(at..at.checked_add(len)?)?).ok()?.to_string();

@@ -463,12 +463,7 @@ impl WritesJob {
         let (task_path, entries) = match stored {
             None => (self.task_path.as_str(), packed::merge(Vec::new(), new, self.upsert)),
             Some((path, bytes)) => {
-                let old = packed::unpack(&bytes).ok_or_else(|| {
-                    Error::corrupt(format!(
-                        "the pending writes of task {} on checkpoint {} of thread '{}' do not parse",
-                        self.task_id, self.checkpoint_id, self.thread
-                    ))
-                })?;
+                let old = packed::unpack_row(&bytes, &self.thread, &self.checkpoint_id, &self.task_id)?;
                 let merged = packed::merge(old.clone(), new, self.upsert);
                 if merged == old {
                     return Ok(());
