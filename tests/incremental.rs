@@ -5,7 +5,7 @@
 //! came before.
 
 use agentstate::checkpoint::{next_version, uuid6, ChannelVersion, ChannelVersions};
-use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, Metadata, PruneStrategy};
+use agentstate::{Checkpoint, CheckpointConfig, Checkpointer, Db, Error, Metadata, PruneStrategy};
 use proptest::prelude::*;
 use rusqlite::Connection;
 use serde_json::{json, Value};
@@ -181,4 +181,96 @@ fn appends_store_only_the_tail() {
         .unwrap()
         .unwrap();
     assert_eq!(copied.channel_values["messages"], Value::Array(last.list.clone()));
+}
+
+/// A thread of `n` appended versions of `messages` whose versions are made
+/// by `version(i)`, stored through `put`; its nodes.
+fn appended_thread(s: &Checkpointer, n: usize, version: impl Fn(usize) -> ChannelVersion) -> Vec<Node> {
+    let mut nodes: Vec<Node> = Vec::new();
+    for i in 0..n {
+        let mut list = nodes.last().map(|p| p.list.clone()).unwrap_or_default();
+        list.push(msg(i));
+        let v = version(i);
+        let mut cp = Checkpoint::with_id(uuid6(Some(i as i64)).to_string());
+        cp.channel_values.insert("messages".into(), Value::Array(list.clone()).into());
+        cp.channel_versions.insert("messages".into(), v.clone());
+        let nv: ChannelVersions = [("messages".to_string(), v.clone())].into_iter().collect();
+        let cfg = nodes.last().map(|p| p.config.clone()).unwrap_or_else(|| CheckpointConfig::thread("t"));
+        let config = s.put(&cfg, &cp, &Metadata::new().with("step", i as i64), &nv).unwrap();
+        nodes.push(Node { config, list, version: v });
+    }
+    nodes
+}
+
+fn deltas(conn: &Connection) -> i64 {
+    conn.query_row("SELECT COUNT(*) FROM checkpoint_blobs WHERE base_version IS NOT NULL", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// A chain is read newest first in one range of keys; integer versions do
+/// not sort by their text ("100" < "99"), so there a link is found by a new
+/// lookup. Both read back exactly from a fresh handle.
+#[test]
+fn chains_read_back_whatever_order_their_versions_sort_in() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, version) in [
+        (
+            "ints.db",
+            Box::new(|i: usize| ChannelVersion::Int(i as i64 + 1)) as Box<dyn Fn(usize) -> ChannelVersion>,
+        ),
+        ("strings.db", Box::new(|i: usize| ChannelVersion::from(format!("{:032}.0.5", i + 1)))),
+    ] {
+        let path = dir.path().join(name);
+        let nodes = appended_thread(&Db::open(&path).unwrap().checkpointer(), 130, version);
+        assert!(deltas(&Connection::open(&path).unwrap()) > 80, "{name}: the list is stored as deltas");
+        for n in nodes.iter().rev().step_by(3) {
+            let fresh = Db::open(&path).unwrap().checkpointer();
+            let got = fresh.get(&n.config).unwrap().unwrap();
+            assert_eq!(
+                got.channel_values["messages"],
+                Value::Array(n.list.clone()),
+                "{name} {:?}",
+                n.version
+            );
+        }
+    }
+}
+
+/// Damage inside a chain is a typed error naming the missing link, never a
+/// shorter list; a chain made to loop is an error, not a hang.
+#[test]
+fn a_damaged_chain_is_corrupt_never_a_shorter_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.db");
+    let nodes = appended_thread(&Db::open(&path).unwrap().checkpointer(), 80, |i| {
+        ChannelVersion::from(format!("{:032}.0.5", i + 1))
+    });
+    let conn = Connection::open(&path).unwrap();
+    assert!(deltas(&conn) > 30);
+    let tip = &nodes.last().unwrap().config;
+    // A missing middle link.
+    let gone: String = conn
+        .query_row(
+            "SELECT version FROM checkpoint_blobs WHERE base_version IS NOT NULL ORDER BY version LIMIT 1 OFFSET 10",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    conn.execute("UPDATE checkpoint_blobs SET version = version || 'x' WHERE version = ?1", [&gone]).unwrap();
+    let e = Db::open(&path).unwrap().checkpointer().get(tip).unwrap_err();
+    assert!(matches!(&e, Error::Corrupt { .. }) && e.to_string().contains("is missing"), "{e}");
+    conn.execute("UPDATE checkpoint_blobs SET version = ?1 WHERE version = ?1 || 'x'", [&gone]).unwrap();
+    assert_eq!(
+        Db::open(&path).unwrap().checkpointer().get(tip).unwrap().unwrap().channel_values["messages"],
+        Value::Array(nodes.last().unwrap().list.clone())
+    );
+    // The value stored whole made to extend the tip: a loop.
+    conn.execute(
+        "UPDATE checkpoint_blobs SET base_version = (SELECT MAX(version) FROM checkpoint_blobs) \
+         WHERE base_version IS NULL",
+        [],
+    )
+    .unwrap();
+    let e = Db::open(&path).unwrap().checkpointer().get(tip).unwrap_err();
+    assert!(matches!(&e, Error::Corrupt { .. }) && e.to_string().contains("loops"), "{e}");
 }

@@ -20,9 +20,10 @@ use std::sync::Arc;
 use rusqlite::Connection;
 
 use super::cache::BlobKey;
+use super::chain::{blob_bytes, Pieces};
 use super::delta;
 use super::list::ListIter;
-use super::read::{blob_bytes, for_each_write, parse_row, row_configs, Memo, Pieces, Row, RowKey};
+use super::read::{for_each_write, parse_row, row_configs, Memo, Row, RowKey};
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, ListQuery, Metadata};
 use super::value::ChannelValue;
 use super::write::{BlobValue, PlannedBlob};

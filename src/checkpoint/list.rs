@@ -5,7 +5,8 @@ use rusqlite::params_from_iter;
 
 use rusqlite::Connection;
 
-use super::read::{read_row, Memo, Pieces, Row, ROW_COLUMNS};
+use super::chain::Pieces;
+use super::read::{read_row, Memo, Row, ROW_COLUMNS};
 use super::types::{CheckpointConfig, CheckpointTuple, ListQuery};
 use super::Checkpointer;
 use crate::error::Result;

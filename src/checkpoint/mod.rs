@@ -28,6 +28,7 @@
 //! blobs. Values read back are [`ChannelValue`]s, decoded once and shared.
 
 mod cache;
+mod chain;
 pub(crate) mod compact;
 mod delta;
 mod encoded;

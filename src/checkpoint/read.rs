@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::cache::{BlobKey, TupleCache};
+use super::chain;
 use super::compact;
-use super::delta;
 use super::packed;
 use super::row::{self, RowFormat};
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata, PendingWrite};
@@ -168,35 +168,6 @@ pub(super) fn row_configs(row: &Row) -> (CheckpointConfig, Option<CheckpointConf
 /// Values decoded during one read, by blob key (`None`: an empty channel).
 pub(super) type Memo = HashMap<BlobKey, Option<ChannelValue>>;
 
-/// A `checkpoint_blobs` row as a read needs it.
-pub(super) struct BlobRow {
-    tag: Option<String>,
-    bytes: Option<Vec<u8>>,
-    base: Option<String>,
-    root: Option<String>,
-}
-
-impl BlobRow {
-    /// A row from its columns, its versions as they were written.
-    fn new(
-        tag: Option<String>,
-        bytes: Option<Vec<u8>>,
-        base: Option<String>,
-        root: Option<String>,
-    ) -> Result<Self> {
-        let base = base.map(compact::blob_version_of).transpose()?;
-        let root = root.map(compact::blob_version_of).transpose()?;
-        Ok(BlobRow { tag, bytes, base, root })
-    }
-}
-
-/// True for LangGraph's string versions (`"{counter:032}.{random}"`), whose
-/// text order is their counter's order.
-fn sorts_by_counter(version: &str) -> bool {
-    let b = version.as_bytes();
-    b.len() > 32 && b[32] == b'.' && b[..32].iter().all(u8::is_ascii_digit)
-}
-
 impl Checkpointer {
     /// The checkpoint `config.checkpoint_id` of the thread and namespace, or
     /// the latest one if no id is given, with its pending writes. `None` if
@@ -285,11 +256,12 @@ impl Checkpointer {
 
     /// The value of one blob (`None`: the channel is empty), from the memo of
     /// this read, the shared cache, or the file. A blob stored as a delta is
-    /// its base's list plus its own elements: the chain back to a value
-    /// already decoded (or to its root) is read in one range query, and every
-    /// version on the way is built from the one before (sharing it) and,
-    /// with `share` (more rows to come in this read), kept in the memo, so
-    /// reading a long history decodes each element once.
+    /// its base's list plus its own elements: its chain is read newest first
+    /// in one range query (stopping early if the tip's base is already
+    /// decoded), each row decoded straight from the query's buffer, and
+    /// every version on the way is built from the one before (sharing it)
+    /// and, with `share` (more rows to come in this read), kept in the memo,
+    /// so reading a long history decodes each element once.
     fn load_value(
         &self,
         conn: &Connection,
@@ -301,100 +273,106 @@ impl Checkpointer {
             return Ok(v);
         }
         let (thread, ns, channel, _) = key;
-        // Deltas from `key` back to where a value is known, newest first.
-        let mut path: Vec<(String, String, Vec<u8>)> = Vec::new();
-        let mut chain: Option<HashMap<String, BlobRow>> = None;
-        let mut version = key.3.clone();
-        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
         let key_of = |v: &str| -> BlobKey { (thread.clone(), ns.clone(), channel.clone(), v.to_string()) };
-        let start: Option<ChannelValue> = loop {
-            // Stop at a version already decoded (one read per link: with the
-            // whole chain in hand, decoding it all is as cheap as looking).
-            if !path.is_empty() && chain.is_none() {
-                if let Some(v) = self.known(&key_of(&version), memo) {
-                    break v;
+        let stored = compact::blob_key(&key.3);
+        // The deltas from `key` back, newest first: (version if `share`,
+        // elements, stored size).
+        let mut deltas: Vec<(Option<String>, Vec<Value>, usize)> = Vec::new();
+        // Where the deltas start: a value stored whole, or one already known.
+        let mut start: Option<Start> = None;
+        let mut visit = |link: chain::Link<'_>| -> Result<bool> {
+            let version = || compact::blob_version(link.key).map(|v| v.into_owned()).unwrap_or_default();
+            let Some(base) = link.base else {
+                // Stored whole: decoded here, cached below with its size.
+                let v = match link.tag {
+                    "empty" => None,
+                    tag => Some(ChannelValue::from(self.serde.loads_typed(tag, link.bytes)?)),
+                };
+                start = Some((v, Some((version(), link.bytes.len()))));
+                return Ok(false);
+            };
+            let items = match self.serde.loads_typed(link.tag, link.bytes)? {
+                Value::Array(items) => items,
+                _ => {
+                    return Err(Error::corrupt(format!(
+                        "blob {channel}@{} of thread '{thread}': a delta is not a list",
+                        version()
+                    )))
+                }
+            };
+            let first = deltas.is_empty();
+            deltas.push((share.then(version), items, link.bytes.len()));
+            // After the tip: stop at a base already decoded (one look; with
+            // the chain streaming in, decoding on is as cheap as looking).
+            if first {
+                let base = compact::blob_version(base).map(|v| v.into_owned()).unwrap_or_default();
+                if let Some(v) = self.known(&key_of(&base), memo) {
+                    start = Some((v, None));
+                    return Ok(false);
                 }
             }
-            let row = match chain.as_mut().and_then(|c| c.remove(&version)) {
-                Some(row) => Some(row),
-                None => read_blob_row(conn, &key_of(&version))?,
-            };
-            let Some(row) = row else {
-                return Err(Error::corrupt(match path.last() {
-                    None => format!(
-                        "channel '{channel}' version {version} of thread '{thread}' (namespace '{ns}') has no \
-                         stored value"
-                    ),
-                    Some((k, _, _)) => format!(
-                        "blob {channel}@{version} of thread '{thread}' is missing, but version {k} extends it"
-                    ),
-                }));
-            };
-            let tag = row.tag.unwrap_or_else(|| "null".into());
-            let bytes = row.bytes.unwrap_or_default();
-            let Some(base) = row.base else {
-                let cur = key_of(&version);
-                if tag == "empty" {
-                    self.values.insert(cur.clone(), None, 0);
-                    memo.insert(cur, None);
-                    break None;
-                }
-                let cost = bytes.len();
-                let v = ChannelValue::from(self.serde.loads_typed(&tag, &bytes)?);
-                self.values.insert(cur.clone(), Some(v.clone()), cost);
-                memo.insert(cur, Some(v.clone()));
-                break Some(v);
-            };
-            // A link read twice (from the chain, then by key) is a loop.
-            if path.len() as i64 >= delta::MAX_CHAIN || (chain.is_none() && !seen.insert(base.clone())) {
-                return Err(Error::corrupt(format!("blob {channel}@{}: its delta chain loops", key.3)));
-            }
-            // The rest of the chain in one read (string versions sort by
-            // their counter, so a chain lies within [root, version]).
-            if chain.is_none() {
-                if let Some(root) = row.root.as_deref().filter(|_| sorts_by_counter(&version)) {
-                    chain = Some(read_chain(conn, thread, ns, channel, root, &version)?);
-                }
-            }
-            path.push((version, tag, bytes));
-            version = base;
+            Ok(true)
         };
-        if path.is_empty() {
+        let mut walked = chain::walk(conn, (thread, ns, channel), &stored, &mut visit)?;
+        // A file opened read only in a format before blob keys (migration 7)
+        // holds versions as they are; in the current one the plain text may
+        // be another version's key (`~A1.x` keys `{1:032}.x`), so a missing
+        // row is only looked up again in the older layout.
+        if matches!(&walked, chain::Walk::Missing { newer: None, .. })
+            && stored != key.3.as_str()
+            && crate::inspect::has_column(conn, "checkpoint_blobs", "created_at")?
+        {
+            walked = chain::walk(conn, (thread, ns, channel), &key.3, &mut visit)?;
+        }
+        if let chain::Walk::Missing { key: missing, newer } = walked {
+            let missing = compact::blob_version(&missing).map_or(missing.clone(), |v| v.into_owned());
+            return Err(Error::corrupt(match newer {
+                None => format!(
+                    "channel '{channel}' version {missing} of thread '{thread}' (namespace '{ns}') has no stored \
+                     value"
+                ),
+                Some(k) => format!(
+                    "blob {channel}@{missing} of thread '{thread}' is missing, but version {} extends it",
+                    compact::blob_version(&k).map_or(k.clone(), |v| v.into_owned())
+                ),
+            }));
+        }
+        let Some((start, whole)) = start else {
+            return Err(Error::corrupt(format!("blob {channel}@{} of thread '{thread}': no value", key.3)));
+        };
+        if let Some((version, cost)) = whole {
+            let cur = key_of(&version);
+            self.values.insert(cur.clone(), start.clone(), cost);
+            memo.insert(cur, start.clone());
+        }
+        if deltas.is_empty() {
             return Ok(start);
         }
         // The elements of every delta, oldest first, in one new piece on top
-        // of the start: each version on the path is a prefix of it.
-        let mut all = Vec::new();
-        let mut ends = Vec::with_capacity(path.len());
-        for (k, tag, bytes) in path.iter().rev() {
-            match self.serde.loads_typed(tag, bytes)? {
-                Value::Array(items) => all.extend(items.into_iter().map(Arc::new)),
-                _ => {
-                    return Err(Error::corrupt(format!(
-                        "blob {channel}@{k} of thread '{thread}': a delta is not a list"
-                    )))
-                }
-            }
-            ends.push(all.len());
+        // of the start: each version on the way is a prefix of it.
+        let cost: usize = deltas.iter().map(|d| d.2).sum();
+        let mut all = Vec::with_capacity(deltas.iter().map(|d| d.1.len()).sum());
+        let mut ends = Vec::with_capacity(deltas.len());
+        for (version, items, _) in deltas.into_iter().rev() {
+            all.extend(items.into_iter().map(Arc::new));
+            ends.push((version, all.len()));
         }
         let start_len = start.as_ref().and_then(|v| v.as_list()).map(|l| l.len());
-        let tip = start.as_ref().and_then(|b| b.appended(all));
-        let (Some(tip), Some(start_len)) = (tip, start_len) else {
-            let k = &path[path.len() - 1].0;
+        let (Some(tip), Some(start_len)) = (start.as_ref().and_then(|b| b.appended(all)), start_len) else {
             return Err(Error::corrupt(format!(
-                "blob {channel}@{k} of thread '{thread}': its base is not a list"
+                "blob {channel}@{} of thread '{thread}': its base is not a list",
+                key.3
             )));
         };
-        let cost: usize = path.iter().map(|(_, _, b)| b.len()).sum();
-        for ((k, _, _), end) in path.into_iter().rev().zip(ends) {
-            let v = tip.prefix(start_len + end);
-            if k == key.3 {
-                self.values.insert(key.clone(), v.clone(), cost);
-                memo.insert(key.clone(), v);
-            } else if share {
-                memo.insert(key_of(&k), v);
+        if share {
+            for (version, end) in ends {
+                if let Some(version) = version {
+                    memo.insert(key_of(&version), tip.prefix(start_len + end));
+                }
             }
         }
+        self.values.insert(key.clone(), Some(tip.clone()), cost);
+        memo.insert(key.clone(), Some(tip.clone()));
         Ok(Some(tip))
     }
 
@@ -420,6 +398,10 @@ impl Checkpointer {
         Ok(out)
     }
 }
+
+/// Where a chain's deltas start: a value, and (version, stored size) if it
+/// was read now (stored whole) rather than already known.
+type Start = (Option<ChannelValue>, Option<(String, usize)>);
 
 /// (thread, namespace, checkpoint id) of a row.
 pub(super) type RowKey = (String, String, String);
@@ -538,227 +520,4 @@ fn for_each_legacy_write(
         }
     }
     Ok(())
-}
-
-/// (thread, namespace, channel).
-type ChannelKey = (String, String, String);
-
-/// What one read of stored bytes keeps between blobs: the
-/// `checkpoint_blobs` rows read so far, and per channel the last list it
-/// handed out (a history read goes newest first, and a version stored as a
-/// delta's base is a prefix of the delta's version).
-#[derive(Default)]
-pub(super) struct Pieces {
-    rows: HashMap<BlobKey, BlobRow>,
-    last: HashMap<ChannelKey, Last>,
-}
-
-/// A list as a range of a shared buffer: `count` elements whose encodings
-/// are `buf[start..end]`. Older versions cut from it share the buffer.
-struct Last {
-    version: String,
-    buf: Arc<Vec<u8>>,
-    count: usize,
-    start: usize,
-    end: usize,
-}
-
-impl Last {
-    /// The full encoding: a header, then the elements.
-    fn bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.end - self.start + 5);
-        delta::write_array_header(&mut out, self.count);
-        out.extend_from_slice(&self.buf[self.start..self.end]);
-        out
-    }
-}
-
-impl Pieces {
-    pub(super) fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    pub(super) fn clear(&mut self) {
-        self.rows.clear();
-        self.last.clear();
-    }
-
-    /// The list of `key`'s version cut from the last list handed out for
-    /// its channel, if that one's version is a delta whose base is `key`
-    /// (its row read now if this read has not yet).
-    fn parent_of_last(&mut self, conn: &Connection, key: &BlobKey) -> Result<Option<Last>> {
-        let channel = (key.0.clone(), key.1.clone(), key.2.clone());
-        let Some(last) = self.last.get(&channel) else { return Ok(None) };
-        let child = (key.0.clone(), key.1.clone(), key.2.clone(), last.version.clone());
-        if !self.rows.contains_key(&child) {
-            let Some(row) = read_blob_row(conn, &child)? else { return Ok(None) };
-            self.rows.insert(child.clone(), row);
-        }
-        let (Some(last), Some(row)) = (self.last.get(&channel), self.rows.get(&child)) else {
-            return Ok(None);
-        };
-        if row.base.as_deref() != Some(key.3.as_str()) {
-            return Ok(None);
-        }
-        let Some(tail) = row.bytes.as_deref() else { return Ok(None) };
-        let Some((tail_count, tail_header)) = delta::array_header(tail) else { return Ok(None) };
-        let (Some(count), Some(end)) =
-            (last.count.checked_sub(tail_count), last.end.checked_sub(tail.len() - tail_header))
-        else {
-            return Ok(None);
-        };
-        if end < last.start {
-            return Ok(None);
-        }
-        Ok(Some(Last { version: key.3.clone(), buf: last.buf.clone(), count, start: last.start, end }))
-    }
-
-    /// Remembers `bytes` (a full encoding) as the last list handed out for
-    /// `key`'s channel; not a list: nothing to cut from.
-    pub(super) fn set_last_shared(&mut self, key: &BlobKey, buf: Arc<Vec<u8>>) {
-        let channel = (key.0.clone(), key.1.clone(), key.2.clone());
-        match delta::array_header(&buf) {
-            Some((count, start)) => {
-                let end = buf.len();
-                self.last.insert(channel, Last { version: key.3.clone(), buf, count, start, end });
-            }
-            None => {
-                self.last.remove(&channel);
-            }
-        }
-    }
-}
-
-/// The type tag and full bytes of a blob, following its chain of deltas back
-/// to the full blob it starts from and reassembling them. `None` if the
-/// blob does not exist.
-pub(super) fn load_blob_bytes(conn: &Connection, key: &BlobKey) -> Result<Option<(String, Vec<u8>)>> {
-    blob_bytes(conn, key, &mut Pieces::default())
-}
-
-/// [`load_blob_bytes`], keeping the rows it reads in `pieces` (and using
-/// those already there): a delta's whole chain is one range read, and the
-/// versions of one list read in one history share it.
-pub(super) fn blob_bytes(
-    conn: &Connection,
-    key: &BlobKey,
-    pieces: &mut Pieces,
-) -> Result<Option<(String, Vec<u8>)>> {
-    if let Some(last) = pieces.parent_of_last(conn, key)? {
-        let full = last.bytes();
-        pieces.last.insert((key.0.clone(), key.1.clone(), key.2.clone()), last);
-        return Ok(Some(("msgpack".into(), full)));
-    }
-    let (thread, ns, channel) = (&key.0, &key.1, &key.2);
-    let key_of = |v: &str| -> BlobKey { (thread.clone(), ns.clone(), channel.clone(), v.to_string()) };
-    let mut version = key.3.clone();
-    // Keys from `key` back to its full blob, newest first.
-    let mut path: Vec<BlobKey> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let mut chain_read = false;
-    loop {
-        let k = key_of(&version);
-        if !pieces.rows.contains_key(&k) {
-            let Some(row) = read_blob_row(conn, &k)? else {
-                return match path.last() {
-                    None => Ok(None),
-                    Some(newer) => Err(Error::corrupt(format!(
-                        "blob {channel}@{version} of thread '{thread}' is missing, but version {} extends it",
-                        newer.3
-                    ))),
-                };
-            };
-            // A delta: the rest of its chain in one read.
-            if let (false, Some(_), Some(root)) = (chain_read, &row.base, &row.root) {
-                if sorts_by_counter(&version) {
-                    for (v, r) in read_chain(conn, thread, ns, channel, root, &version)? {
-                        pieces.rows.insert(key_of(&v), r);
-                    }
-                    chain_read = true;
-                }
-            }
-            pieces.rows.insert(k.clone(), row);
-        }
-        let base = pieces.rows[&k].base.clone();
-        path.push(k);
-        match base {
-            None => break,
-            Some(b) => {
-                if path.len() as i64 >= delta::MAX_CHAIN || !seen.insert(b.clone()) {
-                    return Err(Error::corrupt(format!("blob {channel}@{}: its delta chain loops", key.3)));
-                }
-                version = b;
-            }
-        }
-    }
-    let tag = pieces.rows[&path[0]].tag.clone().unwrap_or_else(|| "null".into());
-    let bytes_of = |k: &BlobKey| pieces.rows[k].bytes.as_deref().unwrap_or(&[]);
-    if let [only] = path.as_slice() {
-        let full = bytes_of(only).to_vec();
-        if tag == "msgpack" {
-            pieces.set_last_shared(key, Arc::new(full.clone()));
-        }
-        return Ok(Some((tag, full)));
-    }
-    let refs: Vec<&[u8]> = path.iter().rev().map(bytes_of).collect();
-    let full = delta::assemble(&refs).ok_or_else(|| {
-        Error::corrupt(format!("blob {channel}@{} of thread '{thread}': a delta is not a list", key.3))
-    })?;
-    pieces.set_last_shared(key, Arc::new(full.clone()));
-    Ok(Some((tag, full)))
-}
-
-/// The `checkpoint_blobs` row of `key`, if there is one. A file opened read
-/// only in a format before blob keys (migration 7) holds versions as they
-/// are: there a key not found is looked up once more as it is.
-fn read_blob_row(conn: &Connection, key: &BlobKey) -> Result<Option<BlobRow>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
-         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
-    )?;
-    let stored = compact::blob_key(&key.3);
-    let mut get = |version: &str| {
-        stmt.query_row(params![key.0, key.1, key.2, version], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
-        .optional()
-    };
-    let mut found = get(&stored)?;
-    // Only in a file of the older layout (its blobs still have `created_at`):
-    // in the current one the plain text may be the key of another version
-    // (`~A1.x` is how `{1:032}.x` is keyed), and a missing row must not read
-    // as that one.
-    if found.is_none()
-        && stored != key.3.as_str()
-        && crate::inspect::has_column(conn, "checkpoint_blobs", "created_at")?
-    {
-        found = get(&key.3)?;
-    }
-    found.map(|(tag, bytes, base, root)| BlobRow::new(tag, bytes, base, root)).transpose()
-}
-
-/// The rows of the chain rooted at `root`, up to `version`, by version
-/// (string versions sort by counter, so a chain lies within [root,
-/// version]).
-fn read_chain(
-    conn: &Connection,
-    thread: &str,
-    ns: &str,
-    channel: &str,
-    root: &str,
-    version: &str,
-) -> Result<HashMap<String, BlobRow>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT version, type, blob, base_version, root_version FROM checkpoint_blobs \
-         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version >= ?4 AND version <= ?5 \
-           AND (version = ?4 OR root_version = ?4)",
-    )?;
-    let mut rows =
-        stmt.query(params![thread, ns, channel, compact::blob_key(root), compact::blob_key(version)])?;
-    let mut out = HashMap::new();
-    while let Some(r) = rows.next()? {
-        let version = compact::blob_version_of(r.get(0)?)?;
-        out.insert(version, BlobRow::new(r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)?);
-    }
-    Ok(out)
 }

@@ -9,11 +9,12 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{Map, Value};
 
 use super::cache::BlobKey;
+use super::chain::load_blob_bytes;
 use super::compact;
 use super::delta;
 use super::maintain::trim;
 use super::packed::{self, Entry};
-use super::read::{find_row, load_blob_bytes, parse_row};
+use super::read::{find_row, parse_row};
 use super::retention::Retention;
 use super::row;
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, Metadata};

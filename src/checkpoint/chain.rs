@@ -1,0 +1,348 @@
+//! Reading `checkpoint_blobs`: a value stored whole, or as a chain of
+//! deltas (each a list's appended elements) back to a value stored whole.
+//! String versions sort by their counter, so a chain lies within one key
+//! range and is read with one range query, newest first.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::cache::BlobKey;
+use super::compact;
+use super::delta;
+use crate::error::{Error, Result};
+
+/// A `checkpoint_blobs` row as a read needs it.
+pub(super) struct BlobRow {
+    tag: Option<String>,
+    bytes: Option<Vec<u8>>,
+    base: Option<String>,
+    root: Option<String>,
+}
+
+impl BlobRow {
+    /// A row from its columns, its versions as they were written.
+    fn new(
+        tag: Option<String>,
+        bytes: Option<Vec<u8>>,
+        base: Option<String>,
+        root: Option<String>,
+    ) -> Result<Self> {
+        let base = base.map(compact::blob_version_of).transpose()?;
+        let root = root.map(compact::blob_version_of).transpose()?;
+        Ok(BlobRow { tag, bytes, base, root })
+    }
+}
+
+/// True for LangGraph's string versions (`"{counter:032}.{random}"`), whose
+/// text order is their counter's order.
+fn sorts_by_counter(version: &str) -> bool {
+    let b = version.as_bytes();
+    b.len() > 32 && b[32] == b'.' && b[..32].iter().all(u8::is_ascii_digit)
+}
+
+/// (thread, namespace, channel).
+type ChannelKey = (String, String, String);
+
+/// What one read of stored bytes keeps between blobs: the
+/// `checkpoint_blobs` rows read so far, and per channel the last list it
+/// handed out (a history read goes newest first, and a version stored as a
+/// delta's base is a prefix of the delta's version).
+#[derive(Default)]
+pub(super) struct Pieces {
+    rows: HashMap<BlobKey, BlobRow>,
+    last: HashMap<ChannelKey, Last>,
+}
+
+/// A list as a range of a shared buffer: `count` elements whose encodings
+/// are `buf[start..end]`. Older versions cut from it share the buffer.
+struct Last {
+    version: String,
+    buf: Arc<Vec<u8>>,
+    count: usize,
+    start: usize,
+    end: usize,
+}
+
+impl Last {
+    /// The full encoding: a header, then the elements.
+    fn bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.end - self.start + 5);
+        delta::write_array_header(&mut out, self.count);
+        out.extend_from_slice(&self.buf[self.start..self.end]);
+        out
+    }
+}
+
+impl Pieces {
+    pub(super) fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.rows.clear();
+        self.last.clear();
+    }
+
+    /// The list of `key`'s version cut from the last list handed out for
+    /// its channel, if that one's version is a delta whose base is `key`
+    /// (its row read now if this read has not yet).
+    fn parent_of_last(&mut self, conn: &Connection, key: &BlobKey) -> Result<Option<Last>> {
+        let channel = (key.0.clone(), key.1.clone(), key.2.clone());
+        let Some(last) = self.last.get(&channel) else { return Ok(None) };
+        let child = (key.0.clone(), key.1.clone(), key.2.clone(), last.version.clone());
+        if !self.rows.contains_key(&child) {
+            let Some(row) = read_blob_row(conn, &child)? else { return Ok(None) };
+            self.rows.insert(child.clone(), row);
+        }
+        let (Some(last), Some(row)) = (self.last.get(&channel), self.rows.get(&child)) else {
+            return Ok(None);
+        };
+        if row.base.as_deref() != Some(key.3.as_str()) {
+            return Ok(None);
+        }
+        let Some(tail) = row.bytes.as_deref() else { return Ok(None) };
+        let Some((tail_count, tail_header)) = delta::array_header(tail) else { return Ok(None) };
+        let (Some(count), Some(end)) =
+            (last.count.checked_sub(tail_count), last.end.checked_sub(tail.len() - tail_header))
+        else {
+            return Ok(None);
+        };
+        if end < last.start {
+            return Ok(None);
+        }
+        Ok(Some(Last { version: key.3.clone(), buf: last.buf.clone(), count, start: last.start, end }))
+    }
+
+    /// Remembers `bytes` (a full encoding) as the last list handed out for
+    /// `key`'s channel; not a list: nothing to cut from.
+    pub(super) fn set_last_shared(&mut self, key: &BlobKey, buf: Arc<Vec<u8>>) {
+        let channel = (key.0.clone(), key.1.clone(), key.2.clone());
+        match delta::array_header(&buf) {
+            Some((count, start)) => {
+                let end = buf.len();
+                self.last.insert(channel, Last { version: key.3.clone(), buf, count, start, end });
+            }
+            None => {
+                self.last.remove(&channel);
+            }
+        }
+    }
+}
+
+/// The type tag and full bytes of a blob, following its chain of deltas back
+/// to the full blob it starts from and reassembling them. `None` if the
+/// blob does not exist.
+pub(super) fn load_blob_bytes(conn: &Connection, key: &BlobKey) -> Result<Option<(String, Vec<u8>)>> {
+    blob_bytes(conn, key, &mut Pieces::default())
+}
+
+/// [`load_blob_bytes`], keeping the rows it reads in `pieces` (and using
+/// those already there): a delta's whole chain is one range read, and the
+/// versions of one list read in one history share it.
+pub(super) fn blob_bytes(
+    conn: &Connection,
+    key: &BlobKey,
+    pieces: &mut Pieces,
+) -> Result<Option<(String, Vec<u8>)>> {
+    if let Some(last) = pieces.parent_of_last(conn, key)? {
+        let full = last.bytes();
+        pieces.last.insert((key.0.clone(), key.1.clone(), key.2.clone()), last);
+        return Ok(Some(("msgpack".into(), full)));
+    }
+    let (thread, ns, channel) = (&key.0, &key.1, &key.2);
+    let key_of = |v: &str| -> BlobKey { (thread.clone(), ns.clone(), channel.clone(), v.to_string()) };
+    let mut version = key.3.clone();
+    // Keys from `key` back to its full blob, newest first.
+    let mut path: Vec<BlobKey> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut chain_read = false;
+    loop {
+        let k = key_of(&version);
+        if !pieces.rows.contains_key(&k) {
+            let Some(row) = read_blob_row(conn, &k)? else {
+                return match path.last() {
+                    None => Ok(None),
+                    Some(newer) => Err(Error::corrupt(format!(
+                        "blob {channel}@{version} of thread '{thread}' is missing, but version {} extends it",
+                        newer.3
+                    ))),
+                };
+            };
+            // A delta: the rest of its chain in one read.
+            if let (false, Some(_), Some(root)) = (chain_read, &row.base, &row.root) {
+                if sorts_by_counter(&version) {
+                    for (v, r) in read_chain(conn, thread, ns, channel, root, &version)? {
+                        pieces.rows.insert(key_of(&v), r);
+                    }
+                    chain_read = true;
+                }
+            }
+            pieces.rows.insert(k.clone(), row);
+        }
+        let base = pieces.rows[&k].base.clone();
+        path.push(k);
+        match base {
+            None => break,
+            Some(b) => {
+                if path.len() as i64 >= delta::MAX_CHAIN || !seen.insert(b.clone()) {
+                    return Err(Error::corrupt(format!("blob {channel}@{}: its delta chain loops", key.3)));
+                }
+                version = b;
+            }
+        }
+    }
+    let tag = pieces.rows[&path[0]].tag.clone().unwrap_or_else(|| "null".into());
+    let bytes_of = |k: &BlobKey| pieces.rows[k].bytes.as_deref().unwrap_or(&[]);
+    if let [only] = path.as_slice() {
+        let full = bytes_of(only).to_vec();
+        if tag == "msgpack" {
+            pieces.set_last_shared(key, Arc::new(full.clone()));
+        }
+        return Ok(Some((tag, full)));
+    }
+    let refs: Vec<&[u8]> = path.iter().rev().map(bytes_of).collect();
+    let full = delta::assemble(&refs).ok_or_else(|| {
+        Error::corrupt(format!("blob {channel}@{} of thread '{thread}': a delta is not a list", key.3))
+    })?;
+    pieces.set_last_shared(key, Arc::new(full.clone()));
+    Ok(Some((tag, full)))
+}
+
+/// The `checkpoint_blobs` row of `key`, if there is one. A file opened read
+/// only in a format before blob keys (migration 7) holds versions as they
+/// are: there a key not found is looked up once more as it is.
+fn read_blob_row(conn: &Connection, key: &BlobKey) -> Result<Option<BlobRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
+         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
+    )?;
+    let stored = compact::blob_key(&key.3);
+    let mut get = |version: &str| {
+        stmt.query_row(params![key.0, key.1, key.2, version], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .optional()
+    };
+    let mut found = get(&stored)?;
+    // Only in a file of the older layout (its blobs still have `created_at`):
+    // in the current one the plain text may be the key of another version
+    // (`~A1.x` is how `{1:032}.x` is keyed), and a missing row must not read
+    // as that one.
+    if found.is_none()
+        && stored != key.3.as_str()
+        && crate::inspect::has_column(conn, "checkpoint_blobs", "created_at")?
+    {
+        found = get(&key.3)?;
+    }
+    found.map(|(tag, bytes, base, root)| BlobRow::new(tag, bytes, base, root)).transpose()
+}
+
+/// The rows of the chain rooted at `root`, up to `version`, by version
+/// (string versions sort by counter, so a chain lies within [root,
+/// version]).
+fn read_chain(
+    conn: &Connection,
+    thread: &str,
+    ns: &str,
+    channel: &str,
+    root: &str,
+    version: &str,
+) -> Result<HashMap<String, BlobRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT version, type, blob, base_version, root_version FROM checkpoint_blobs \
+         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version >= ?4 AND version <= ?5 \
+           AND (version = ?4 OR root_version = ?4)",
+    )?;
+    let mut rows =
+        stmt.query(params![thread, ns, channel, compact::blob_key(root), compact::blob_key(version)])?;
+    let mut out = HashMap::new();
+    while let Some(r) = rows.next()? {
+        let version = compact::blob_version_of(r.get(0)?)?;
+        out.insert(version, BlobRow::new(r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)?);
+    }
+    Ok(out)
+}
+
+/// One row of a chain, borrowed from the query that read it.
+pub(super) struct Link<'a> {
+    /// The stored version (a blob key, see [`compact::blob_key`]).
+    pub(super) key: &'a str,
+    pub(super) tag: &'a str,
+    pub(super) bytes: &'a [u8],
+    /// The stored version of the blob this one extends: `None` for a value
+    /// stored whole.
+    pub(super) base: Option<&'a str>,
+}
+
+/// How [`walk`] ended.
+pub(super) enum Walk {
+    /// At a value stored whole, or where the visitor said stop.
+    Done,
+    /// The row of this stored version is missing; `newer` is the stored
+    /// version of the row that extends it (`None`: the first one).
+    Missing { key: String, newer: Option<String> },
+}
+
+/// Visits the blob rows of `channel` from the stored version `key` back
+/// along their bases, newest first, until a row stored whole or until
+/// `visit` returns `false`. Rows are read by one range query in descending
+/// key order (a chain of counter-ordered versions is a run of that range);
+/// a link the range does not hold next is looked up by a new query at its
+/// key, so versions in any order are followed.
+///
+/// # Errors
+/// [`Error::Corrupt`] if a chain loops; what `visit` returns; database
+/// errors.
+pub(super) fn walk(
+    conn: &Connection,
+    (thread, ns, channel): (&str, &str, &str),
+    key: &str,
+    mut visit: impl FnMut(Link<'_>) -> Result<bool>,
+) -> Result<Walk> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT version, type, blob, base_version FROM checkpoint_blobs \
+         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version <= ?4 ORDER BY version DESC",
+    )?;
+    let mut expected = key.to_string();
+    let mut newer: Option<String> = None;
+    // Keys a new query started at: one seen twice is a loop.
+    let mut restarts = std::collections::HashSet::new();
+    loop {
+        if !restarts.insert(expected.clone()) {
+            return Err(Error::corrupt(format!(
+                "blob {channel}@{key} of thread '{thread}': its delta chain loops"
+            )));
+        }
+        let mut rows = stmt.query(params![thread, ns, channel, expected])?;
+        let mut found = false;
+        while let Some(r) = rows.next()? {
+            let k = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+            if k != expected {
+                break;
+            }
+            found = true;
+            let link = Link {
+                key: k,
+                tag: r.get_ref(1)?.as_str_or_null().map_err(rusqlite::Error::from)?.unwrap_or("null"),
+                bytes: r.get_ref(2)?.as_bytes_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default(),
+                base: r.get_ref(3)?.as_str_or_null().map_err(rusqlite::Error::from)?,
+            };
+            let base = link.base;
+            if !visit(link)? {
+                return Ok(Walk::Done);
+            }
+            let Some(base) = base else { return Ok(Walk::Done) };
+            newer = Some(std::mem::replace(&mut expected, base.to_string()));
+            // A base that does not sort below its delta is not next in
+            // this range: a new query finds it.
+            if expected.as_str() >= k {
+                break;
+            }
+        }
+        if !found {
+            return Ok(Walk::Missing { key: expected, newer });
+        }
+    }
+}
