@@ -474,14 +474,14 @@ pub(super) fn for_each_write(
 /// The bytes of a pending write stored as a reference to the delta row
 /// (`version`, a blob key) of `channel` in the write's thread and namespace.
 fn shared_write(conn: &Connection, key: &RowKey, channel: &str, version: &str) -> Result<Vec<u8>> {
-    conn.prepare_cached(
-        "SELECT blob FROM checkpoint_blobs \
-         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
-    )?
-    .query_row(params![key.0, key.1, channel, version], |r| r.get::<_, Option<Vec<u8>>>(0))
-    .optional()?
-    .flatten()
-    .ok_or_else(|| {
+    // The first row of a chain walk is the row itself (one statement for
+    // every blob read: a fresh connection prepares it once).
+    let mut bytes = None;
+    chain::walk(conn, (&key.0, &key.1, channel), version, |link| {
+        bytes = Some(link.bytes.to_vec());
+        Ok(false)
+    })?;
+    bytes.ok_or_else(|| {
         Error::corrupt(format!(
             "a pending write on checkpoint {} of thread '{}' is the value of {channel}@{version}, which is missing",
             key.2, key.0
