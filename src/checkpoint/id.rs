@@ -13,11 +13,30 @@ const GREGORIAN_OFFSET: u64 = 0x01B2_1DD2_1381_4000;
 
 static LAST_TS100: AtomicU64 = AtomicU64::new(0);
 
+/// 64 random bits from a per-thread SplitMix64 stream seeded by the OS
+/// (a v4 UUID's 122 random bits): a version's random suffix and an id's node
+/// need to differ between writers, not to be secret, and one `getrandom`
+/// system call per version cost more than the rest of making it. The stream
+/// is seeded again in a forked child (its process id differs), so parent
+/// and child never continue the same stream.
 fn random_u64() -> u64 {
-    // A v4 UUID has 122 random bits; its version and variant bits sit in
-    // different halves, so XOR-ing the halves gives 64 random bits.
-    let x = Uuid::new_v4().as_u128();
-    (x >> 64) as u64 ^ x as u64
+    thread_local! {
+        static STREAM: std::cell::Cell<(u32, u64)> = const { std::cell::Cell::new((0, 0)) };
+    }
+    STREAM.with(|cell| {
+        let (pid, mut state) = cell.get();
+        let now = std::process::id();
+        if pid != now {
+            let x = Uuid::new_v4().as_u128();
+            state = (x >> 64) as u64 ^ x as u64;
+        }
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        cell.set((now, state));
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    })
 }
 
 /// A new UUIDv6, built the way LangGraph's `uuid6(clock_seq=...)` builds it.
@@ -135,6 +154,24 @@ pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Forks of one parent take versions with the same counter: their random
+    /// suffixes must differ, within a thread and across threads (each has its
+    /// own stream, seeded apart).
+    #[test]
+    fn version_suffixes_differ_within_and_across_threads() {
+        let make = || (0..2000).map(|_| next_version(None).to_string()).collect::<Vec<_>>();
+        let mut all: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4).map(|_| s.spawn(make)).collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        all.extend(make());
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), n);
+        assert!(all.iter().all(|v| v.starts_with("00000000000000000000000000000001.")));
+    }
 
     #[test]
     fn ids_are_strictly_increasing_version_6_and_clock_seq_is_settable() {

@@ -452,29 +452,43 @@ impl WritesJob {
     /// Stores `new` (this job's entries) in the task's row, merged into
     /// what it holds by LangGraph's rules ([`packed::merge`]).
     pub(super) fn merge_into(&self, tx: &Connection, new: Vec<Entry>) -> Result<()> {
-        let stored: Option<(String, Vec<u8>)> = tx
+        // Most often the task has no row yet: insert it, and merge only if
+        // one is there (one B-tree seek instead of a read and then a write).
+        let fresh = packed::merge(Vec::new(), new, self.upsert);
+        let inserted = tx
+            .prepare_cached(
+                "INSERT INTO checkpoint_writes \
+                 (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, n, writes) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![
+                self.thread,
+                self.ns,
+                self.checkpoint_id,
+                self.task_id,
+                self.task_path,
+                fresh.len() as i64,
+                packed::pack(&fresh)
+            ])?;
+        if inserted == 1 {
+            return Ok(());
+        }
+        let (path, bytes): (String, Vec<u8>) = tx
             .prepare_cached(
                 "SELECT task_path, writes FROM checkpoint_writes \
                  WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND task_id = ?4",
             )?
             .query_row(params![self.thread, self.ns, self.checkpoint_id, self.task_id], |r| {
                 Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()?;
-        let (task_path, entries) = match stored {
-            None => (self.task_path.as_str(), packed::merge(Vec::new(), new, self.upsert)),
-            Some((path, bytes)) => {
-                let old = packed::unpack_row(&bytes, &self.thread, &self.checkpoint_id, &self.task_id)?;
-                let merged = packed::merge(old.clone(), new, self.upsert);
-                if merged == old {
-                    return Ok(());
-                }
-                // An upsert replaces the rows it writes, task path included.
-                let path = if self.upsert { self.task_path.clone() } else { path };
-                return self.store(tx, &path, &merged);
-            }
-        };
-        self.store(tx, task_path, &entries)
+            })?;
+        let old = packed::unpack_row(&bytes, &self.thread, &self.checkpoint_id, &self.task_id)?;
+        let merged = packed::merge(old.clone(), fresh, self.upsert);
+        if merged == old {
+            return Ok(());
+        }
+        // An upsert replaces the rows it writes, task path included.
+        let path = if self.upsert { self.task_path.clone() } else { path };
+        self.store(tx, &path, &merged)
     }
 
     fn store(&self, tx: &Connection, task_path: &str, entries: &[Entry]) -> Result<()> {
