@@ -144,6 +144,66 @@ fn growing_msgpack_lists_are_stored_as_tails_and_listed_whole() {
     assert_eq!(ids, vec![configs[9].clone(), configs[8].clone(), configs[7].clone()]);
 }
 
+/// `list_encoded_sharing` gives each older version of an appended list as
+/// its length (a cut of the list returned just before it) instead of its
+/// bytes; a reader that keeps the last list per channel rebuilds exactly
+/// what `list_encoded` returns, across threads, forks and pages, in the
+/// writing process and in a fresh one.
+#[test]
+fn a_sharing_listing_cuts_older_lists_from_newer_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("share.db");
+    let writer = Db::open(&path).unwrap().checkpointer();
+    let configs = grow(&writer, 90);
+    // A fork from the 50th checkpoint, and a second thread.
+    writer.copy_thread("t", "u").unwrap();
+    let mut cp = Checkpoint::with_id(uuid6(Some(99)).to_string());
+    let v = ChannelVersions::from([("messages".to_string(), next_version(None))]);
+    cp.channel_versions = v.clone();
+    let forked: Vec<Value> = (0..50).map(msg).chain([json!("fork")]).collect();
+    let values = BTreeMap::from([("messages".to_string(), enc(&Value::Array(forked)))]);
+    writer.put_encoded(&configs[49], &cp, &values, &Metadata::new(), &v).unwrap();
+
+    let split = |b: &TypedBytes| -> Vec<rmpv::Value> {
+        match rmpv::decode::read_value(&mut b.bytes.as_slice()).unwrap() {
+            rmpv::Value::Array(items) => items,
+            other => vec![other],
+        }
+    };
+    for s in [writer.clone(), Db::open(&path).unwrap().checkpointer()] {
+        for query in [ListQuery::all(), ListQuery::thread("t").limit(40)] {
+            let whole: Vec<_> = s.list_encoded(&query).unwrap().collect::<Result<_, _>>().unwrap();
+            let shared: Vec<_> = s.list_encoded_sharing(&query).unwrap().collect::<Result<_, _>>().unwrap();
+            assert_eq!(whole.len(), shared.len());
+            let mut last: std::collections::HashMap<(String, String, String), Vec<rmpv::Value>> =
+                Default::default();
+            let mut cuts = 0;
+            for (w, t) in whole.iter().zip(&shared) {
+                assert_eq!(w.config, t.config);
+                assert!(w.prefixes.is_empty());
+                for (ch, b) in &w.values {
+                    let key = (t.config.thread_id.clone(), t.config.checkpoint_ns.clone(), ch.clone());
+                    let got = match (t.values.get(ch), t.prefixes.get(ch)) {
+                        (Some(bytes), None) => {
+                            assert_eq!(bytes, b);
+                            split(bytes)
+                        }
+                        (None, Some(&n)) => {
+                            cuts += 1;
+                            last[&key][..n].to_vec()
+                        }
+                        other => panic!("{ch}: {other:?}"),
+                    };
+                    assert_eq!(got, split(b), "{:?} {ch}", t.config);
+                    last.insert(key, got);
+                }
+            }
+            // Lists under 8 KiB are stored whole (not cut); the rest are.
+            assert!(cuts * 3 > shared.len() * 2, "{cuts} cuts in {} checkpoints", shared.len());
+        }
+    }
+}
+
 #[test]
 fn put_encoded_refuses_what_would_lose_data() {
     let s = Db::open_in_memory().unwrap().checkpointer();

@@ -172,7 +172,10 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
 
     # -- reading ---------------------------------------------------------
 
-    def _tuple(self, row: tuple) -> CheckpointTuple:
+    def _tuple(self, row: tuple, lists: dict | None = None) -> CheckpointTuple:
+        """A checkpoint from the native row. `lists` (a sharing listing):
+        the last list decoded per (thread, namespace, channel), which a value
+        given as `(channel, None, n)` is the first `n` elements of."""
         thread_id, ns, checkpoint_id, parent_id, checkpoint, metadata, values, writes = row
         checkpoint = json.loads(checkpoint)
         # Stored only when known (LangGraph writes None for "unknown").
@@ -181,7 +184,16 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         loads = self.serde.loads_typed
         versions = checkpoint.get("channel_versions", {})
         for channel, tag, data in values:
-            channel_values[channel] = loads((tag, data))
+            if tag is None:
+                value = lists[(thread_id, ns, channel)][:data]  # type: ignore[index]
+            else:
+                value = loads((tag, data))
+            channel_values[channel] = value
+            if lists is not None:
+                if type(value) is list and tag in (None, "msgpack"):
+                    lists[(thread_id, ns, channel)] = value
+                else:
+                    lists.pop((thread_id, ns, channel), None)
             self._remember(thread_id, ns, channel, versions.get(channel))
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}},
@@ -214,6 +226,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         configurable = (config or {}).get("configurable", {})
         thread_id = configurable.get("thread_id")
+        share = type(self.serde) is JsonPlusSerializer
         cursor = self._native.list(
             thread_id=None if thread_id is None else str(thread_id),
             checkpoint_ns=configurable.get("checkpoint_ns"),
@@ -221,9 +234,16 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
             filter=_dumps(_equality(filter)) if filter else None,
             before=get_checkpoint_id(before) if before else None,
             limit=limit,
+            share=share,
         )
+        # An older version of an appended message list is cut from the newer
+        # one already decoded: each message is decoded once per listing, and
+        # the checkpoints of one listing share message objects (as a list and
+        # its slice do). Only with LangGraph's own serde, whose msgpack lists
+        # decode element by element.
+        lists: dict | None = {} if share else None
         for row in cursor:
-            yield self._tuple(row)
+            yield self._tuple(row, lists)
 
     # -- writing ---------------------------------------------------------
 

@@ -55,6 +55,11 @@ impl Out {
         for (ch, tb) in &t.values {
             values.append((ch, &tb.tag, PyBytes::new(py, &tb.bytes)))?;
         }
+        // A list cut from the one this cursor returned before: (channel,
+        // None, its length).
+        for (ch, n) in &t.prefixes {
+            values.append((ch, py.None(), n))?;
+        }
         let writes = PyList::empty(py);
         for w in &t.pending_writes {
             writes.append((&w.task_id, &w.channel, &w.value.tag, PyBytes::new(py, &w.value.bytes)))?;
@@ -189,8 +194,11 @@ impl Saver {
         out.map(|o| o.into_py(py)).transpose()
     }
 
-    /// A cursor over the matching checkpoints, newest first.
-    #[pyo3(signature = (thread_id = None, checkpoint_ns = None, checkpoint_id = None, filter = None, before = None, limit = None))]
+    /// A cursor over the matching checkpoints, newest first. With `share`, a
+    /// `msgpack` list that is the start of the list this cursor returned for
+    /// its channel just before comes as `(channel, None, length)`
+    /// (`Checkpointer::list_encoded_sharing`).
+    #[pyo3(signature = (thread_id = None, checkpoint_ns = None, checkpoint_id = None, filter = None, before = None, limit = None, share = false))]
     fn list(
         &self,
         py: Python<'_>,
@@ -200,11 +208,14 @@ impl Saver {
         filter: Option<String>,
         before: Option<String>,
         limit: Option<usize>,
+        share: bool,
     ) -> PyResult<Cursor> {
         let saver = self.saver()?;
         let filter = filter.map(|f| parse::<serde_json::Value>("filter", &f)).transpose().map_err(to_py)?;
         let query = ListQuery { thread_id, checkpoint_ns, checkpoint_id, filter, before, limit };
-        let iter = py.detach(|| saver.list_encoded(&query)).map_err(to_py)?;
+        let iter = py
+            .detach(|| if share { saver.list_encoded_sharing(&query) } else { saver.list_encoded(&query) })
+            .map_err(to_py)?;
         Ok(Cursor { iter: Mutex::new(iter) })
     }
 

@@ -100,6 +100,42 @@ def test_a_growing_message_list_is_stored_as_its_new_messages(tmp_path):
     assert history[0].checkpoint["channel_values"]["messages"] == messages
 
 
+def test_list_decodes_each_message_once_and_equals_get_tuple(tmp_path):
+    """An older version of an appended list is cut from the newer one the
+    listing decoded (Checkpointer::list_encoded_sharing): every checkpoint
+    still equals what get_tuple reads, across threads and with a limit; the
+    checkpoints of one listing share message objects. A serde of yours is
+    given every version whole."""
+    path = str(tmp_path / "share.db")
+    saver = AgentStateSaver(path)
+    for thread in ("a", "b"):
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        versions, messages = None, []
+        for i in range(120):
+            messages = messages + [AIMessage(content=f"{thread} message {i} " * 20, id=f"{thread}{i}")]
+            config, versions = _put(saver, config, {"messages": messages}, versions, step=i)
+    fresh = AgentStateSaver(path)
+    for config, limit in (({"configurable": {"thread_id": "a"}}, None), (None, None), (None, 7)):
+        history = list(fresh.list(config, limit=limit))
+        assert len(history) == limit or len(history) in (120, 240)
+        for t in history:
+            got = fresh.get_tuple(t.config)
+            assert t.checkpoint["channel_values"] == got.checkpoint["channel_values"]
+            assert t.metadata == got.metadata
+    history = list(fresh.list({"configurable": {"thread_id": "b"}}))
+    newest, older = (t.checkpoint["channel_values"]["messages"] for t in history[:2])
+    assert older == newest[:-1] and older[0] is newest[0]
+    # A serde that is not LangGraph's own gets whole bytes for every version.
+    xor = AgentStateSaver(str(tmp_path / "xor.db"), serde=XorSerializer())
+    config, versions, messages = {"configurable": {"thread_id": "x", "checkpoint_ns": ""}}, None, []
+    for i in range(60):
+        messages = messages + [AIMessage(content=f"x {i} " * 40, id=str(i))]
+        config, versions = _put(xor, config, {"messages": messages}, versions, step=i)
+    listed = [t.checkpoint["channel_values"]["messages"] for t in xor.list({"configurable": {"thread_id": "x"}})]
+    assert listed == [messages[:n] for n in range(60, 0, -1)]
+    assert listed[1][0] is not listed[0][0]
+
+
 def test_write_behind_is_durable_after_flush_and_close(tmp_path):
     path = str(tmp_path / "wb.db")
     with AgentStateSaver.from_conn_string(path, write_behind=True) as saver:

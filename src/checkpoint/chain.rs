@@ -115,6 +115,16 @@ impl Pieces {
         Ok(Some(Last { version: key.3.clone(), buf: last.buf.clone(), count, start: last.start, end }))
     }
 
+    /// The number of elements of `key`'s list if it is the start of the
+    /// last list handed out for its channel (see [`Self::parent_of_last`]),
+    /// which it then becomes; `None` otherwise (nothing changes).
+    pub(super) fn cut_from_last(&mut self, conn: &Connection, key: &BlobKey) -> Result<Option<usize>> {
+        let Some(last) = self.parent_of_last(conn, key)? else { return Ok(None) };
+        let count = last.count;
+        self.last.insert((key.0.clone(), key.1.clone(), key.2.clone()), last);
+        Ok(Some(count))
+    }
+
     /// Remembers `bytes` (a full encoding) as the last list handed out for
     /// `key`'s channel; not a list: nothing to cut from.
     pub(super) fn set_last_shared(&mut self, key: &BlobKey, buf: Arc<Vec<u8>>) {

@@ -76,6 +76,11 @@ pub struct EncodedTuple {
     pub parent_config: Option<CheckpointConfig>,
     /// The writes stored for it, ordered by (task_path, task_id, idx), LangGraph's `writes_sort_key`.
     pub pending_writes: Vec<EncodedWrite>,
+    /// Only from [`Checkpointer::list_encoded_sharing`]: channels whose
+    /// value is the first `n` elements of the list this listing returned for
+    /// the same (thread, namespace, channel) just before (in `values` or
+    /// here), by channel. They are not in `values`. Always empty elsewhere.
+    pub prefixes: BTreeMap<String, usize>,
 }
 
 impl Checkpointer {
@@ -166,7 +171,7 @@ impl Checkpointer {
     /// - database errors.
     pub fn get_tuple_encoded(&self, config: &CheckpointConfig) -> Result<Option<EncodedTuple>> {
         self.cached_tuple(&self.encoded_tuples, config, |tx, row| {
-            Ok(self.assemble_encoded(tx, vec![row], &mut Pieces::default(), true)?.pop())
+            Ok(self.assemble_encoded(tx, vec![row], &mut Pieces::default(), true, false)?.pop())
         })
     }
 
@@ -179,19 +184,42 @@ impl Checkpointer {
     pub fn list_encoded(&self, query: &ListQuery) -> Result<ListIter<EncodedTuple>> {
         self.list_with(
             query,
-            |saver, tx, rows, _: &mut Memo, pieces| saver.assemble_encoded(tx, rows, pieces, false),
+            |saver, tx, rows, _: &mut Memo, pieces| saver.assemble_encoded(tx, rows, pieces, false, false),
+            |t| &t.config,
+        )
+    }
+
+    /// [`list_encoded`](Self::list_encoded) for a reader that decodes each
+    /// list element once: a `msgpack` list whose version is, element for
+    /// element, the start of the list this listing returned for its channel
+    /// just before (a thread's history read newest first: each older version
+    /// of an appended message list) comes as its length in
+    /// [`EncodedTuple::prefixes`] instead of its bytes. The reader keeps the
+    /// last list it decoded per (thread, namespace, channel) and cuts the
+    /// older one from it. This holds for a serializer whose `msgpack` arrays
+    /// decode element by element (LangGraph's `JsonPlusSerializer`).
+    ///
+    /// # Errors
+    /// As [`list_encoded`](Self::list_encoded).
+    pub fn list_encoded_sharing(&self, query: &ListQuery) -> Result<ListIter<EncodedTuple>> {
+        self.list_with(
+            query,
+            |saver, tx, rows, _: &mut Memo, pieces| saver.assemble_encoded(tx, rows, pieces, false, true),
             |t| &t.config,
         )
     }
 
     /// Attaches stored values and pending writes to raw rows (`cache`: keep
-    /// the values read from the file in the bytes cache).
+    /// the values read from the file in the bytes cache; `share`: a list cut
+    /// from the one returned before it comes as its length, see
+    /// [`list_encoded_sharing`](Self::list_encoded_sharing)).
     fn assemble_encoded(
         &self,
         conn: &Connection,
         rows: Vec<Row>,
         pieces: &mut Pieces,
         cache: bool,
+        share: bool,
     ) -> Result<Vec<EncodedTuple>> {
         let mut writes: std::collections::HashMap<RowKey, Vec<EncodedWrite>> = Default::default();
         for_each_write(conn, &rows, |key, task_id, channel, tag, bytes| {
@@ -208,12 +236,19 @@ impl Checkpointer {
             let mut inline = std::mem::take(&mut stored.channel_values);
             let mut channel_values = BTreeMap::new();
             let mut values = BTreeMap::new();
+            let mut prefixes = BTreeMap::new();
             for (ch, version) in &stored.channel_versions {
                 if let Some(v) = inline.remove(ch) {
                     channel_values.insert(ch.clone(), ChannelValue::from(v));
                     continue;
                 }
                 let key: BlobKey = (row.thread_id.clone(), row.ns.clone(), ch.clone(), version.to_string());
+                if share {
+                    if let Some(n) = pieces.cut_from_last(conn, &key)? {
+                        prefixes.insert(ch.clone(), n);
+                        continue;
+                    }
+                }
                 match self.stored_bytes(conn, &key, pieces, cache)? {
                     Some((tag, _)) if tag == "empty" => {}
                     Some((tag, bytes)) => {
@@ -231,7 +266,15 @@ impl Checkpointer {
             let (config, parent_config) = row_configs(&row);
             let key = (row.thread_id, row.ns, row.id);
             let pending_writes = writes.remove(&key).unwrap_or_default();
-            out.push(EncodedTuple { config, checkpoint, values, metadata, parent_config, pending_writes });
+            out.push(EncodedTuple {
+                config,
+                checkpoint,
+                values,
+                metadata,
+                parent_config,
+                pending_writes,
+                prefixes,
+            });
         }
         Ok(out)
     }
