@@ -425,6 +425,21 @@ impl Db {
         }
     }
 
+    /// [`submit`](Self::submit), and when the job ran in the caller, the
+    /// generation under which what it wrote may be cached
+    /// ([`Pooled::wrote_after`]); `None` if it was queued or committed
+    /// elsewhere, or the file moved meanwhile.
+    pub(crate) fn submit_tagged(&self, job: Job) -> Result<Option<u64>> {
+        if self.inner.committer.is_some() {
+            return self.submit(job).map(|()| None);
+        }
+        self.refuse_foreign()?;
+        let mut conn = self.conn()?;
+        let before = conn.generation()?;
+        write_on(&mut conn, self.inner.busy_timeout, |tx| job(tx))?;
+        Ok(conn.wrote_after(before))
+    }
+
     /// Waits for queued writes, if any: what runs next sees them.
     pub(crate) fn settle(&self) {
         if let Some(c) = &self.inner.committer {

@@ -239,6 +239,19 @@ impl<'a> Pooled<'a> {
         Ok(self.pool.generation.load(Ordering::SeqCst))
     }
 
+    /// After this connection committed a write: moves the pool's generation
+    /// past it now (not when the connection goes back) and returns the new
+    /// generation if nothing else moved it since `before` (this connection's
+    /// [`generation`](Self::generation), taken before the write). What the
+    /// write left in the file may then be cached under that generation: any
+    /// later change, observed by any connection, moves it on. `None`: some
+    /// other change was observed meanwhile; cache nothing.
+    pub(crate) fn wrote_after(&mut self, before: u64) -> Option<u64> {
+        let now = self.pool.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        self.changes_at_loan = self.total_changes();
+        (now == before + 1).then_some(now)
+    }
+
     /// The pool this connection came from.
     pub(crate) fn pool(&self) -> &'a Pool {
         self.pool

@@ -69,6 +69,28 @@ fn a_run_sees_what_others_stored_since_its_last_run() {
     assert_eq!(out["messages"].as_array().unwrap().len(), 6);
 }
 
+/// The head a run stored is reused without reading it back only while the
+/// file is unchanged: a thread deleted, or written through another handle
+/// on the same `Db`, in between is seen by the next run.
+#[test]
+fn the_stored_head_is_reused_only_while_the_file_is_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("head.db")).unwrap();
+    let a = graph(&db);
+    let t = CheckpointConfig::thread("t");
+    a.invoke(say("1"), &t).unwrap();
+    assert_eq!(contents(&a.invoke(say("2"), &t).unwrap()), ["1", "seen 1", "2", "seen 3"]);
+    db.checkpointer().delete_thread("t").unwrap();
+    assert_eq!(contents(&a.invoke(say("3"), &t).unwrap()), ["3", "seen 1"]);
+    // Another checkpointer on the same Db continues the thread by hand.
+    let saver = db.checkpointer();
+    let head = saver.get_tuple(&t).unwrap().unwrap();
+    saver.step(&head).set("n", json!(42)).commit().unwrap();
+    let out = a.invoke(say("4"), &t).unwrap();
+    assert_eq!(contents(&out), ["3", "seen 1", "4", "seen 3"]);
+    assert_eq!(a.get_state(&t).unwrap().values, out);
+}
+
 #[test]
 fn async_durability_has_stored_everything_when_invoke_returns() {
     let dir = tempfile::tempdir().unwrap();

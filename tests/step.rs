@@ -39,7 +39,8 @@ fn a_step_versions_what_changed_and_keeps_the_rest() {
     assert_eq!(second.metadata.step(), Some(0));
     assert_eq!(second.metadata.source(), Some("loop"));
     assert_eq!(second.parent_config.as_ref(), Some(&first.config));
-    // What commit returned is what a read returns.
+    // What commit returned is what a read returns (here from the cache;
+    // from the file in `a_committed_step_reads_back_as_returned_..`).
     assert_eq!(saver.get_tuple(&second.config).unwrap().unwrap(), second);
     // Clearing a channel keeps a version and drops the value.
     let third = saver.step(&second).clear("topic").commit().unwrap();
@@ -47,6 +48,39 @@ fn a_step_versions_what_changed_and_keeps_the_rest() {
     assert!(!read.checkpoint.channel_values.contains_key("topic"));
     assert!(read.checkpoint.channel_versions.contains_key("topic"));
     assert_eq!(read, third);
+}
+
+/// A step's returned tuple is what a read returns: from the file (a fresh
+/// handle), and from the writer's cache (its next `get_tuple` does not read
+/// the file again); any later change, here or in another process, is seen.
+#[test]
+fn a_committed_step_reads_back_as_returned_and_later_changes_are_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let db = Db::open(&path).unwrap();
+    let saver = db.checkpointer();
+    let latest = CheckpointConfig::thread("t");
+    let mut head = saver.start(&latest).set("n", json!(0)).commit().unwrap();
+    for i in 1..40 {
+        head = saver.step(&head).set("n", json!(i)).append("messages", [msg(i)]).commit().unwrap();
+        assert_eq!(saver.get_tuple(&latest).unwrap().unwrap(), head);
+        assert_eq!(saver.get_tuple(&head.config).unwrap().unwrap(), head);
+    }
+    assert_eq!(Db::open(&path).unwrap().checkpointer().get_tuple(&latest).unwrap().unwrap(), head);
+    // Writes stored after the step show up in the next read.
+    saver.put_writes(&head.config, &[("n", json!(99))], "task-1", "").unwrap();
+    let read = saver.get_tuple(&latest).unwrap().unwrap();
+    assert_eq!(read.pending_writes.len(), 1);
+    // Another process continues the thread: the writer sees the new head.
+    let other = Db::open(&path).unwrap().checkpointer();
+    let next = other.step(&read).set("n", json!(100)).commit().unwrap();
+    assert_eq!(saver.get_tuple(&latest).unwrap().unwrap(), next);
+    // A fork is cached by its id only: the head stays the newest.
+    let fork = saver.step(&head).fork().set("n", json!(-1)).commit().unwrap();
+    assert_eq!(saver.get_tuple(&fork.config).unwrap().unwrap(), fork);
+    let newest = saver.get_tuple(&latest).unwrap().unwrap();
+    let ids = [fork.checkpoint.id.clone(), next.checkpoint.id.clone()];
+    assert_eq!(newest.checkpoint.id, ids.into_iter().max().unwrap());
 }
 
 #[test]

@@ -209,6 +209,13 @@ impl Checkpointer {
         })
     }
 
+    /// The file's generation now (see `Pooled::generation`): it moves with
+    /// every change to the file, by this process or another.
+    pub(crate) fn generation(&self) -> Result<u64> {
+        self.db.settle();
+        self.db.conn()?.generation()
+    }
+
     /// The checkpoint of [`get_tuple`](Self::get_tuple), without the rest.
     ///
     /// # Errors

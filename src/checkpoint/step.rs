@@ -266,6 +266,14 @@ impl<'a> Step<'a> {
     /// - [`Error::Corrupt`](crate::Error::Corrupt) if the parent's stored list is missing.
     /// - database errors; nothing is written then.
     pub fn commit(self) -> Result<CheckpointTuple> {
+        Ok(self.commit_tagged()?.0)
+    }
+
+    /// [`commit`](Self::commit), and the file's generation right after it
+    /// if it committed in the caller and nothing else changed meanwhile: as
+    /// long as [`Checkpointer::generation`] still says so, the tuple is what
+    /// the file holds for the thread's head (or, for a fork, its id).
+    pub(crate) fn commit_tagged(self) -> Result<(CheckpointTuple, Option<u64>)> {
         let saver = self.saver;
         require_thread(&CheckpointConfig::thread(&self.thread))?;
         if let Some(ch) = self.versions.keys().find(|ch| !self.updates.contains_key(*ch)) {
@@ -383,14 +391,15 @@ impl<'a> Step<'a> {
             retention: saver.retention.clone(),
             serde: saver.serde.clone(),
         };
-        saver.submit_checkpoint(job, parent_writes)?;
-        Ok(CheckpointTuple {
+        let tag = saver.submit_checkpoint(job, parent_writes)?;
+        let tuple = CheckpointTuple {
             config: CheckpointConfig::canonical(thread, ns, &cp.id),
             parent_config: parent_id.as_deref().map(|p| CheckpointConfig::canonical(thread, ns, p)),
             checkpoint: cp,
             metadata,
             pending_writes: Vec::new(),
-        })
+        };
+        Ok((tuple, tag))
     }
 }
 

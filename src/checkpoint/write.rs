@@ -190,12 +190,16 @@ impl Checkpointer {
     /// caller, through the group committer, or behind the caller: see
     /// [`DbBuilder::write_behind`](crate::DbBuilder::write_behind)), and
     /// remembers its values.
-    pub(super) fn submit_checkpoint(&self, job: CheckpointJob, writes: Vec<WritesJob>) -> Result<()> {
+    pub(super) fn submit_checkpoint(
+        &self,
+        job: CheckpointJob,
+        writes: Vec<WritesJob>,
+    ) -> Result<Option<u64>> {
         let job = Arc::new(job);
         let run = job.clone();
-        self.db.submit(Box::new(move |tx| run.apply(tx, &writes)))?;
+        let tag = self.db.submit_tagged(Box::new(move |tx| run.apply(tx, &writes)))?;
         self.remember(&job.thread, &job.ns, &job.blobs);
-        Ok(())
+        Ok(tag)
     }
 
     /// A channel value as stored whole: (type tag, bytes).

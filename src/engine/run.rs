@@ -34,39 +34,78 @@ pub struct CompiledGraph {
 /// checkpoint whose values they are. The next run on the thread starts from
 /// them if that checkpoint is still the one it loads, instead of decoding
 /// the whole state again: a run's cost does not grow with the thread's
-/// history. Shared by the clones of a graph; a run takes its entry out, so
-/// two runs never share channels.
+/// history. With them, the checkpoint as the run stored it and the file's
+/// generation right after: while the generation has not moved, that is the
+/// thread's head and the next run does not read it back at all. Shared by
+/// the clones of a graph; a run takes its entry out, so two runs never
+/// share channels.
 #[derive(Clone, Default)]
 pub(crate) struct Live(Arc<std::sync::Mutex<LiveMap>>);
 
-/// (thread, namespace) -> (checkpoint id, channels).
-type LiveMap = std::collections::HashMap<(String, String), (String, Channels)>;
+/// (thread, namespace) -> (checkpoint id, channels, the stored checkpoint
+/// and the generation after it).
+type LiveMap =
+    std::collections::HashMap<(String, String), (String, Channels, Option<(CheckpointTuple, u64)>)>;
 
 /// Threads whose channels [`Live`] keeps at most (it forgets them all when
 /// full: a cache, never a source of truth).
 const LIVE_THREADS: usize = 256;
 
 impl Live {
+    fn lock(&self) -> std::sync::MutexGuard<'_, LiveMap> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Takes the channels of (thread, ns) if they are checkpoint `id`'s.
     pub(crate) fn take(&self, thread: &str, ns: &str, id: &str) -> Option<Channels> {
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let (cached_id, _) = m.get(&(thread.to_string(), ns.to_string()))?;
+        let mut m = self.lock();
+        let (cached_id, _, _) = m.get(&(thread.to_string(), ns.to_string()))?;
         if cached_id != id {
             return None;
         }
-        m.remove(&(thread.to_string(), ns.to_string())).map(|(_, c)| c)
+        m.remove(&(thread.to_string(), ns.to_string())).map(|(_, c, _)| c)
     }
 
-    /// Keeps `channels`, the values of checkpoint `id` of (thread, ns).
-    pub(crate) fn keep(&self, thread: &str, ns: &str, id: &str, channels: Channels) {
+    /// Whether a head checkpoint of (thread, ns) is kept (see `take_head`).
+    pub(crate) fn has_head(&self, thread: &str, ns: &str) -> bool {
+        self.lock().get(&(thread.to_string(), ns.to_string())).is_some_and(|(_, _, head)| head.is_some())
+    }
+
+    /// Takes the head checkpoint of (thread, ns) and its channels if they
+    /// were kept at `generation` (nothing in the file changed since).
+    pub(crate) fn take_head(
+        &self,
+        thread: &str,
+        ns: &str,
+        generation: u64,
+    ) -> Option<(CheckpointTuple, Channels)> {
+        let mut m = self.lock();
+        let key = (thread.to_string(), ns.to_string());
+        let (_, _, Some((_, tag))) = m.get(&key)? else { return None };
+        if *tag != generation {
+            return None;
+        }
+        m.remove(&key).and_then(|(_, c, head)| head.map(|(t, _)| (t, c)))
+    }
+
+    /// Keeps `channels`, the values of checkpoint `id` of (thread, ns), and
+    /// `head`: that checkpoint as stored, with the generation after it.
+    pub(crate) fn keep(
+        &self,
+        thread: &str,
+        ns: &str,
+        id: &str,
+        channels: Channels,
+        head: Option<(CheckpointTuple, u64)>,
+    ) {
         if id.is_empty() {
             return;
         }
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.lock();
         if m.len() >= LIVE_THREADS {
             m.clear();
         }
-        m.insert((thread.to_string(), ns.to_string()), (id.to_string(), channels));
+        m.insert((thread.to_string(), ns.to_string()), (id.to_string(), channels, head));
     }
 }
 
@@ -468,12 +507,26 @@ impl CompiledGraph {
     /// [`load`](Self::load), starting from the channels a run on the thread
     /// ended with if `reuse` and they are the loaded checkpoint's.
     pub(crate) fn load_from(&self, config: &CheckpointConfig, reuse: bool) -> Result<Loaded> {
-        let tuple = self.saver.get_tuple(config)?;
-        let mut cp = CpState::default();
-        let cached = match &tuple {
-            Some(t) if reuse => self.live.take(&config.thread_id, &config.checkpoint_ns, &t.checkpoint.id),
-            _ => None,
+        // The head the last run stored, if the file has not changed since.
+        let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
+        let head = match reuse && config.checkpoint_id.is_none() && self.live.has_head(thread, ns) {
+            true => self.live.take_head(thread, ns, self.saver.generation()?),
+            false => None,
         };
+        let (tuple, cached) = match head {
+            Some((t, channels)) => (Some(t), Some(channels)),
+            None => {
+                let tuple = self.saver.get_tuple(config)?;
+                let cached = match &tuple {
+                    Some(t) if reuse => {
+                        self.live.take(&config.thread_id, &config.checkpoint_ns, &t.checkpoint.id)
+                    }
+                    _ => None,
+                };
+                (tuple, cached)
+            }
+        };
+        let mut cp = CpState::default();
         let channels = match cached {
             Some(c)
                 if c.len() == self.graph.channels.len()
@@ -647,7 +700,7 @@ impl CompiledGraph {
         cp: &CpState,
         channels: &Channels,
         save: &Save<'_>,
-    ) -> Result<CheckpointTuple> {
+    ) -> Result<(CheckpointTuple, Option<u64>)> {
         let mut s = match parent {
             Some(p) if save.fork => self.saver.step(p).fork(),
             Some(p) => self.saver.step(p),
@@ -703,6 +756,6 @@ impl CompiledGraph {
                 .with("step", save.step)
                 .with("parents", Value::Object(save.parents.clone())),
         )
-        .commit()
+        .commit_tagged()
     }
 }

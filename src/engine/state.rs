@@ -126,7 +126,8 @@ impl CompiledGraph {
             writes: None,
         };
         let thread = CheckpointConfig::thread(&config.thread_id);
-        let tuple = self.commit(Some(&saved), &thread, &persisted, &loaded.cp, &loaded.channels, &save)?;
+        let (tuple, _) =
+            self.commit(Some(&saved), &thread, &persisted, &loaded.cp, &loaded.channels, &save)?;
         Ok(tuple.config)
     }
 }

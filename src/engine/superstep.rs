@@ -39,6 +39,9 @@ struct RunOne<'a> {
 struct Cursor<'a> {
     thread: CheckpointConfig,
     parent: Option<CheckpointTuple>,
+    /// The file's generation right after `parent` was stored by this run,
+    /// if known (see `Step::commit_tagged`).
+    tag: Option<u64>,
     /// The state as last stored (what the next checkpoint is diffed against).
     persisted: CpState,
     exit: bool,
@@ -95,6 +98,7 @@ impl CompiledGraph {
         let mut cur = Cursor {
             thread: thread.clone(),
             parent: tuple,
+            tag: None,
             persisted: cp.clone(),
             exit: ctx.durability == Durability::Exit,
             sync: ctx.durability == Durability::Sync,
@@ -413,16 +417,17 @@ impl CompiledGraph {
         }
         let writes = cur.last.take();
         let save = Save { source, step, updated, fork, parents: cur.parents, id: None, writes };
-        let tuple = match self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save) {
-            Ok(tuple) => tuple,
-            Err(e) => {
-                // The task's writes were in the failed transaction: store
-                // them alone (the error is the run's).
-                cur.last = save.writes;
-                let _ = self.store_last(cur);
-                return Err(e);
-            }
-        };
+        let (tuple, tag) =
+            match self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save) {
+                Ok(committed) => committed,
+                Err(e) => {
+                    // The task's writes were in the failed transaction: store
+                    // them alone (the error is the run's).
+                    cur.last = save.writes;
+                    let _ = self.store_last(cur);
+                    return Err(e);
+                }
+            };
         if cur.sync {
             self.saver.db().flush()?;
         }
@@ -430,6 +435,7 @@ impl CompiledGraph {
         cp.id.clone_from(&tuple.checkpoint.id);
         cur.persisted = cp.clone();
         cur.parent = Some(tuple);
+        cur.tag = tag;
         Ok(())
     }
 
@@ -439,7 +445,8 @@ impl CompiledGraph {
         let values = read_shared(&channels, &self.graph.state_keys);
         // Subgraph namespaces carry a task id: a later run does not reuse them.
         if cur.thread.checkpoint_ns.is_empty() {
-            self.live.keep(&cur.thread.thread_id, "", &cp.id, channels);
+            let head = cur.parent.as_ref().filter(|p| p.checkpoint.id == cp.id).cloned();
+            self.live.keep(&cur.thread.thread_id, "", &cp.id, channels, head.zip(cur.tag));
         }
         Outcome { values, interrupts }
     }
@@ -505,9 +512,12 @@ impl CompiledGraph {
                 id: Some(&cp.id),
                 writes: None,
             };
-            let tuple = self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save)?;
+            let (tuple, tag) =
+                self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save)?;
             mark_stored(channels);
-            id = tuple.checkpoint.id;
+            id.clone_from(&tuple.checkpoint.id);
+            cur.parent = Some(tuple);
+            cur.tag = tag;
         }
         for (task, path, writes) in std::mem::take(&mut cur.held) {
             self.saver.put_writes(&cur.thread.clone().at(&id), &writes, &task, &path)?;
