@@ -48,6 +48,8 @@ struct State {
     error: Option<Error>,
     /// Callers waiting in `flush`/`wait`, or for their own job: no lingering.
     waiters: usize,
+    /// `hurry` was called: commit what is queued without lingering.
+    hurry: bool,
     stop: bool,
 }
 
@@ -123,6 +125,20 @@ impl Committer {
         earlier.map_or(Ok(()), Err)
     }
 
+    /// Asks the thread to commit what is queued now instead of lingering for
+    /// more, without waiting for it (a run's checkpoint, stored while the
+    /// run goes on).
+    pub(crate) fn hurry(&self) {
+        let queued = {
+            let mut st = self.shared.lock();
+            st.hurry = true;
+            !st.queue.is_empty()
+        };
+        if queued {
+            self.shared.work.notify_one();
+        }
+    }
+
     /// Waits until every job submitted before the call is committed (or has
     /// failed), then reports the first write-behind failure not yet reported.
     pub(crate) fn flush(&self) -> Result<()> {
@@ -170,13 +186,14 @@ fn run(shared: &Shared, pool: &Pool, busy: Duration) {
             }
             // Nobody waits: let more jobs join this transaction.
             let deadline = std::time::Instant::now() + LINGER;
-            while st.waiters == 0 && !st.stop && st.queue.len() < FULL_BATCH {
+            while st.waiters == 0 && !st.hurry && !st.stop && st.queue.len() < FULL_BATCH {
                 let now = std::time::Instant::now();
                 if now >= deadline {
                     break;
                 }
                 st = shared.work.wait_timeout(st, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
             }
+            st.hurry = false;
             std::mem::take(&mut st.queue)
         };
         let n = batch.len() as u64;

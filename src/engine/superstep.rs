@@ -430,6 +430,10 @@ impl CompiledGraph {
             };
         if cur.sync {
             self.saver.db().flush()?;
+        } else {
+            // Async: committed while the next superstep runs (LangGraph's
+            // `durability="async"`), not held for more writes to join it.
+            self.saver.db().hurry();
         }
         mark_stored(channels);
         cp.id.clone_from(&tuple.checkpoint.id);
