@@ -85,7 +85,9 @@ pub enum Durability {
     /// The background is the [`Db`](crate::Db)'s write-behind queue
     /// ([`DbBuilder::write_behind`](crate::DbBuilder::write_behind)): each
     /// write is queued and the run goes on, a committer thread commits them
-    /// in order, many per transaction, and the end of `invoke` (or
+    /// in order (a superstep's checkpoint at once, while the next superstep
+    /// runs; whatever else is queued by then in the same transaction), and
+    /// the end of `invoke` (or
     /// `resume`) waits for them ([`Db::flush`](crate::Db::flush)). A crash
     /// during a run loses a suffix of that run's writes (whole writes, in
     /// order: never a task's writes without the checkpoint they belong to),
