@@ -130,9 +130,10 @@ impl Committer {
     /// run goes on).
     pub(crate) fn hurry(&self) {
         let queued = {
+            // Only for what is queued now: a later batch lingers as usual.
             let mut st = self.shared.lock();
-            st.hurry = true;
-            !st.queue.is_empty()
+            st.hurry = !st.queue.is_empty();
+            st.hurry
         };
         if queued {
             self.shared.work.notify_one();

@@ -204,6 +204,39 @@ fn a_sharing_listing_cuts_older_lists_from_newer_ones() {
     }
 }
 
+/// A value of another kind between two versions of a list ends the list a
+/// sharing listing cuts from, on both sides of the protocol: the older list
+/// comes whole, not as a cut of a list the reader has forgotten.
+#[test]
+fn a_sharing_listing_cuts_nothing_across_a_value_of_another_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("share-bytes.db");
+    let s = Db::open(&path).unwrap().checkpointer();
+    let list = |n: usize| enc(&Value::Array((0..n).map(msg).collect()));
+    let mut parent = CheckpointConfig::thread("t");
+    let mut version = None;
+    let raw = TypedBytes::new("bytes", b"raw".to_vec());
+    for (i, value) in [list(40), raw, list(41), enc(&json!({"k": 1})), list(42)].into_iter().enumerate() {
+        let v = next_version(version.as_ref());
+        let mut cp = Checkpoint::with_id(uuid6(Some(i as i64)).to_string());
+        cp.channel_versions.insert("messages".into(), v.clone());
+        let nv: ChannelVersions = [("messages".to_string(), v.clone())].into();
+        let values = BTreeMap::from([("messages".to_string(), value)]);
+        parent = s.put_encoded(&parent, &cp, &values, &Metadata::new(), &nv).unwrap();
+        version = Some(v);
+    }
+    for reader in [s.clone(), Db::open(&path).unwrap().checkpointer()] {
+        let shared: Vec<_> =
+            reader.list_encoded_sharing(&ListQuery::thread("t")).unwrap().collect::<Result<_, _>>().unwrap();
+        let whole: Vec<_> =
+            reader.list_encoded(&ListQuery::thread("t")).unwrap().collect::<Result<_, _>>().unwrap();
+        for (t, w) in shared.iter().zip(&whole) {
+            assert!(t.prefixes.is_empty(), "cut from a list the reader no longer has: {:?}", t.prefixes);
+            assert_eq!(t.values, w.values);
+        }
+    }
+}
+
 #[test]
 fn put_encoded_refuses_what_would_lose_data() {
     let s = Db::open_in_memory().unwrap().checkpointer();

@@ -184,16 +184,22 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         loads = self.serde.loads_typed
         versions = checkpoint.get("channel_versions", {})
         for channel, tag, data in values:
+            key = (thread_id, ns, channel)
             if tag is None:
-                value = lists[(thread_id, ns, channel)][:data]  # type: ignore[index]
+                # Cut from the list decoded last (kept privately, whole: the
+                # caller may change the lists it is given).
+                value = lists[key][:data]  # type: ignore[index]
             else:
                 value = loads((tag, data))
+                if lists is not None:
+                    # Rust's rule: a msgpack list is the one later versions
+                    # are cut from; any other value ends it.
+                    if tag == "msgpack" and type(value) is list:
+                        lists[key] = value
+                        value = value[:]
+                    else:
+                        lists.pop(key, None)
             channel_values[channel] = value
-            if lists is not None:
-                if type(value) is list and tag in (None, "msgpack"):
-                    lists[(thread_id, ns, channel)] = value
-                else:
-                    lists.pop((thread_id, ns, channel), None)
             self._remember(thread_id, ns, channel, versions.get(channel))
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}},

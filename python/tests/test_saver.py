@@ -125,6 +125,18 @@ def test_list_decodes_each_message_once_and_equals_get_tuple(tmp_path):
     history = list(fresh.list({"configurable": {"thread_id": "b"}}))
     newest, older = (t.checkpoint["channel_values"]["messages"] for t in history[:2])
     assert older == newest[:-1] and older[0] is newest[0]
+    # A value of another kind between two lists ends the list older ones
+    # are cut from; a caller changing a listed list changes nothing else.
+    config, versions, messages = {"configurable": {"thread_id": "c", "checkpoint_ns": ""}}, None, []
+    long = [AIMessage(content=f"c {i} " * 40, id=str(i)) for i in range(60)]
+    for step, value in enumerate([long[:50], b"raw", long[:51], {"k": 1}, long[:52]]):
+        config, versions = _put(saver, config, {"messages": value}, versions, step=step)
+    listed = [t.checkpoint["channel_values"]["messages"] for t in saver.list({"configurable": {"thread_id": "c"}})]
+    assert listed == [long[:52], {"k": 1}, long[:51], b"raw", long[:50]]
+    history = saver.list({"configurable": {"thread_id": "a"}})
+    first = next(history)
+    first.checkpoint["channel_values"]["messages"].clear()
+    assert len(next(history).checkpoint["channel_values"]["messages"]) == 119
     # A serde that is not LangGraph's own gets whole bytes for every version.
     xor = AgentStateSaver(str(tmp_path / "xor.db"), serde=XorSerializer())
     config, versions, messages = {"configurable": {"thread_id": "x", "checkpoint_ns": ""}}, None, []

@@ -125,6 +125,11 @@ impl Pieces {
         Ok(Some(count))
     }
 
+    /// Forgets the last list handed out for `key`'s channel.
+    pub(super) fn forget_last(&mut self, key: &BlobKey) {
+        self.last.remove(&(key.0.clone(), key.1.clone(), key.2.clone()));
+    }
+
     /// Remembers `bytes` (a full encoding) as the last list handed out for
     /// `key`'s channel; not a list: nothing to cut from.
     pub(super) fn set_last_shared(&mut self, key: &BlobKey, buf: Arc<Vec<u8>>) {

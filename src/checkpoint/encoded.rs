@@ -252,6 +252,12 @@ impl Checkpointer {
                 match self.stored_bytes(conn, &key, pieces, cache)? {
                     Some((tag, _)) if tag == "empty" => {}
                     Some((tag, bytes)) => {
+                        // The list a later version may be cut from is the
+                        // last one returned: a value of another kind ends it
+                        // (a reader of a sharing listing forgets it too).
+                        if tag != "msgpack" {
+                            pieces.forget_last(&key);
+                        }
                         values.insert(ch.clone(), TypedBytes { tag, bytes });
                     }
                     None => {

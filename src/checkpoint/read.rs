@@ -287,15 +287,24 @@ impl Checkpointer {
         let mut deltas: Vec<(Option<String>, Vec<Value>, usize)> = Vec::new();
         // Where the deltas start: a value stored whole, or one already known.
         let mut start: Option<Start> = None;
+        let plain = std::cell::Cell::new(false);
         let mut visit = |link: chain::Link<'_>| -> Result<bool> {
-            let version = || compact::blob_version(link.key).map(|v| v.into_owned()).unwrap_or_default();
+            // A version from its stored text (as it is in the older layout).
+            let version = |stored: &str| -> Result<String> {
+                if plain.get() {
+                    return Ok(stored.to_string());
+                }
+                compact::blob_version(stored).map(|v| v.into_owned()).ok_or_else(|| {
+                    Error::corrupt(format!("checkpoint_blobs holds the malformed version {stored:?}"))
+                })
+            };
             let Some(base) = link.base else {
                 // Stored whole: decoded here, cached below with its size.
                 let v = match link.tag {
                     "empty" => None,
                     tag => Some(ChannelValue::from(self.serde.loads_typed(tag, link.bytes)?)),
                 };
-                start = Some((v, Some((version(), link.bytes.len()))));
+                start = Some((v, Some((version(link.key)?, link.bytes.len()))));
                 return Ok(false);
             };
             let items = match self.serde.loads_typed(link.tag, link.bytes)? {
@@ -303,17 +312,16 @@ impl Checkpointer {
                 _ => {
                     return Err(Error::corrupt(format!(
                         "blob {channel}@{} of thread '{thread}': a delta is not a list",
-                        version()
+                        version(link.key)?
                     )))
                 }
             };
             let first = deltas.is_empty();
-            deltas.push((share.then(version), items, link.bytes.len()));
+            deltas.push((share.then(|| version(link.key)).transpose()?, items, link.bytes.len()));
             // After the tip: stop at a base already decoded (one look; with
             // the chain streaming in, decoding on is as cheap as looking).
             if first {
-                let base = compact::blob_version(base).map(|v| v.into_owned()).unwrap_or_default();
-                if let Some(v) = self.known(&key_of(&base), memo) {
+                if let Some(v) = self.known(&key_of(&version(base)?), memo) {
                     start = Some((v, None));
                     return Ok(false);
                 }
@@ -329,6 +337,7 @@ impl Checkpointer {
             && stored != key.3.as_str()
             && crate::inspect::has_column(conn, "checkpoint_blobs", "created_at")?
         {
+            plain.set(true);
             walked = chain::walk(conn, (thread, ns, channel), &key.3, &mut visit)?;
         }
         if let chain::Walk::Missing { key: missing, newer } = walked {

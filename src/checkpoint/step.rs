@@ -272,7 +272,8 @@ impl<'a> Step<'a> {
     /// [`commit`](Self::commit), and the file's generation right after it
     /// if it committed in the caller and nothing else changed meanwhile: as
     /// long as [`Checkpointer::generation`] still says so, the tuple is what
-    /// the file holds for the thread's head (or, for a fork, its id).
+    /// the file holds for the thread's head. `None` for a fork of an older
+    /// checkpoint (it need not be the newest).
     pub(crate) fn commit_tagged(self) -> Result<(CheckpointTuple, Option<u64>)> {
         let saver = self.saver;
         require_thread(&CheckpointConfig::thread(&self.thread))?;
@@ -391,7 +392,9 @@ impl<'a> Step<'a> {
             retention: saver.retention.clone(),
             serde: saver.serde.clone(),
         };
-        let tag = saver.submit_checkpoint(job, parent_writes)?;
+        // A fork need not be the newest checkpoint: no tag (see above).
+        let forked = matches!(job.head, Head::Exists(_));
+        let tag = saver.submit_checkpoint(job, parent_writes)?.filter(|_| !forked);
         let tuple = CheckpointTuple {
             config: CheckpointConfig::canonical(thread, ns, &cp.id),
             parent_config: parent_id.as_deref().map(|p| CheckpointConfig::canonical(thread, ns, p)),
@@ -458,5 +461,26 @@ impl Checkpointer {
                 delta: Some((base_version, bytes)),
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{CheckpointConfig, Db};
+    use serde_json::json;
+
+    /// A step that continued the head is tagged with the generation after
+    /// it; a fork is not (it need not be the newest checkpoint).
+    #[test]
+    fn only_a_step_that_continued_the_head_is_tagged() {
+        let dir = tempfile::tempdir().unwrap();
+        let saver = Db::open(dir.path().join("t.db")).unwrap().checkpointer();
+        let (root, tag) =
+            saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit_tagged().unwrap();
+        assert_eq!(tag, Some(saver.generation().unwrap()));
+        let (_, tag) = saver.step(&root).set("n", json!(1)).commit_tagged().unwrap();
+        assert_eq!(tag, Some(saver.generation().unwrap()));
+        let (_, tag) = saver.step(&root).fork().set("n", json!(2)).commit_tagged().unwrap();
+        assert_eq!(tag, None);
     }
 }
