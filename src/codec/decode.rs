@@ -164,10 +164,43 @@ impl Reader<'_> {
     }
 
     fn str(&mut self, n: usize) -> Result<Value> {
+        self.string(n).map(Value::String)
+    }
+
+    fn string(&mut self, n: usize) -> Result<String> {
         match std::str::from_utf8(self.take(n)?) {
-            Ok(s) => Ok(Value::String(s.to_owned())),
+            Ok(s) => Ok(s.to_owned()),
             Err(_) => Err(Error::ser("msgpack: string is not valid UTF-8")),
         }
+    }
+
+    /// The next marker, not consumed.
+    fn peek(&self) -> Option<u8> {
+        (self.pos < self.end).then(|| self.buf[self.pos])
+    }
+
+    /// A string key, if the next value is a string (consumed then).
+    fn string_key(&mut self) -> Result<Option<String>> {
+        let n = match self.peek() {
+            Some(m @ 0xa0..=0xbf) => {
+                self.pos += 1;
+                usize::from(m & 0x1f)
+            }
+            Some(0xd9) => {
+                self.pos += 1;
+                usize::from(self.u8()?)
+            }
+            Some(0xda) => {
+                self.pos += 1;
+                self.u16()?
+            }
+            Some(0xdb) => {
+                self.pos += 1;
+                self.u32()?
+            }
+            _ => return Ok(None),
+        };
+        self.string(n).map(Some)
     }
 
     fn bin(&mut self, n: usize) -> Result<Value> {
@@ -200,7 +233,42 @@ impl Reader<'_> {
         if n > self.remaining() / 2 {
             return Err(truncated());
         }
-        self.stack.push(Frame::Map { map: Map::with_capacity(n), key: None, left: n });
+        // Entries of a string key and a value that opens nothing (not a
+        // container, not an ext) are read here, without going through the
+        // stack; the first other entry hands the rest to it.
+        let mut map = Map::with_capacity(n);
+        let mut left = n;
+        while left > 0 {
+            let at = self.pos;
+            let Some(key) = self.string_key()? else { break };
+            if !self.peek().is_some_and(opens_nothing) {
+                // The generic path reads this entry's value, then the rest.
+                if self.peek().is_none() {
+                    self.pos = at;
+                    break;
+                }
+                self.stack.push(Frame::Map { map, key: Some(key), left });
+                return Ok(Item::Opened);
+            }
+            match self.item()? {
+                Item::Value(v) => {
+                    map.insert(key, v);
+                }
+                Item::Opened => {
+                    // Not reached (see `opens_nothing`); were it, the frame
+                    // `item` opened belongs inside this map's.
+                    let inner = self.stack.pop();
+                    self.stack.push(Frame::Map { map, key: Some(key), left });
+                    self.stack.extend(inner);
+                    return Ok(Item::Opened);
+                }
+            }
+            left -= 1;
+        }
+        if left == 0 {
+            return Ok(Item::Value(Value::Object(map)));
+        }
+        self.stack.push(Frame::Map { map, key: None, left });
         Ok(Item::Opened)
     }
 
@@ -302,6 +370,12 @@ impl Reader<'_> {
         };
         Ok(Item::Value(v))
     }
+}
+
+/// Markers whose value [`Reader::item`] reads whole, without opening a
+/// container or an ext.
+fn opens_nothing(m: u8) -> bool {
+    !matches!(m, 0x80..=0x9f | 0xc7..=0xc9 | 0xd4..=0xd8 | 0xdc..=0xdf)
 }
 
 fn float(f: f64) -> Value {
