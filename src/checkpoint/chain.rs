@@ -321,7 +321,10 @@ pub(super) fn walk(
          WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version <= ?4 ORDER BY version DESC",
     )?;
     let mut expected = key.to_string();
-    let mut newer: Option<String> = None;
+    // The key of the row that extends `expected` (kept in a buffer reused
+    // from link to link; `linked`: there is one).
+    let mut newer = String::new();
+    let mut linked = false;
     // Keys a new query started at: one seen twice is a loop.
     let mut restarts = std::collections::HashSet::new();
     loop {
@@ -349,7 +352,10 @@ pub(super) fn walk(
                 return Ok(Walk::Done);
             }
             let Some(base) = base else { return Ok(Walk::Done) };
-            newer = Some(std::mem::replace(&mut expected, base.to_string()));
+            std::mem::swap(&mut newer, &mut expected);
+            expected.clear();
+            expected.push_str(base);
+            linked = true;
             // A base that does not sort below its delta is not next in
             // this range: a new query finds it.
             if expected.as_str() >= k {
@@ -357,7 +363,7 @@ pub(super) fn walk(
             }
         }
         if !found {
-            return Ok(Walk::Missing { key: expected, newer });
+            return Ok(Walk::Missing { key: expected, newer: linked.then_some(newer) });
         }
     }
 }
