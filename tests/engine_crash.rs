@@ -128,7 +128,13 @@ fn crash_rounds(async_mode: bool) {
     let mut rng = Rng::new(seed);
     let exe = std::env::current_exe().unwrap();
     let (mut resumed, mut protected) = (0u64, 0u64);
-    for round in 0..40 * soak(10) {
+    // At least 40 rounds, and more (up to ten times as many) until a kill has
+    // landed inside a run and one between two tasks of a superstep: where
+    // the kills land depends on the machine's speed.
+    for round in 0..400 * soak(10) {
+        if round >= 40 * soak(10) && resumed > 0 && protected > 0 {
+            break;
+        }
         let gseed = rng.next_u64();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.db");

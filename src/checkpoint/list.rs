@@ -63,7 +63,14 @@ impl Checkpointer {
             sql.push_str(" AND thread_id = ?");
             args.push(t.clone().into());
         }
-        if let Some(ns) = &query.checkpoint_ns {
+        // A thread listed across namespaces most often has one: listed as
+        // that namespace, its pages are read in key order, not sorted (a
+        // sort would read every row of the thread for every page).
+        let ns = match (&query.checkpoint_ns, &query.thread_id) {
+            (None, Some(thread)) => self.only_namespace(thread)?,
+            (ns, _) => ns.clone(),
+        };
+        if let Some(ns) = &ns {
             sql.push_str(" AND checkpoint_ns = ?");
             args.push(ns.clone().into());
         }
@@ -81,7 +88,7 @@ impl Checkpointer {
         // Pages continue below the last row returned: (id, thread, ns)
         // descending is a total order; within one thread and namespace the
         // id alone is (and lets SQLite seek in the primary key).
-        let one_chain = query.thread_id.is_some() && query.checkpoint_ns.is_some();
+        let one_chain = query.thread_id.is_some() && ns.is_some();
         let order = " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT ?";
         let before = if query.before.is_some() { " AND checkpoint_id < ?" } else { "" };
         let first_page = format!("{sql}{before}{order}");
@@ -105,6 +112,24 @@ impl Checkpointer {
             assemble,
             config_of,
             done: false,
+        })
+    }
+}
+
+impl Checkpointer {
+    /// The one namespace `thread` has checkpoints in, if it has exactly one
+    /// (two seeks of the key index: its lowest and its highest).
+    fn only_namespace(&self, thread: &str) -> Result<Option<String>> {
+        self.db.read(|conn| {
+            let (lo, hi): (Option<String>, Option<String>) = conn
+                .prepare_cached(
+                    "SELECT (SELECT checkpoint_ns FROM checkpoints WHERE thread_id = ?1 \
+                             ORDER BY checkpoint_ns LIMIT 1), \
+                            (SELECT checkpoint_ns FROM checkpoints WHERE thread_id = ?1 \
+                             ORDER BY checkpoint_ns DESC LIMIT 1)",
+                )?
+                .query_row([thread], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(lo.filter(|lo| hi.as_ref() == Some(lo)))
         })
     }
 }
