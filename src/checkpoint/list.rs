@@ -43,8 +43,10 @@ impl Checkpointer {
     ///
     /// # Errors
     /// [`Error::InvalidFilter`](crate::Error::InvalidFilter) at once if the
-    /// filter does not parse; each item may then be a decoding or database
-    /// error, after which the iterator ends.
+    /// filter does not parse, and database errors at once when the query
+    /// names a thread but no namespace (its namespaces are looked up first);
+    /// each item may then be a decoding or database error, after which the
+    /// iterator ends.
     pub fn list_iter(&self, query: &ListQuery) -> Result<ListIter> {
         self.list_with(query, |saver, tx, rows, memo, _| saver.assemble(tx, rows, memo), |t| &t.config)
     }
