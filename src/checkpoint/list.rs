@@ -59,7 +59,8 @@ impl Checkpointer {
         config_of: fn(&T) -> &CheckpointConfig,
     ) -> Result<ListIter<T>> {
         let filter = query.filter.as_ref().map(Filter::parse).transpose()?;
-        let mut sql = format!("SELECT {ROW_COLUMNS} FROM checkpoints WHERE 1");
+        // The conditions every page shares.
+        let mut sql = String::new();
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
         if let Some(t) = &query.thread_id {
             sql.push_str(" AND thread_id = ?");
@@ -93,11 +94,26 @@ impl Checkpointer {
         let one_chain = query.thread_id.is_some() && ns.is_some();
         let order = " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT ?";
         let before = if query.before.is_some() { " AND checkpoint_id < ?" } else { "" };
-        let first_page = format!("{sql}{before}{order}");
-        let next_page = if one_chain {
-            format!("{sql} AND checkpoint_id < ?{order}")
+        let (first_page, next_page) = if one_chain {
+            let page =
+                |cond: &str| format!("SELECT {ROW_COLUMNS} FROM checkpoints WHERE 1{sql}{cond}{order}");
+            (page(before), page(" AND checkpoint_id < ?"))
         } else {
-            format!("{sql} AND (checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?){order}")
+            // Across threads or namespaces the page is sorted: sort the keys
+            // (the key index alone, unless a filter reads the metadata), then
+            // read the page's rows by key.
+            let columns: Vec<String> = ROW_COLUMNS.split(", ").map(|c| format!("c.{c}")).collect();
+            let page = |cond: &str| {
+                format!(
+                    "SELECT {} FROM (SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints \
+                     WHERE 1{sql}{cond}{order}) AS k \
+                     JOIN checkpoints AS c ON c.thread_id = k.thread_id AND c.checkpoint_ns = k.checkpoint_ns \
+                                          AND c.checkpoint_id = k.checkpoint_id \
+                     ORDER BY c.checkpoint_id DESC, c.thread_id DESC, c.checkpoint_ns DESC",
+                    columns.join(", ")
+                )
+            };
+            (page(before), page(" AND (checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?)"))
         };
         Ok(ListIter {
             saver: self.clone(),
