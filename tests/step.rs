@@ -39,8 +39,7 @@ fn a_step_versions_what_changed_and_keeps_the_rest() {
     assert_eq!(second.metadata.step(), Some(0));
     assert_eq!(second.metadata.source(), Some("loop"));
     assert_eq!(second.parent_config.as_ref(), Some(&first.config));
-    // What commit returned is what a read returns (here from the cache;
-    // from the file in `a_committed_step_reads_back_as_returned_..`).
+    // What commit returned is what a read returns.
     assert_eq!(saver.get_tuple(&second.config).unwrap().unwrap(), second);
     // Clearing a channel keeps a version and drops the value.
     let third = saver.step(&second).clear("topic").commit().unwrap();
@@ -50,9 +49,9 @@ fn a_step_versions_what_changed_and_keeps_the_rest() {
     assert_eq!(read, third);
 }
 
-/// A step's returned tuple is what a read returns: from the file (a fresh
-/// handle), and from the writer's cache (its next `get_tuple` does not read
-/// the file again); any later change, here or in another process, is seen.
+/// A step's returned tuple is what a read returns, in the writing handle
+/// and in a fresh one; any later change, here or in another process, is
+/// seen.
 #[test]
 fn a_committed_step_reads_back_as_returned_and_later_changes_are_seen() {
     let dir = tempfile::tempdir().unwrap();

@@ -303,9 +303,10 @@ pub(super) enum Walk {
 /// Visits the blob rows of `channel` from the stored version `key` back
 /// along their bases, newest first, until a row stored whole or until
 /// `visit` returns `false`. Rows are read by one range query in descending
-/// key order (a chain of counter-ordered versions is a run of that range);
-/// a link the range does not hold next is looked up by a new query at its
-/// key, so versions in any order are followed.
+/// key order (a chain of counter-ordered versions is a run of that range,
+/// other branches' rows in between are stepped over); a link the range does
+/// not hold next is looked up by a new query at its key, so versions in any
+/// order are followed.
 ///
 /// # Errors
 /// [`Error::Corrupt`] if a chain loops; what `visit` returns; database
@@ -337,8 +338,13 @@ pub(super) fn walk(
         let mut found = false;
         while let Some(r) = rows.next()? {
             let k = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-            if k != expected {
-                break;
+            match k.cmp(expected.as_str()) {
+                // Another branch's row (a fork's versions interleave with
+                // these by counter): step over it.
+                std::cmp::Ordering::Greater => continue,
+                // Past where `expected` would be: not in this range.
+                std::cmp::Ordering::Less => break,
+                std::cmp::Ordering::Equal => {}
             }
             found = true;
             let link = Link {
