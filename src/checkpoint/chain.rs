@@ -6,40 +6,38 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
 use super::cache::BlobKey;
 use super::compact;
 use super::delta;
 use crate::error::{Error, Result};
 
-/// A `checkpoint_blobs` row as a read needs it.
+/// A `checkpoint_blobs` row as a read needs it (versions as written).
 pub(super) struct BlobRow {
-    tag: Option<String>,
-    bytes: Option<Vec<u8>>,
+    tag: String,
+    bytes: Vec<u8>,
     base: Option<String>,
-    root: Option<String>,
 }
 
 impl BlobRow {
-    /// A row from its columns, its versions as they were written.
-    fn new(
-        tag: Option<String>,
-        bytes: Option<Vec<u8>>,
-        base: Option<String>,
-        root: Option<String>,
-    ) -> Result<Self> {
-        let base = base.map(compact::blob_version_of).transpose()?;
-        let root = root.map(compact::blob_version_of).transpose()?;
-        Ok(BlobRow { tag, bytes, base, root })
+    fn of(link: &Link<'_>) -> Result<Self> {
+        Ok(BlobRow {
+            tag: link.tag.to_string(),
+            bytes: link.bytes.to_vec(),
+            base: link.base.map(|b| link.version(b)).transpose()?,
+        })
     }
 }
 
-/// True for LangGraph's string versions (`"{counter:032}.{random}"`), whose
-/// text order is their counter's order.
-fn sorts_by_counter(version: &str) -> bool {
-    let b = version.as_bytes();
-    b.len() > 32 && b[32] == b'.' && b[..32].iter().all(u8::is_ascii_digit)
+/// The row of `key`, if there is one.
+fn read_one(conn: &Connection, key: &BlobKey) -> Result<Option<BlobRow>> {
+    let mut row = None;
+    walk_version(conn, (&key.0, &key.1, &key.2), &key.3, |link| {
+        row = Some(BlobRow::of(&link)?);
+        Ok(false)
+    })?;
+    Ok(row)
 }
 
 /// (thread, namespace, channel).
@@ -93,7 +91,7 @@ impl Pieces {
         let Some(last) = self.last.get(&channel) else { return Ok(None) };
         let child = (key.0.clone(), key.1.clone(), key.2.clone(), last.version.clone());
         if !self.rows.contains_key(&child) {
-            let Some(row) = read_blob_row(conn, &child)? else { return Ok(None) };
+            let Some(row) = read_one(conn, &child)? else { return Ok(None) };
             self.rows.insert(child.clone(), row);
         }
         let (Some(last), Some(row)) = (self.last.get(&channel), self.rows.get(&child)) else {
@@ -102,7 +100,7 @@ impl Pieces {
         if row.base.as_deref() != Some(key.3.as_str()) {
             return Ok(None);
         }
-        let Some(tail) = row.bytes.as_deref() else { return Ok(None) };
+        let tail = row.bytes.as_slice();
         let Some((tail_count, tail_header)) = delta::array_header(tail) else { return Ok(None) };
         let (Some(count), Some(end)) =
             (last.count.checked_sub(tail_count), last.end.checked_sub(tail.len() - tail_header))
@@ -172,29 +170,31 @@ pub(super) fn blob_bytes(
     // Keys from `key` back to its full blob, newest first.
     let mut path: Vec<BlobKey> = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    let mut chain_read = false;
     loop {
         let k = key_of(&version);
         if !pieces.rows.contains_key(&k) {
-            let Some(row) = read_blob_row(conn, &k)? else {
-                return match path.last() {
+            // The rows from here back to one already read (or to the value
+            // stored whole), in one walk.
+            let rows = &mut pieces.rows;
+            let walked = walk_version(conn, (thread, ns, channel), &version, |link| {
+                let row = BlobRow::of(&link)?;
+                let known = row.base.as_deref().is_none_or(|b| rows.contains_key(&key_of(b)));
+                rows.insert(key_of(&link.version(link.key)?), row);
+                Ok(!known)
+            })?;
+            if let Walk::Missing { key: missing, newer } = walked {
+                let newer = newer.map(|n| shown(&n)).or_else(|| path.last().map(|p| p.3.clone()));
+                return match newer {
                     None => Ok(None),
                     Some(newer) => Err(Error::corrupt(format!(
-                        "blob {channel}@{version} of thread '{thread}' is missing, but version {} extends it",
-                        newer.3
+                        "blob {channel}@{} of thread '{thread}' is missing, but version {newer} extends it",
+                        shown(&missing)
                     ))),
                 };
-            };
-            // A delta: the rest of its chain in one read.
-            if let (false, Some(_), Some(root)) = (chain_read, &row.base, &row.root) {
-                if sorts_by_counter(&version) {
-                    for (v, r) in read_chain(conn, thread, ns, channel, root, &version)? {
-                        pieces.rows.insert(key_of(&v), r);
-                    }
-                    chain_read = true;
-                }
             }
-            pieces.rows.insert(k.clone(), row);
+            if !pieces.rows.contains_key(&k) {
+                return Ok(None);
+            }
         }
         let base = pieces.rows[&k].base.clone();
         path.push(k);
@@ -208,8 +208,8 @@ pub(super) fn blob_bytes(
             }
         }
     }
-    let tag = pieces.rows[&path[0]].tag.clone().unwrap_or_else(|| "null".into());
-    let bytes_of = |k: &BlobKey| pieces.rows[k].bytes.as_deref().unwrap_or(&[]);
+    let tag = pieces.rows[&path[0]].tag.clone();
+    let bytes_of = |k: &BlobKey| pieces.rows[k].bytes.as_slice();
     if let [only] = path.as_slice() {
         let full = bytes_of(only).to_vec();
         if tag == "msgpack" {
@@ -225,61 +225,6 @@ pub(super) fn blob_bytes(
     Ok(Some((tag, full)))
 }
 
-/// The `checkpoint_blobs` row of `key`, if there is one. A file opened read
-/// only in a format before blob keys (migration 7) holds versions as they
-/// are: there a key not found is looked up once more as it is.
-fn read_blob_row(conn: &Connection, key: &BlobKey) -> Result<Option<BlobRow>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT type, blob, base_version, root_version FROM checkpoint_blobs \
-         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
-    )?;
-    let stored = compact::blob_key(&key.3);
-    let mut get = |version: &str| {
-        stmt.query_row(params![key.0, key.1, key.2, version], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
-        .optional()
-    };
-    let mut found = get(&stored)?;
-    // Only in a file of the older layout (its blobs still have `created_at`):
-    // in the current one the plain text may be the key of another version
-    // (`~A1.x` is how `{1:032}.x` is keyed), and a missing row must not read
-    // as that one.
-    if found.is_none()
-        && stored != key.3.as_str()
-        && crate::inspect::has_column(conn, "checkpoint_blobs", "created_at")?
-    {
-        found = get(&key.3)?;
-    }
-    found.map(|(tag, bytes, base, root)| BlobRow::new(tag, bytes, base, root)).transpose()
-}
-
-/// The rows of the chain rooted at `root`, up to `version`, by version
-/// (string versions sort by counter, so a chain lies within [root,
-/// version]).
-fn read_chain(
-    conn: &Connection,
-    thread: &str,
-    ns: &str,
-    channel: &str,
-    root: &str,
-    version: &str,
-) -> Result<HashMap<String, BlobRow>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT version, type, blob, base_version, root_version FROM checkpoint_blobs \
-         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version >= ?4 AND version <= ?5 \
-           AND (version = ?4 OR root_version = ?4)",
-    )?;
-    let mut rows =
-        stmt.query(params![thread, ns, channel, compact::blob_key(root), compact::blob_key(version)])?;
-    let mut out = HashMap::new();
-    while let Some(r) = rows.next()? {
-        let version = compact::blob_version_of(r.get(0)?)?;
-        out.insert(version, BlobRow::new(r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)?);
-    }
-    Ok(out)
-}
-
 /// One row of a chain, borrowed from the query that read it.
 pub(super) struct Link<'a> {
     /// The stored version (a blob key, see [`compact::blob_key`]).
@@ -289,6 +234,53 @@ pub(super) struct Link<'a> {
     /// The stored version of the blob this one extends: `None` for a value
     /// stored whole.
     pub(super) base: Option<&'a str>,
+    /// The file stores versions as they are (the layout before blob keys).
+    plain: bool,
+}
+
+impl Link<'_> {
+    /// The version a stored version of this walk's file stands for.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] if the stored text cannot be a blob key.
+    pub(super) fn version(&self, stored: &str) -> Result<String> {
+        if self.plain {
+            return Ok(stored.to_string());
+        }
+        compact::blob_version(stored)
+            .map(|v| v.into_owned())
+            .ok_or_else(|| Error::corrupt(format!("checkpoint_blobs holds the malformed version {stored:?}")))
+    }
+}
+
+/// A stored version as a message shows it.
+fn shown(stored: &str) -> String {
+    compact::blob_version(stored).map_or_else(|| stored.to_string(), |v| v.into_owned())
+}
+
+/// [`walk`] from `version` (a version as written, not a stored key). A file
+/// opened read only in a format before blob keys (migration 7) holds
+/// versions as they are; in the current one the plain text may be another
+/// version's key (`~A1.x` keys `{1:032}.x`), so a missing row is only looked
+/// up again as it is in the older layout.
+///
+/// # Errors
+/// As [`walk`].
+pub(super) fn walk_version(
+    conn: &Connection,
+    at: (&str, &str, &str),
+    version: &str,
+    mut visit: impl FnMut(Link<'_>) -> Result<bool>,
+) -> Result<Walk> {
+    let stored = compact::blob_key(version);
+    let walked = walk_stored(conn, at, &stored, false, &mut visit)?;
+    if matches!(&walked, Walk::Missing { newer: None, .. })
+        && stored != version
+        && crate::inspect::has_column(conn, "checkpoint_blobs", "created_at")?
+    {
+        return walk_stored(conn, at, version, true, &mut visit);
+    }
+    Ok(walked)
 }
 
 /// How [`walk`] ended.
@@ -313,9 +305,20 @@ pub(super) enum Walk {
 /// errors.
 pub(super) fn walk(
     conn: &Connection,
-    (thread, ns, channel): (&str, &str, &str),
+    at: (&str, &str, &str),
     key: &str,
     mut visit: impl FnMut(Link<'_>) -> Result<bool>,
+) -> Result<Walk> {
+    walk_stored(conn, at, key, false, &mut visit)
+}
+
+/// [`walk`], in a file whose keys are versions as they are if `plain`.
+fn walk_stored(
+    conn: &Connection,
+    (thread, ns, channel): (&str, &str, &str),
+    key: &str,
+    plain: bool,
+    visit: &mut impl FnMut(Link<'_>) -> Result<bool>,
 ) -> Result<Walk> {
     let mut stmt = conn.prepare_cached(
         "SELECT version, type, blob, base_version FROM checkpoint_blobs \
@@ -352,6 +355,7 @@ pub(super) fn walk(
                 tag: r.get_ref(1)?.as_str_or_null().map_err(rusqlite::Error::from)?.unwrap_or("null"),
                 bytes: r.get_ref(2)?.as_bytes_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default(),
                 base: r.get_ref(3)?.as_str_or_null().map_err(rusqlite::Error::from)?,
+                plain,
             };
             let base = link.base;
             if !visit(link)? {

@@ -281,23 +281,13 @@ impl Checkpointer {
         }
         let (thread, ns, channel, _) = key;
         let key_of = |v: &str| -> BlobKey { (thread.clone(), ns.clone(), channel.clone(), v.to_string()) };
-        let stored = compact::blob_key(&key.3);
         // The deltas from `key` back, newest first: (version if `share`,
         // elements, stored size).
         let mut deltas: Vec<(Option<String>, Vec<Value>, usize)> = Vec::new();
         // Where the deltas start: a value stored whole, or one already known.
         let mut start: Option<Start> = None;
-        let plain = std::cell::Cell::new(false);
-        let mut visit = |link: chain::Link<'_>| -> Result<bool> {
-            // A version from its stored text (as it is in the older layout).
-            let version = |stored: &str| -> Result<String> {
-                if plain.get() {
-                    return Ok(stored.to_string());
-                }
-                compact::blob_version(stored).map(|v| v.into_owned()).ok_or_else(|| {
-                    Error::corrupt(format!("checkpoint_blobs holds the malformed version {stored:?}"))
-                })
-            };
+        let visit = |link: chain::Link<'_>| -> Result<bool> {
+            let version = |stored: &str| link.version(stored);
             let Some(base) = link.base else {
                 // Stored whole: decoded here, cached below with its size.
                 let v = match link.tag {
@@ -328,18 +318,7 @@ impl Checkpointer {
             }
             Ok(true)
         };
-        let mut walked = chain::walk(conn, (thread, ns, channel), &stored, &mut visit)?;
-        // A file opened read only in a format before blob keys (migration 7)
-        // holds versions as they are; in the current one the plain text may
-        // be another version's key (`~A1.x` keys `{1:032}.x`), so a missing
-        // row is only looked up again in the older layout.
-        if matches!(&walked, chain::Walk::Missing { newer: None, .. })
-            && stored != key.3.as_str()
-            && crate::inspect::has_column(conn, "checkpoint_blobs", "created_at")?
-        {
-            plain.set(true);
-            walked = chain::walk(conn, (thread, ns, channel), &key.3, &mut visit)?;
-        }
+        let walked = chain::walk_version(conn, (thread, ns, channel), &key.3, visit)?;
         if let chain::Walk::Missing { key: missing, newer } = walked {
             let missing = compact::blob_version(&missing).map_or(missing.clone(), |v| v.into_owned());
             return Err(Error::corrupt(match newer {
