@@ -16,6 +16,10 @@
 //! `PRAGMA data_version`) that another connection, in this process or
 //! another, committed since it last looked. A reader that cached something
 //! at generation `g` may serve it again while the generation is still `g`.
+//! On a WAL file a connection first compares the WAL-index header with the
+//! one it saw when it last asked (see [`crate::wal::index_header`]): the
+//! same header means no commit since, and the pragma (a read transaction,
+//! two file-lock system calls) is skipped.
 //!
 //! Writers of one pool also take turns here ([`Pool::write_turn`]) before
 //! they ask SQLite for the write lock: SQLite's busy handler makes a
@@ -50,17 +54,31 @@ pub(crate) struct Pool {
     wal: std::sync::OnceLock<crate::wal::WalThread>,
 }
 
-/// An idle connection and the `data_version` it last saw (`None`: never
-/// asked).
+/// An idle connection and what it last saw of the file.
 struct Slot {
     conn: Connection,
+    seen: Seen,
+}
+
+/// What a connection last saw of its file's commits.
+#[derive(Clone, Copy, Default)]
+struct Seen {
+    /// `PRAGMA data_version` when last asked (`None`: never asked).
     data_version: Option<i64>,
+    /// Whether the file is in WAL mode and writable by this connection, so
+    /// that its WAL-index may be read (`None`: not known yet).
+    wal_index: Option<bool>,
+    /// The WAL-index header read just before `data_version` was asked.
+    header: Option<[u32; 12]>,
 }
 
 struct State {
     idle: Vec<Slot>,
     /// Connections that exist: idle, lent out, or being opened.
     total: usize,
+    /// Callers waiting for a connection to come back (a return wakes one
+    /// only if some wait: waking costs a system call).
+    waiting: usize,
 }
 
 impl Pool {
@@ -68,7 +86,11 @@ impl Pool {
     /// with `open`; a caller waits at most `timeout` for one.
     pub(crate) fn new(first: Connection, max: usize, timeout: Duration, open: Open) -> Pool {
         Pool {
-            state: Mutex::new(State { idle: vec![Slot { conn: first, data_version: None }], total: 1 }),
+            state: Mutex::new(State {
+                idle: vec![Slot { conn: first, seen: Seen::default() }],
+                total: 1,
+                waiting: 0,
+            }),
             returned: Condvar::new(),
             max: max.max(1),
             timeout,
@@ -142,7 +164,7 @@ impl Pool {
                 state.total += 1;
                 drop(state);
                 return match (self.open)() {
-                    Ok(conn) => Ok(Pooled::lend(self, Slot { conn, data_version: None })),
+                    Ok(conn) => Ok(Pooled::lend(self, Slot { conn, seen: Seen::default() })),
                     Err(e) => {
                         self.lock().total -= 1;
                         self.returned.notify_one();
@@ -154,8 +176,10 @@ impl Pool {
             if now >= deadline {
                 return Err(Error::Busy);
             }
+            state.waiting += 1;
             state =
                 self.returned.wait_timeout(state, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+            state.waiting -= 1;
         }
     }
 
@@ -173,11 +197,14 @@ impl Pool {
         }
         let mut state = self.lock();
         match conn {
-            Some(c) => state.idle.push(Slot { conn: c, data_version: slot.data_version }),
+            Some(c) => state.idle.push(Slot { conn: c, seen: slot.seen }),
             None => state.total -= 1,
         }
+        let wake = state.waiting > 0;
         drop(state);
-        self.returned.notify_one();
+        if wake {
+            self.returned.notify_one();
+        }
     }
 }
 
@@ -199,7 +226,7 @@ impl Drop for WriteTurn<'_> {
 pub(crate) struct Pooled<'a> {
     pool: &'a Pool,
     conn: Option<Connection>,
-    data_version: Option<i64>,
+    seen: Seen,
     changes_at_loan: u64,
 }
 
@@ -220,7 +247,7 @@ impl std::ops::DerefMut for Pooled<'_> {
 impl<'a> Pooled<'a> {
     fn lend(pool: &'a Pool, slot: Slot) -> Pooled<'a> {
         let changes_at_loan = slot.conn.total_changes();
-        Pooled { pool, conn: Some(slot.conn), data_version: slot.data_version, changes_at_loan }
+        Pooled { pool, conn: Some(slot.conn), seen: slot.seen, changes_at_loan }
     }
 
     /// The pool's generation (see the module docs), after moving it if
@@ -231,11 +258,29 @@ impl<'a> Pooled<'a> {
     /// # Errors
     /// Database errors.
     pub(crate) fn generation(&mut self) -> Result<u64> {
-        let now: i64 = self.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?;
-        if self.data_version != Some(now) {
-            self.pool.generation.fetch_add(1, Ordering::SeqCst);
-            self.data_version = Some(now);
+        // Read before the pragma: a commit in between moves the header, and
+        // the next call asks again.
+        let header = match self.seen.wal_index {
+            Some(true) => crate::wal::index_header(self),
+            _ => None,
+        };
+        if header.is_some() && header == self.seen.header && self.seen.data_version.is_some() {
+            return Ok(self.pool.generation.load(Ordering::SeqCst));
         }
+        let now: i64 = self.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?;
+        if self.seen.data_version != Some(now) {
+            self.pool.generation.fetch_add(1, Ordering::SeqCst);
+            self.seen.data_version = Some(now);
+        }
+        if self.seen.wal_index.is_none() {
+            // Only now, after a read: the connection has opened the WAL and
+            // its shared memory, if the file has them. Neither changes while
+            // the connection is open (leaving WAL mode needs every other
+            // connection closed).
+            let mode: String = self.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+            self.seen.wal_index = Some(mode.eq_ignore_ascii_case("wal") && !self.is_readonly("main")?);
+        }
+        self.seen.header = header;
         Ok(self.pool.generation.load(Ordering::SeqCst))
     }
 
@@ -261,7 +306,7 @@ impl<'a> Pooled<'a> {
 impl Drop for Pooled<'_> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.pool.put_back(Slot { conn, data_version: self.data_version }, self.changes_at_loan);
+            self.pool.put_back(Slot { conn, seen: self.seen }, self.changes_at_loan);
         }
     }
 }

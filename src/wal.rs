@@ -101,3 +101,67 @@ fn run((state, wake): &Shared, open: impl FnOnce() -> Result<Connection>) {
         }
     }
 }
+
+/// The WAL-index header of `conn`'s file as SQLite's own readers see it
+/// (`walIndexTryHdr` in SQLite's `wal.c`): the first 48 bytes of the shared
+/// memory that every connection to a WAL file maps (the `-shm` file),
+/// which every commit, by any connection of any process, rewrites (its
+/// change counter, last frame and salts move). SQLite decides whether its
+/// page cache is stale, and `PRAGMA data_version` whether to move, by
+/// comparing this header with the copy it saw last; a caller that saw the
+/// same header before may conclude the same without the two file-lock
+/// system calls that beginning a read transaction costs.
+///
+/// `None` when no consistent header can be read without SQLite's help: the
+/// VFS maps no shared memory (an in-memory file), the region is not mapped
+/// yet, a writer is updating it right now (its two copies differ), or it is
+/// not initialised. Call it only on a connection that has read a file in
+/// WAL mode: on another, mapping the region could create a `-shm` file.
+pub(crate) fn index_header(conn: &Connection) -> Option<[u32; 12]> {
+    use rusqlite::ffi;
+    use std::sync::atomic::{fence, Ordering};
+    // The wal-index is mapped in regions of this size (WALINDEX_PGSZ).
+    const REGION: std::ffi::c_int = 32768;
+    // SAFETY: `conn` is borrowed, so its handle is open and no statement of
+    // it runs while we look (a `Connection` is not `Sync`). The file pointer
+    // SQLite hands out stays valid while the connection is open; `xShmMap`
+    // of region 0 without extending returns the mapping the connection
+    // already holds (valid until the connection closes), and it is only
+    // read here, with volatile reads in SQLite's order: copy 0, a barrier,
+    // copy 1 (a writer writes copy 1 first), so that equal copies are a
+    // header that was current at some instant.
+    unsafe {
+        let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+        let rc = ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_FILE_POINTER,
+            (&raw mut file).cast(),
+        );
+        if rc != ffi::SQLITE_OK || file.is_null() || (*file).pMethods.is_null() {
+            return None;
+        }
+        let methods = &*(*file).pMethods;
+        if methods.iVersion < 2 {
+            return None;
+        }
+        let map = methods.xShmMap?;
+        let mut region: *mut std::ffi::c_void = std::ptr::null_mut();
+        if map(file, 0, REGION, 0, &raw mut region) != ffi::SQLITE_OK || region.is_null() {
+            return None;
+        }
+        let words = region.cast::<u32>().cast_const();
+        let mut copies = [[0u32; 12]; 2];
+        for (c, copy) in copies.iter_mut().enumerate() {
+            if c == 1 {
+                fence(Ordering::SeqCst);
+            }
+            for (i, w) in copy.iter_mut().enumerate() {
+                *w = std::ptr::read_volatile(words.add(c * 12 + i));
+            }
+        }
+        // Byte 12 of the header is `isInit`.
+        let initialised = copies[0][3].to_ne_bytes()[0] != 0;
+        (copies[0] == copies[1] && initialised).then_some(copies[0])
+    }
+}

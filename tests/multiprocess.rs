@@ -51,6 +51,22 @@ fn two_processes_write_different_threads_at_once() {
                 .unwrap()
         })
         .collect();
+    // Meanwhile this process reads both threads again and again through one
+    // handle (whose reads may come from memory while the file is
+    // unchanged): it sees each thread's steps in order, and after the
+    // children exit, their last ones.
+    let reader = Db::open(&path).unwrap().checkpointer();
+    let step_of =
+        |t: &str| reader.get_tuple(&CheckpointConfig::thread(t)).unwrap().and_then(|c| c.metadata.step());
+    let mut seen = [None, None];
+    let mut children = children;
+    while children.iter_mut().any(|c| c.try_wait().unwrap().is_none()) {
+        for (i, t) in ["alpha", "beta"].iter().enumerate() {
+            let now = step_of(t);
+            assert!(now >= seen[i], "{t} went back from {:?} to {now:?}", seen[i]);
+            seen[i] = now;
+        }
+    }
     for c in children {
         let out = c.wait_with_output().unwrap();
         assert!(
@@ -62,6 +78,9 @@ fn two_processes_write_different_threads_at_once() {
         );
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("test child_writer ... ok"), "the child did not run:\n{stdout}");
+    }
+    for t in ["alpha", "beta"] {
+        assert_eq!(step_of(t), Some(STEPS as i64 - 1), "the reading handle's last view of {t}");
     }
     let saver = Db::open(&path).unwrap().checkpointer();
     for t in ["alpha", "beta"] {

@@ -86,3 +86,53 @@ fn write_behind_steps_are_seen_by_reads_of_the_same_db() {
         assert_eq!(read.checkpoint.channel_values["n"], json!(i));
     }
 }
+
+/// A reader skips asking SQLite whether the file changed while the WAL's
+/// shared header is the one it saw last. Every commit elsewhere must still
+/// be seen by the next read: commits by another `Db` (checkpoints and the
+/// Store), by a raw connection, and across WAL restarts (a `TRUNCATE`
+/// checkpoint empties the log and starts it again with new salts).
+#[test]
+fn every_commit_elsewhere_is_seen_across_wal_restarts() {
+    let (_d, path) = file();
+    let reader_db = Db::open(&path).unwrap();
+    let writer_db = Db::open(&path).unwrap();
+    let (reader, writer) = (reader_db.checkpointer(), writer_db.checkpointer());
+    let rstore = reader_db.store(Default::default()).unwrap();
+    let wstore = writer_db.store(Default::default()).unwrap();
+    let raw = agentstate::rusqlite::Connection::open(&path).unwrap();
+    let config = CheckpointConfig::thread("t");
+    let first = writer.start(&config).set("n", json!(0)).commit().unwrap();
+    // The raw deletes below remove the head; its parent stays.
+    let mut head = writer.step(&first).set("n", json!(0)).commit().unwrap();
+    wstore.put(&["ns"], "k", json!({"round": 0})).unwrap();
+    for round in 1..=300 {
+        // Twice each: the second read may come from memory.
+        for _ in 0..2 {
+            let latest = reader.get_tuple(&config).unwrap().unwrap();
+            assert_eq!(latest.checkpoint.id, head.checkpoint.id, "round {round}");
+            let item = rstore.get(&["ns"], "k").unwrap().unwrap();
+            assert_eq!(item.value["round"], json!(round - 1), "round {round}");
+        }
+        if round % 2 == 0 {
+            head = writer.step(&head).set("n", json!(round)).commit().unwrap();
+            wstore.put(&["ns"], "k", json!({"round": round})).unwrap();
+        } else {
+            // Through SQLite alone, one commit each.
+            raw.execute(
+                "DELETE FROM checkpoints WHERE thread_id = 't' AND checkpoint_id = ?1",
+                [&head.checkpoint.id],
+            )
+            .unwrap();
+            head = reader.get_tuple(&config).unwrap().unwrap();
+            raw.execute(
+                "UPDATE store SET value = ?1 WHERE prefix = 'ns' AND key = 'k'",
+                [format!("{{\"round\": {round}}}")],
+            )
+            .unwrap();
+        }
+        if round % 25 == 0 {
+            raw.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
+        }
+    }
+}
