@@ -224,24 +224,27 @@ fn run(shared: &Shared, pool: &Pool, busy: Duration) {
 
 /// Runs every job of `batch` in one transaction, each in a savepoint; the
 /// result of each. If the transaction itself fails, every job fails with
-/// that error.
+/// that error. A batch of one job needs no savepoint: the transaction is
+/// rolled back if the job fails.
 fn write_batch(pool: &Pool, busy: Duration, batch: &[Queued]) -> Vec<Result<()>> {
+    if let [only] = batch {
+        return vec![pool
+            .get()
+            .and_then(|mut conn| crate::db::write_on(&mut conn, busy, |tx| run_job(only, tx)))];
+    }
     let mut results: Vec<Result<()>> = Vec::new();
     let outcome = pool.get().and_then(|mut conn| {
         crate::db::write_on(&mut conn, busy, |tx| {
             results.clear();
             for q in batch {
-                tx.execute_batch("SAVEPOINT job")?;
-                let r = match catch_unwind(AssertUnwindSafe(|| (q.job)(tx))) {
-                    Ok(r) => r,
-                    Err(_) => Err(Error::corrupt("a write job panicked; it was rolled back")),
-                };
-                match r {
-                    Ok(()) => tx.execute_batch("RELEASE job")?,
+                tx.prepare_cached("SAVEPOINT job")?.execute([])?;
+                match run_job(q, tx) {
+                    Ok(()) => tx.prepare_cached("RELEASE job")?.execute([]).map(drop)?,
                     // A busy database must retry the whole transaction.
                     Err(Error::Busy) => return Err(Error::Busy),
                     Err(e) => {
-                        tx.execute_batch("ROLLBACK TO job; RELEASE job")?;
+                        tx.prepare_cached("ROLLBACK TO job")?.execute([])?;
+                        tx.prepare_cached("RELEASE job")?.execute([])?;
                         results.push(Err(e));
                         continue;
                     }
@@ -255,4 +258,10 @@ fn write_batch(pool: &Pool, busy: Duration, batch: &[Queued]) -> Vec<Result<()>>
         Ok(()) => results,
         Err(e) => batch.iter().map(|_| Err(e.replicate())).collect(),
     }
+}
+
+/// Runs one job; a panic is that job's error.
+fn run_job(q: &Queued, tx: &Transaction<'_>) -> Result<()> {
+    catch_unwind(AssertUnwindSafe(|| (q.job)(tx)))
+        .unwrap_or_else(|_| Err(Error::corrupt("a write job panicked; it was rolled back")))
 }

@@ -79,6 +79,34 @@ fn a_write_behind_conflict_is_reported_by_flush_and_the_others_commit() {
     assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 2);
 }
 
+/// A job committed alone (no other job queued with it) runs without a
+/// savepoint: when it fails, its whole transaction is rolled back.
+#[test]
+fn a_write_behind_conflict_alone_in_its_transaction_leaves_no_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wb.db");
+    let db = behind(&path);
+    let saver = db.checkpointer();
+    let first = saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit().unwrap();
+    let second = saver.step(&first).set("n", json!(1)).commit().unwrap();
+    db.flush().unwrap();
+    let raw = agentstate::rusqlite::Connection::open(&path).unwrap();
+    let rows = || -> i64 {
+        raw.query_row(
+            "SELECT (SELECT count(*) FROM checkpoints) + (SELECT count(*) FROM checkpoint_blobs) \
+             + (SELECT count(*) FROM checkpoint_writes)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let before = rows();
+    assert!(saver.step(&first).set("n", json!(2)).set("m", json!("new channel")).commit().is_ok());
+    assert!(matches!(db.flush(), Err(Error::Conflict(_))));
+    assert_eq!(rows(), before);
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, second.config);
+}
+
 #[test]
 fn group_commit_serves_concurrent_writers_at_full_durability() {
     let dir = tempfile::tempdir().unwrap();
