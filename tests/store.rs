@@ -1226,3 +1226,45 @@ mod list_namespaces_model {
         }
     }
 }
+
+/// A batch moves the generation of each prefix it writes once, itself (not
+/// twice per item through the triggers), and leaves no trace of how; another
+/// writer's change still moves it through the triggers, and search, which
+/// reloads a prefix when its generation moves, sees both.
+#[test]
+fn a_batch_moves_each_prefix_generation_once_and_other_writers_still_move_it() {
+    use rusqlite::OptionalExtension;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let db = Db::open(&path).unwrap();
+    let store = db.store(StoreConfig::default()).unwrap();
+    let raw = Connection::open(&path).unwrap();
+    let gen = |p: &str| -> Option<i64> {
+        raw.query_row("SELECT gen FROM agentstate_store_gen WHERE prefix = ?1", [p], |r| r.get(0))
+            .optional()
+            .unwrap()
+    };
+    let ops = (0..50)
+        .flat_map(|i| {
+            [
+                Op::Put(Put::new(&["a"], format!("k{i}"), json!({"i": i}))),
+                Op::Put(Put::new(&["b", "c"], format!("k{i}"), json!({"i": i}))),
+            ]
+        })
+        .collect();
+    store.batch(ops).unwrap();
+    assert_eq!((gen("a"), gen("b.c")), (Some(1), Some(1)));
+    let quiet: i64 = raw.query_row("SELECT count(*) FROM agentstate_store_quiet", [], |r| r.get(0)).unwrap();
+    assert_eq!(quiet, 0);
+    assert_eq!(store.search(Search::new(&["a"]).limit(100)).unwrap().len(), 50);
+    store.put(&["a"], "k0", json!({"i": -1})).unwrap();
+    assert_eq!(gen("a"), Some(2));
+    // Another writer, through SQLite alone.
+    raw.execute("DELETE FROM store WHERE prefix = 'a' AND key = 'k1'", []).unwrap();
+    assert!(gen("a") > Some(2));
+    raw.execute("UPDATE store SET value = '{\"i\": 99}' WHERE prefix = 'b.c' AND key = 'k2'", []).unwrap();
+    assert!(gen("b.c") > Some(1));
+    assert_eq!(store.search(Search::new(&["a"]).limit(100)).unwrap().len(), 49);
+    let hit = store.search(Search::new(&["b"]).filter(json!({"i": 99})).limit(10)).unwrap();
+    assert_eq!(hit.len(), 1);
+}

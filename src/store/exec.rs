@@ -470,8 +470,26 @@ fn placeholders(rows: usize, width: usize) -> String {
 }
 
 /// Writes a batch's puts (keys are distinct): deletes, then upserts with
-/// multi-row statements, then the vectors of every put item replaced.
+/// multi-row statements, then the vectors of every put item replaced; then
+/// moves the generation of each prefix written once (the per-row triggers
+/// stand aside meanwhile: see `agentstate_store_quiet` in schema.sql).
 fn write_puts(conn: &Connection, puts: &[PreparedPut]) -> Result<()> {
+    conn.prepare_cached("INSERT OR REPLACE INTO agentstate_store_quiet (x) VALUES (1)")?.execute([])?;
+    write_rows(conn, puts)?;
+    let prefixes: std::collections::BTreeSet<&str> = puts.iter().map(|p| p.prefix.as_str()).collect();
+    let mut bump = conn.prepare_cached(
+        "INSERT INTO agentstate_store_gen (prefix, gen) VALUES (?1, 1) \
+         ON CONFLICT (prefix) DO UPDATE SET gen = gen + 1",
+    )?;
+    for p in prefixes {
+        bump.execute([p])?;
+    }
+    // Before the commit: no other connection ever sees the row.
+    conn.prepare_cached("DELETE FROM agentstate_store_quiet")?.execute([])?;
+    Ok(())
+}
+
+fn write_rows(conn: &Connection, puts: &[PreparedPut]) -> Result<()> {
     use rusqlite::types::Value as V;
     let text = |s: &str| V::Text(s.to_owned());
     let mut deletes = vec![];
