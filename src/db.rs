@@ -178,15 +178,16 @@ impl DbBuilder {
         // The schema is checked and migrated on the first connection, before
         // the pool hands any out.
         let mut first = open()?;
-        let foreign_saver = check_foreign(&first)?;
+        let found = Found::read(&first)?;
+        let foreign_saver = check_foreign(&found)?;
         let mut current = false;
         if read_only {
-            up_to_date(&first)?;
-            check_ours(&first)?;
+            up_to_date(&found)?;
+            check_ours(&found)?;
         } else if path.is_some() {
             // Refuse a foreign or newer file before writing anything to it
             // (switching to WAL rewrites its header): `check_foreign` above.
-            current = up_to_date(&first)?;
+            current = up_to_date(&found)?;
             // Lets `Db::vacuum` return freed pages cheaply. Only takes effect
             // on a new, empty file.
             let pages: i64 = first.query_row("PRAGMA page_count", [], |r| r.get(0))?;
@@ -570,7 +571,13 @@ struct Migration {
     sql: String,
 }
 
-fn migrations() -> Vec<Migration> {
+/// The migrations of `schema.sql`, parsed once.
+fn migrations() -> &'static [Migration] {
+    static PARSED: std::sync::LazyLock<Vec<Migration>> = std::sync::LazyLock::new(parse_migrations);
+    &PARSED
+}
+
+fn parse_migrations() -> Vec<Migration> {
     let mut out: Vec<Migration> = Vec::new();
     for line in SCHEMA_SQL.lines() {
         if let Some(rest) = line.strip_prefix("-- migration: ") {
@@ -600,15 +607,16 @@ pub(crate) fn known_versions() -> Vec<(&'static str, i64)> {
 /// the second one finds nothing to do.
 fn migrate(conn: &mut Connection, busy: Duration) -> Result<()> {
     // A cheap read first: an up-to-date file needs no write lock at all.
-    check_foreign(conn)?;
-    if up_to_date(conn)? {
+    let found = Found::read(conn)?;
+    check_foreign(&found)?;
+    if up_to_date(&found)? {
         return Ok(());
     }
     let deadline = Instant::now() + busy;
     loop {
         let res = (|| -> Result<()> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let skip = skipped_series(check_foreign(&tx)?);
+            let skip = skipped_series(check_foreign(&Found::read(&tx)?)?);
             for series in SERIES.into_iter().filter(|s| Some(*s) != skip) {
                 tx.execute_batch(&format!("CREATE TABLE IF NOT EXISTS {series} (v INTEGER PRIMARY KEY)"))?;
             }
@@ -647,10 +655,54 @@ fn max_version(conn: &Connection, series: &str) -> Result<i64> {
     Ok(conn.query_row(&format!("SELECT COALESCE(MAX(v), -1) FROM {series}"), [], |r| r.get(0))?)
 }
 
-fn up_to_date(conn: &Connection) -> Result<bool> {
-    let skip = skipped_series(check_foreign(conn)?);
+/// What a file holds of the tables we look at when opening it: its table
+/// names and the highest migration of each series (-1: the series' table
+/// is missing), read with two queries (opening a file prepares every
+/// statement it runs: a query per table would cost more than the rest of
+/// `open`).
+struct Found {
+    tables: std::collections::HashSet<String>,
+    versions: Vec<(&'static str, i64)>,
+}
+
+impl Found {
+    fn read(conn: &Connection) -> Result<Found> {
+        let mut stmt = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
+        let tables = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<_>>()?;
+        let mut found = Found { tables, versions: SERIES.iter().map(|s| (*s, -1)).collect() };
+        let present: Vec<&str> = SERIES.iter().copied().filter(|s| found.has(s)).collect();
+        if !present.is_empty() {
+            // The series names are ours (constants), never input.
+            let sql = present
+                .iter()
+                .map(|s| format!("SELECT '{s}', COALESCE(MAX(v), -1) FROM {s}"))
+                .collect::<Vec<_>>()
+                .join(" UNION ALL ");
+            let mut stmt = conn.prepare(&sql)?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let (series, v): (String, i64) = (r.get(0)?, r.get(1)?);
+                if let Some(slot) = found.versions.iter_mut().find(|(s, _)| *s == series) {
+                    slot.1 = v;
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    fn has(&self, table: &str) -> bool {
+        self.tables.contains(table)
+    }
+
+    fn version(&self, series: &str) -> i64 {
+        self.versions.iter().find(|(s, _)| *s == series).map_or(-1, |(_, v)| *v)
+    }
+}
+
+fn up_to_date(found: &Found) -> Result<bool> {
+    let skip = skipped_series(check_foreign(found)?);
     for (series, known) in known_versions().into_iter().filter(|(s, _)| Some(*s) != skip) {
-        let have = max_version(conn, series)?;
+        let have = found.version(series);
         if have > known {
             return Err(Error::SchemaTooNew { table: series, found: have, supported: known });
         }
@@ -663,15 +715,11 @@ fn up_to_date(conn: &Connection) -> Result<bool> {
 
 /// Refuses (when opening read-only, which creates nothing) a file with none
 /// of the migration tables agentstate or LangGraph's `SqliteStore` create.
-fn check_ours(conn: &Connection) -> Result<()> {
-    let tables: i64 =
-        conn.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))?;
-    for series in SERIES {
-        if max_version(conn, series)? >= 0 {
-            return Ok(());
-        }
+fn check_ours(found: &Found) -> Result<()> {
+    if SERIES.iter().any(|s| found.version(s) >= 0) {
+        return Ok(());
     }
-    Err(Error::NotAgentstate(if tables == 0 {
+    Err(Error::NotAgentstate(if found.tables.is_empty() {
         "an empty SQLite database".into()
     } else {
         "an SQLite database without agentstate's tables".into()
@@ -684,21 +732,15 @@ fn check_ours(conn: &Connection) -> Result<()> {
 /// is refused; next to a Store it is left untouched: the checkpoint series
 /// is then never applied (see `skipped_series`) and checkpointer handles
 /// refuse to run, while the Store half is used as usual.
-fn check_foreign(conn: &Connection) -> Result<bool> {
-    let has = |name: &str| -> Result<bool> {
-        Ok(conn.query_row(
-            "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
-            [name],
-            |r| r.get(0),
-        )?)
-    };
-    if has("store")? && !has("store_migrations")? {
+fn check_foreign(found: &Found) -> Result<bool> {
+    let has = |name: &str| found.has(name);
+    if has("store") && !has("store_migrations") {
         return Err(Error::NotAgentstate(
             "the file has a `store` table that no LangGraph or agentstate store created".into(),
         ));
     }
-    let saver = has("checkpoints")? && !has("checkpoint_migrations")?;
-    if saver && !has("store_migrations")? {
+    let saver = has("checkpoints") && !has("checkpoint_migrations");
+    if saver && !has("store_migrations") {
         return Err(Error::NotAgentstate(
             "the file has a `checkpoints` table but no `checkpoint_migrations`: it looks like a \
              Python SqliteSaver file, whose layout (whole states per row) agentstate does not use"
