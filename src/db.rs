@@ -181,6 +181,9 @@ impl DbBuilder {
         let found = Found::read(&first)?;
         let foreign_saver = check_foreign(&found)?;
         let mut current = false;
+        // Whether the file is in WAL mode, with a WAL-index a connection may
+        // read (see `Pooled::generation`); read-only handles do not.
+        let mut wal = false;
         if read_only {
             up_to_date(&found)?;
             check_ours(&found)?;
@@ -194,7 +197,7 @@ impl DbBuilder {
             if pages == 0 {
                 first.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
             }
-            set_wal(&first, busy)?;
+            wal = set_wal(&first, busy)?;
         }
         if !read_only && !current {
             migrate(&mut first, busy)?;
@@ -202,7 +205,9 @@ impl DbBuilder {
         // An in-memory database lives in its one connection.
         let size = if path.is_some() { self.pool_size as usize } else { 1 };
         let open_wal = open.clone();
-        let pool = Arc::new(Pool::new(first, size, busy.max(Duration::from_secs(30)), Box::new(open)));
+        let pool = Arc::new(
+            Pool::new(first, size, busy.max(Duration::from_secs(30)), Box::new(open)).with_wal_index(wal),
+        );
         if path.is_some() && !read_only {
             pool.checkpoint_wal_with(WalThread::start(open_wal)?);
         }
@@ -549,13 +554,14 @@ fn init_connection(
     Ok(())
 }
 
-/// Switches the file to WAL. `journal_mode` cannot be changed inside a
+/// Switches the file to WAL; whether it is (a VFS without shared memory
+/// keeps another mode). `journal_mode` cannot be changed inside a
 /// transaction and may briefly be busy while another process does the same.
-fn set_wal(conn: &Connection, busy: Duration) -> Result<()> {
+fn set_wal(conn: &Connection, busy: Duration) -> Result<bool> {
     let deadline = Instant::now() + busy;
     loop {
         match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
-            Ok(_) => return Ok(()),
+            Ok(mode) => return Ok(mode.eq_ignore_ascii_case("wal")),
             Err(e) => match Error::from(e) {
                 Error::Busy if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
                 other => return Err(other),

@@ -52,6 +52,9 @@ pub(crate) struct Pool {
     /// every so many of them (a file opened for writing).
     commits: AtomicU64,
     wal: std::sync::OnceLock<crate::wal::WalThread>,
+    /// The file is in WAL mode and its connections may read the WAL-index
+    /// (see [`Pooled::generation`]).
+    wal_index: bool,
 }
 
 /// An idle connection and what it last saw of the file.
@@ -65,9 +68,6 @@ struct Slot {
 struct Seen {
     /// `PRAGMA data_version` when last asked (`None`: never asked).
     data_version: Option<i64>,
-    /// Whether the file is in WAL mode and writable by this connection, so
-    /// that its WAL-index may be read (`None`: not known yet).
-    wal_index: Option<bool>,
     /// The WAL-index header read just before `data_version` was asked.
     header: Option<[u32; 12]>,
 }
@@ -100,7 +100,17 @@ impl Pool {
             generation: AtomicU64::new(0),
             commits: AtomicU64::new(0),
             wal: std::sync::OnceLock::new(),
+            wal_index: false,
         }
+    }
+
+    /// Lets connections read the WAL-index header: only for a file in WAL
+    /// mode (mapping the shared memory of another file would create a
+    /// `-shm` file for it). A file leaves WAL mode only once every other
+    /// connection is closed, so it stays in it while the pool exists.
+    pub(crate) fn with_wal_index(mut self, yes: bool) -> Pool {
+        self.wal_index = yes;
+        self
     }
 
     /// Hands WAL checkpoints to `wal` (see [`crate::wal`]).
@@ -260,9 +270,11 @@ impl<'a> Pooled<'a> {
     pub(crate) fn generation(&mut self) -> Result<u64> {
         // Read before the pragma: a commit in between moves the header, and
         // the next call asks again.
-        let header = match self.seen.wal_index {
-            Some(true) => crate::wal::index_header(self),
-            _ => None,
+        // Only once this connection has read the file (it has then mapped
+        // the WAL-index).
+        let header = match self.pool.wal_index && self.seen.data_version.is_some() {
+            true => crate::wal::index_header(self),
+            false => None,
         };
         if header.is_some() && header == self.seen.header && self.seen.data_version.is_some() {
             return Ok(self.pool.generation.load(Ordering::SeqCst));
@@ -271,14 +283,6 @@ impl<'a> Pooled<'a> {
         if self.seen.data_version != Some(now) {
             self.pool.generation.fetch_add(1, Ordering::SeqCst);
             self.seen.data_version = Some(now);
-        }
-        if self.seen.wal_index.is_none() {
-            // Only now, after a read: the connection has opened the WAL and
-            // its shared memory, if the file has them. Neither changes while
-            // the connection is open (leaving WAL mode needs every other
-            // connection closed).
-            let mode: String = self.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
-            self.seen.wal_index = Some(mode.eq_ignore_ascii_case("wal") && !self.is_readonly("main")?);
         }
         self.seen.header = header;
         Ok(self.pool.generation.load(Ordering::SeqCst))
