@@ -34,11 +34,11 @@ pub(crate) struct Block {
     bytes: usize,
     pub(crate) items: Vec<CachedItem>,
     dims: usize,
-    /// Row-major, unit-normalised; zero vectors are left out. Rows of one
-    /// item are contiguous.
-    vectors: Vec<f32>,
-    /// The same rows quantised to i8 (`row ≈ scale * q`), a quarter of the
-    /// bytes, for pre-scoring.
+    /// The unit-normalised vector rows (zero vectors left out; rows of one
+    /// item contiguous) quantised to i8 (`row ≈ scale * q`), a quarter of
+    /// the `f32` bytes, for pre-scoring. The few items that may reach the
+    /// page are scored exactly from the file (`exact_score`): the `f32` rows
+    /// are not kept in memory.
     quantised: Vec<i8>,
     /// Per row: the quantisation scale and the L2 norm of the quantisation
     /// error, which bounds |exact - approximate| for a unit query.
@@ -46,8 +46,6 @@ pub(crate) struct Block {
     error: Vec<f32>,
     /// The item (index into `items`) each vector row belongs to.
     owners: Vec<u32>,
-    /// Per item, its rows `start..end`.
-    rows: Vec<(u32, u32)>,
     /// Per filter path, the value of every item at that path, extracted on
     /// first use: filters then read one compact column instead of walking
     /// every document's map.
@@ -131,10 +129,10 @@ fn value_bytes(n: usize) -> usize {
     n.saturating_mul(4)
 }
 
-/// What one vector row of `dims` dimensions costs: the `f32` row, its `i8`
-/// copy, scale, error and owner.
+/// What one vector row of `dims` dimensions costs: its `i8` copy, scale,
+/// error and owner.
 fn row_bytes(dims: usize) -> usize {
-    dims * 5 + 12
+    dims + 12
 }
 
 impl SearchCache {
@@ -319,10 +317,8 @@ fn load(
     let mut block = Block {
         gen,
         bytes,
-        rows: vec![(0, 0); items.len()],
         items,
         dims: dims.unwrap_or(0),
-        vectors: vec![],
         quantised: vec![],
         scale: vec![],
         error: vec![],
@@ -339,7 +335,6 @@ fn load(
     if block.bytes.saturating_add(count.saturating_mul(row_bytes(dims))) > allowance {
         return Ok(None);
     }
-    block.vectors.reserve_exact(count * dims);
     block.quantised.reserve_exact(count * dims);
     block.scale.reserve_exact(count);
     block.error.reserve_exact(count);
@@ -373,7 +368,6 @@ fn load(
         if !normalise(&mut v) {
             continue;
         }
-        let row = block.owners.len() as u32;
         let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
         let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
         let mut err2 = 0f64;
@@ -382,16 +376,9 @@ fn load(
             err2 += f64::from(x - scale * f32::from(q)).powi(2);
             block.quantised.push(q);
         }
-        block.vectors.extend_from_slice(&v);
         block.scale.push(scale);
         block.error.push(err2.sqrt() as f32);
         block.owners.push(at as u32);
-        let span = &mut block.rows[at];
-        if span.0 == span.1 {
-            *span = (row, row + 1);
-        } else {
-            span.1 = row + 1;
-        }
     }
     block.bytes = block.bytes.saturating_add(count.saturating_mul(row_bytes(dims)));
     Ok(Some(block))
@@ -456,7 +443,8 @@ pub(crate) fn search<'a>(
     query: Option<&[f32]>,
     limit: usize,
     offset: usize,
-) -> Vec<Hit<'a>> {
+    exact: &mut dyn FnMut(&str, &str) -> Result<Option<f32>>,
+) -> Result<Vec<Hit<'a>>> {
     let want = offset.saturating_add(limit);
     let mut scored: Vec<Hit<'a>> = vec![];
     let mut unscored: Vec<Hit<'a>> = vec![];
@@ -505,7 +493,7 @@ pub(crate) fn search<'a>(
         bounds.push(b);
     }
     // Only items whose upper bound reaches the want-th best lower bound can
-    // be in the page: score exactly those, with the full f32 rows.
+    // be in the page: score exactly those, with their f32 rows from the file.
     let threshold = if query.is_some() {
         let mut lows: Vec<f32> =
             bounds.iter().flatten().map(|(lo, _)| *lo).filter(|lo| *lo > f32::NEG_INFINITY).collect();
@@ -518,6 +506,8 @@ pub(crate) fn search<'a>(
     } else {
         f32::NEG_INFINITY
     };
+    // Items that may reach the page, by upper bound.
+    let mut pending: Vec<(f32, &'a str, &'a CachedItem)> = vec![];
     for (((prefix, block), candidate), b) in blocks.iter().zip(&cands).zip(&bounds) {
         for (i, it) in block.items.iter().enumerate() {
             if !candidate[i] {
@@ -525,18 +515,35 @@ pub(crate) fn search<'a>(
             }
             let (_, hi) = b[i];
             if query.is_some() && hi > f32::NEG_INFINITY {
-                if hi < threshold {
-                    continue;
+                if hi >= threshold {
+                    pending.push((hi, prefix.as_str(), it));
                 }
-                let (start, end) = block.rows[i];
-                let q = query.unwrap_or(&[]);
-                let best = (start..end)
-                    .map(|r| dot(q, &block.vectors[r as usize * block.dims..(r as usize + 1) * block.dims]))
-                    .fold(f32::NEG_INFINITY, f32::max);
-                scored.push((prefix.as_str(), it, Some(f64::from(best))));
             } else {
                 unscored.push((prefix.as_str(), it, None));
             }
+        }
+    }
+    // Best upper bound first; once `want` exact scores are known, an item
+    // whose upper bound is below the lowest of them cannot reach the page,
+    // nor can any after it.
+    pending.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut best: Vec<f32> = Vec::with_capacity(want.min(pending.len()));
+    for (hi, prefix, it) in pending {
+        if want > 0 && best.len() == want && hi < best[want - 1] {
+            break;
+        }
+        match exact(prefix, &it.key)? {
+            Some(score) => {
+                let at = best.partition_point(|x| *x >= score);
+                if at < want {
+                    best.insert(at, score);
+                    best.truncate(want);
+                }
+                scored.push((prefix, it, Some(f64::from(score))));
+            }
+            // Not in this snapshot's file (the block was loaded from the
+            // same snapshot, so this does not happen): unscored.
+            None => unscored.push((prefix, it, None)),
         }
     }
     let by_name = |a: &Hit<'_>, b: &Hit<'_>| a.0.cmp(b.0).then_with(|| a.1.key.cmp(&b.1.key));
@@ -550,7 +557,43 @@ pub(crate) fn search<'a>(
         top(&mut unscored, want - seq.len(), newest);
         seq.extend(unscored);
     }
-    seq.into_iter().skip(offset).take(limit).collect()
+    Ok(seq.into_iter().skip(offset).take(limit).collect())
+}
+
+/// The exact max-pooled score of item (`prefix`, `key`) for the unit query
+/// `q`: the best dot product of `q` with any of its vectors in the file,
+/// each normalised as the cache's rows are (zero vectors left out); `None`
+/// if it has none.
+///
+/// # Errors
+/// [`Error::Corrupt`] for a vector of another size than `q`; database
+/// errors.
+pub(crate) fn exact_score(conn: &Connection, prefix: &str, key: &str, q: &[f32]) -> Result<Option<f32>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT embedding FROM store_vectors WHERE prefix = ?1 AND key = ?2")?;
+    let mut rows = stmt.query([prefix, key])?;
+    let mut best: Option<f32> = None;
+    let mut v: Vec<f32> = Vec::with_capacity(q.len());
+    while let Some(r) = rows.next()? {
+        let Some(blob) = r.get_ref(0)?.as_blob_or_null().map_err(rusqlite::Error::from)? else {
+            continue;
+        };
+        if blob.len() != q.len() * 4 {
+            return Err(Error::corrupt(format!(
+                "vector of item {prefix}/{key} has {} bytes, expected {} ({} dims)",
+                blob.len(),
+                q.len() * 4,
+                q.len()
+            )));
+        }
+        v.clear();
+        v.extend(blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+        if normalise(&mut v) {
+            let s = dot(q, &v);
+            best = Some(best.map_or(s, |b| b.max(s)));
+        }
+    }
+    Ok(best)
 }
 
 /// Keeps the first `n` of `v` in `cmp` order, sorted.
@@ -624,7 +667,7 @@ mod exactness {
     use proptest::prelude::*;
     use serde_json::json;
 
-    fn block(vectors: &[(u32, Vec<f32>)], items: usize, dims: usize) -> Block {
+    fn block(vectors: &[(u32, Vec<f32>)], items: usize, dims: usize) -> (Connection, Block) {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(
             "CREATE TABLE store (prefix TEXT, key TEXT, value TEXT, created_at TEXT, updated_at TEXT, ttl_minutes REAL);
@@ -643,7 +686,8 @@ mod exactness {
             )
             .unwrap();
         }
-        load(&conn, "p", 1, Some(dims), usize::MAX).unwrap().unwrap()
+        let block = load(&conn, "p", 1, Some(dims), usize::MAX).unwrap().unwrap();
+        (conn, block)
     }
 
     proptest! {
@@ -660,20 +704,32 @@ mod exactness {
             offset in 0usize..5,
         ) {
             let vectors: Vec<(u32, Vec<f32>)> = raw.into_iter().map(|(o, v)| (o % items as u32, v)).collect();
-            let b = Arc::new(block(&vectors, items, 16));
+            let (conn, b) = block(&vectors, items, 16);
+            let b = Arc::new(b);
             let mut unit = q.clone();
             prop_assume!(normalise(&mut unit));
             let blocks = vec![("p".to_string(), b.clone())];
+            let mut lookups = 0;
+            let mut exact = |p: &str, k: &str| {
+                lookups += 1;
+                exact_score(&conn, p, k, &unit)
+            };
             let got: Vec<(String, Option<f64>)> =
-                search(&blocks, &HashSet::new(), None, Some(&unit), limit, offset)
-                    .into_iter().map(|(_, it, s)| (it.key.clone(), s)).collect();
-            // Exhaustive: every row, exact, pooled.
+                search(&blocks, &HashSet::new(), None, Some(&unit), limit, offset, &mut exact)
+                    .unwrap().into_iter().map(|(_, it, s)| (it.key.clone(), s)).collect();
+            // Exhaustive: every vector, exact, pooled.
             let mut best: Vec<Option<f32>> = vec![None; items];
-            for (row, &o) in b.owners.iter().enumerate() {
-                let s = dot(&unit, &b.vectors[row * 16..(row + 1) * 16]);
-                let e = &mut best[o as usize];
+            for (o, v) in &vectors {
+                let mut v = v.clone();
+                if !normalise(&mut v) {
+                    continue;
+                }
+                let s = dot(&unit, &v);
+                let e = &mut best[*o as usize];
                 *e = Some(e.map_or(s, |x: f32| x.max(s)));
             }
+            // Pruning reads only the items that may reach the page.
+            prop_assert!(lookups <= items);
             let mut scored: Vec<(String, f32)> = best.iter().enumerate()
                 .filter_map(|(i, s)| s.map(|s| (format!("k{i:03}"), s))).collect();
             scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));

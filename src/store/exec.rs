@@ -279,7 +279,9 @@ impl Store {
             return self.streamed_items(conn, s, hits, refresh);
         };
         let expired = expired_items(conn)?;
-        let hits = cache::search(&blocks, &expired, filter, unit.as_deref(), s.limit, s.offset);
+        let q = unit.as_deref().unwrap_or(&[]);
+        let mut exact = |prefix: &str, key: &str| cache::exact_score(conn, prefix, key, q);
+        let hits = cache::search(&blocks, &expired, filter, unit.as_deref(), s.limit, s.offset, &mut exact)?;
         let wants_refresh = self.refresh(s.refresh_ttl);
         let mut out = Vec::with_capacity(hits.len());
         for (prefix, it, score) in hits {
