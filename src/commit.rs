@@ -9,9 +9,10 @@
 //!   the caller does not wait; the write is committed shortly after, with
 //!   whatever else was queued. [`Db::flush`](crate::Db::flush) waits for it.
 //!
-//! Each job runs inside its own savepoint of the shared transaction: a job
+//! Each job of a shared transaction runs inside its own savepoint: a job
 //! that fails (a `Conflict`, say) is rolled back alone and the others commit;
-//! a job is never half applied. Jobs own their data and can run again if the
+//! a job alone in its transaction needs none (the transaction is rolled
+//! back). A job is never half applied. Jobs own their data and can run again if the
 //! transaction is retried after `Busy`.
 //!
 //! No code that can panic runs under the lock (queue and counter updates), so

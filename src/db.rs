@@ -672,10 +672,14 @@ struct Found {
 }
 
 impl Found {
+    /// # Errors
+    /// Those of [`check_foreign`] (before reading any version: a foreign
+    /// file's tables may not have the columns we read), database errors.
     fn read(conn: &Connection) -> Result<Found> {
         let mut stmt = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
         let tables = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<_>>()?;
         let mut found = Found { tables, versions: SERIES.iter().map(|s| (*s, -1)).collect() };
+        check_foreign(&found)?;
         let present: Vec<&str> = SERIES.iter().copied().filter(|s| found.has(s)).collect();
         if !present.is_empty() {
             // The series names are ours (constants), never input.

@@ -271,8 +271,11 @@ impl<'a> Pooled<'a> {
         // Read before the pragma: a commit in between moves the header, and
         // the next call asks again.
         // Only once this connection has read the file (it has then mapped
-        // the WAL-index).
-        let header = match self.pool.wal_index && self.seen.data_version.is_some() {
+        // the WAL-index), and outside a transaction: inside one the pragma
+        // answers for the transaction's snapshot, and a header recorded with
+        // it would hide the commits made since.
+        debug_assert!(self.is_autocommit(), "generation() inside a transaction");
+        let header = match self.pool.wal_index && self.seen.data_version.is_some() && self.is_autocommit() {
             true => crate::wal::index_header(self),
             false => None,
         };

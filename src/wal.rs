@@ -114,22 +114,30 @@ fn run((state, wake): &Shared, open: impl FnOnce() -> Result<Connection>) {
 ///
 /// `None` when no consistent header can be read without SQLite's help: the
 /// VFS maps no shared memory (an in-memory file), the region is not mapped
-/// yet, a writer is updating it right now (its two copies differ), or it is
-/// not initialised. Call it only on a connection that has read a file in
-/// WAL mode: on another, mapping the region could create a `-shm` file.
+/// yet, a writer is updating it right now (its two copies differ), it is
+/// not initialised, or its layout version is not the one this reads
+/// (3007000, unchanged since SQLite 3.7.0). Call it only on a connection
+/// that has read a file in WAL mode: on another, mapping the region could
+/// create a `-shm` file. Unix only: on Windows SQLite guards its reads of
+/// the mapping against page-in errors (structured exceptions) and a plain
+/// read could not; there the caller asks SQLite.
+#[cfg(unix)]
 pub(crate) fn index_header(conn: &Connection) -> Option<[u32; 12]> {
     use rusqlite::ffi;
-    use std::sync::atomic::{fence, Ordering};
+    use std::sync::atomic::{fence, AtomicU32, Ordering};
     // The wal-index is mapped in regions of this size (WALINDEX_PGSZ).
     const REGION: std::ffi::c_int = 32768;
+    // WALINDEX_MAX_VERSION: the header's first word.
+    const LAYOUT: u32 = 3_007_000;
     // SAFETY: `conn` is borrowed, so its handle is open and no statement of
     // it runs while we look (a `Connection` is not `Sync`). The file pointer
     // SQLite hands out stays valid while the connection is open; `xShmMap`
     // of region 0 without extending returns the mapping the connection
-    // already holds (valid until the connection closes), and it is only
-    // read here, with volatile reads in SQLite's order: copy 0, a barrier,
-    // copy 1 (a writer writes copy 1 first), so that equal copies are a
-    // header that was current at some instant.
+    // already holds (page-aligned, valid until the connection closes). It
+    // is only read here, word by word as atomics (other threads of this
+    // process and other processes write it), in SQLite's order: copy 0, a
+    // barrier, copy 1 (a writer writes copy 1 first), so that equal copies
+    // are a header that was current at some instant.
     unsafe {
         let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
         let rc = ffi::sqlite3_file_control(
@@ -150,18 +158,27 @@ pub(crate) fn index_header(conn: &Connection) -> Option<[u32; 12]> {
         if map(file, 0, REGION, 0, &raw mut region) != ffi::SQLITE_OK || region.is_null() {
             return None;
         }
-        let words = region.cast::<u32>().cast_const();
+        let words = region.cast::<u32>();
+        if !words.is_aligned() {
+            return None;
+        }
         let mut copies = [[0u32; 12]; 2];
         for (c, copy) in copies.iter_mut().enumerate() {
             if c == 1 {
-                fence(Ordering::SeqCst);
+                fence(Ordering::Acquire);
             }
             for (i, w) in copy.iter_mut().enumerate() {
-                *w = std::ptr::read_volatile(words.add(c * 12 + i));
+                *w = AtomicU32::from_ptr(words.add(c * 12 + i)).load(Ordering::Relaxed);
             }
         }
         // Byte 12 of the header is `isInit`.
         let initialised = copies[0][3].to_ne_bytes()[0] != 0;
-        (copies[0] == copies[1] && initialised).then_some(copies[0])
+        (copies[0] == copies[1] && copies[0][0] == LAYOUT && initialised).then_some(copies[0])
     }
+}
+
+/// See the Unix version: elsewhere the caller always asks SQLite.
+#[cfg(not(unix))]
+pub(crate) fn index_header(_conn: &Connection) -> Option<[u32; 12]> {
+    None
 }

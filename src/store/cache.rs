@@ -1,12 +1,14 @@
 //! The Store's in-memory search cache.
 //!
 //! Search runs over a copy of each namespace prefix's items (parsed values)
-//! and unit-normalised vectors, kept per prefix and tagged with the prefix's
-//! generation from `agentstate_store_gen` (bumped by triggers on every change,
-//! whoever makes it). A search reads the generations of the prefixes under its
-//! namespace prefix in the same snapshot, reloads only the blocks that moved,
-//! and scores exactly in Rust: every vector of every candidate, no
-//! approximation. Filters run through the Rust evaluator, which agrees with
+//! and an i8 copy of their unit-normalised vectors, kept per prefix and
+//! tagged with the prefix's generation from `agentstate_store_gen` (moved on
+//! every change, whoever makes it). A search reads the generations of the
+//! prefixes under its namespace prefix in the same snapshot, reloads only
+//! the blocks that moved, bounds every candidate's score from the i8 rows
+//! (with each row's proven quantisation error), and scores exactly in Rust,
+//! from the f32 rows in the file, every candidate whose bound can still
+//! reach the page: no approximation. Filters run through the Rust evaluator, which agrees with
 //! the SQL compilation on every input (see `filter`'s property tests).
 //! Expiry is not cached: expired items are fetched live, by index, per
 //! search.
@@ -728,7 +730,6 @@ mod exactness {
                 let e = &mut best[*o as usize];
                 *e = Some(e.map_or(s, |x: f32| x.max(s)));
             }
-            // Pruning reads only the items that may reach the page.
             prop_assert!(lookups <= items);
             let mut scored: Vec<(String, f32)> = best.iter().enumerate()
                 .filter_map(|(i, s)| s.map(|s| (format!("k{i:03}"), s))).collect();
@@ -741,5 +742,37 @@ mod exactness {
             prop_assert_eq!(got, want);
             let _ = json!(null);
         }
+    }
+
+    /// Rescoring from the file reads only the items whose bound can still
+    /// reach the page: three items close to the query and 300 far from it,
+    /// a page of three, read three of them (or a few more), not 303.
+    #[test]
+    fn only_the_items_that_can_reach_the_page_are_read() {
+        let mut vectors: Vec<(u32, Vec<f32>)> = vec![];
+        for i in 0..303u32 {
+            let mut v = vec![0.0f32; 16];
+            if i < 3 {
+                v[0] = 1.0;
+                v[1] = 0.2 * i as f32;
+            } else {
+                v[1 + (i as usize % 15)] = 1.0;
+                v[0] = 0.1;
+            }
+            vectors.push((i, v));
+        }
+        let (conn, b) = block(&vectors, 303, 16);
+        let blocks = vec![("p".to_string(), Arc::new(b))];
+        let mut q = vec![0.0f32; 16];
+        q[0] = 1.0;
+        let mut lookups = 0;
+        let mut exact = |p: &str, k: &str| {
+            lookups += 1;
+            exact_score(&conn, p, k, &q)
+        };
+        let got = search(&blocks, &HashSet::new(), None, Some(&q), 3, 0, &mut exact).unwrap();
+        let keys: Vec<&str> = got.iter().map(|(_, it, _)| it.key.as_str()).collect();
+        assert_eq!(keys, ["k000", "k001", "k002"]);
+        assert!(lookups <= 5, "{lookups} items read from the file");
     }
 }
