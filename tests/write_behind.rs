@@ -59,14 +59,21 @@ fn dropping_a_write_behind_db_commits_what_is_queued() {
     assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, head.config);
 }
 
-#[test]
-fn a_write_behind_conflict_is_reported_by_flush_and_the_others_commit() {
+/// A write-behind `Db` on a new file whose thread "t" has two steps queued.
+fn two_steps() -> (tempfile::TempDir, std::path::PathBuf, Db, CheckpointTuple, CheckpointTuple) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wb.db");
     let db = behind(&path);
     let saver = db.checkpointer();
     let first = saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit().unwrap();
     let second = saver.step(&first).set("n", json!(1)).commit().unwrap();
+    (dir, path, db, first, second)
+}
+
+#[test]
+fn a_write_behind_conflict_is_reported_by_flush_and_the_others_commit() {
+    let (_dir, _path, db, first, second) = two_steps();
+    let saver = db.checkpointer();
     // `first` is no longer the head once `second` is written: queued anyway,
     // refused when it runs.
     assert!(saver.step(&first).set("n", json!(2)).commit().is_ok());
@@ -83,12 +90,8 @@ fn a_write_behind_conflict_is_reported_by_flush_and_the_others_commit() {
 /// savepoint: when it fails, its whole transaction is rolled back.
 #[test]
 fn a_write_behind_conflict_alone_in_its_transaction_leaves_no_row() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("wb.db");
-    let db = behind(&path);
+    let (_dir, path, db, first, second) = two_steps();
     let saver = db.checkpointer();
-    let first = saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit().unwrap();
-    let second = saver.step(&first).set("n", json!(1)).commit().unwrap();
     db.flush().unwrap();
     let raw = agentstate::rusqlite::Connection::open(&path).unwrap();
     let rows = || -> i64 {
