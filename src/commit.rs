@@ -9,10 +9,10 @@
 //!   the caller does not wait; the write is committed shortly after, with
 //!   whatever else was queued. [`Db::flush`](crate::Db::flush) waits for it.
 //!
-//! Each job of a shared transaction runs inside its own savepoint: a job
-//! that fails (a `Conflict`, say) is rolled back alone and the others commit;
-//! a job alone in its transaction needs none (the transaction is rolled
-//! back). A job is never half applied. Jobs own their data and can run again if the
+//! A job that fails (a `Conflict`, say) is rolled back alone and the others
+//! commit; a job is never half applied. A batch first runs without
+//! savepoints; only if one of its jobs fails is it rolled back and run again
+//! with a savepoint per job. Jobs own their data and can run again if the
 //! transaction is retried after `Busy`.
 //!
 //! No code that can panic runs under the lock (queue and counter updates), so
@@ -223,15 +223,24 @@ fn run(shared: &Shared, pool: &Pool, busy: Duration) {
     }
 }
 
-/// Runs every job of `batch` in one transaction, each in a savepoint; the
-/// result of each. If the transaction itself fails, every job fails with
-/// that error. A batch of one job needs no savepoint: the transaction is
-/// rolled back if the job fails.
+/// Runs every job of `batch` in one transaction; the result of each. A job
+/// that fails is rolled back alone and the others commit; if the
+/// transaction itself fails, every job fails with that error.
 fn write_batch(pool: &Pool, busy: Duration, batch: &[Queued]) -> Vec<Result<()>> {
-    if let [only] = batch {
-        return vec![pool
-            .get()
-            .and_then(|mut conn| crate::db::write_on(&mut conn, busy, |tx| run_job(only, tx)))];
+    // First without savepoints (their statement journal copies every page a
+    // job touches): if every job succeeds, that is the commit. A job alone
+    // needs nothing more; otherwise a failure rolls the whole transaction
+    // back and the batch runs again with a savepoint per job (jobs can run
+    // again: see `Job`).
+    let all = pool.get().and_then(|mut conn| {
+        crate::db::write_on(&mut conn, busy, |tx| batch.iter().try_for_each(|q| run_job(q, tx)))
+    });
+    match all {
+        Ok(()) => return batch.iter().map(|_| Ok(())).collect(),
+        Err(e) if batch.len() == 1 || matches!(e, Error::Busy) => {
+            return batch.iter().map(|_| Err(e.replicate())).collect();
+        }
+        Err(_) => {}
     }
     let mut results: Vec<Result<()>> = Vec::new();
     let outcome = pool.get().and_then(|mut conn| {

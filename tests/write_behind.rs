@@ -110,6 +110,29 @@ fn a_write_behind_conflict_alone_in_its_transaction_leaves_no_row() {
     assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, second.config);
 }
 
+/// A batch runs without savepoints first; when one of its jobs fails, the
+/// batch is rolled back and run again with a savepoint per job: the others
+/// commit, the failing one leaves nothing.
+#[test]
+fn a_failing_job_in_a_shared_transaction_leaves_nothing_and_the_others_commit() {
+    let (_dir, path, db, first, second) = two_steps();
+    let saver = db.checkpointer();
+    db.flush().unwrap();
+    // Queued together (the committer lingers for more): a step from a parent
+    // that is no longer the head, writing a channel of its own, between two
+    // good writes.
+    saver.start(&CheckpointConfig::thread("u")).set("n", json!(0)).commit().unwrap();
+    saver.step(&first).set("only-in-the-conflict", json!("x".repeat(2000))).commit().unwrap();
+    let third = saver.step(&second).set("n", json!(2)).commit().unwrap();
+    assert!(matches!(db.flush(), Err(Error::Conflict(_))));
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, third.config);
+    assert!(saver.get_tuple(&CheckpointConfig::thread("u")).unwrap().is_some());
+    let raw = agentstate::rusqlite::Connection::open(&path).unwrap();
+    let count = |sql: &str| -> i64 { raw.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(count("SELECT count(*) FROM checkpoints WHERE thread_id = 't'"), 3);
+    assert_eq!(count("SELECT count(*) FROM checkpoint_blobs WHERE channel = 'only-in-the-conflict'"), 0);
+}
+
 #[test]
 fn group_commit_serves_concurrent_writers_at_full_durability() {
     let dir = tempfile::tempdir().unwrap();
