@@ -16,6 +16,7 @@ pub mod nonblocking;
 mod pool;
 pub mod store;
 mod vector;
+mod vfs;
 mod wal;
 
 pub use checkpoint::{

@@ -166,6 +166,9 @@ impl DbBuilder {
             let path = path.clone();
             move || -> Result<Connection> {
                 let mut conn = match &path {
+                    Some(p) if crate::vfs::register() => {
+                        Connection::open_with_flags_and_vfs(p, flags, "agentstate")?
+                    }
                     Some(p) => Connection::open_with_flags(p, flags)?,
                     None => Connection::open_in_memory_with_flags(flags)?,
                 };
