@@ -1,6 +1,6 @@
 //! Full disks and I/O failures, through a fault-injecting SQLite VFS
-//! (`tests/common/faultvfs.rs`, opened with `file:<path>?vfs=faulty`): no
-//! library hook is needed.
+//! (`tests/common/faultvfs.rs`, the process's default VFS, under the
+//! crate's own WAL-batching VFS): no library hook is needed.
 //!
 //! - Disk full: every write that needs space fails with `Error::DiskFull`,
 //!   is rolled back entirely, leaves a valid file, and succeeds once space
@@ -262,6 +262,7 @@ fn learn_id(model: &State, op: &mut Value, seen: &State) {
 }
 
 fn check(path: &Path) {
+    assert!(faultvfs::under_agentstate(), "the crate's VFS must write through the faulty one");
     if let Err(bad) = check_file_with(path, Blobs::AllPresent, Parents::MayDangle) {
         panic!("{}", bad.join("\n"));
     }

@@ -1,8 +1,11 @@
 //! A fault-injecting SQLite VFS for tests: a shim over the default (unix)
-//! VFS, registered under the name `faulty`, that can make the disk of one
-//! database file full or failing. Open a database through it with the URI
-//! `file:<path>?vfs=faulty` ([`uri`]); files without a registered [`Disk`]
-//! pass straight through.
+//! VFS, registered under the name `faulty` as the process's default VFS,
+//! that can make the disk of one database file full or failing. The crate's
+//! own VFS (`src/vfs.rs`, which gathers a commit's WAL frames into one
+//! write) wraps the default VFS when the first `Db` opens, so it sits on
+//! top of this one and its writes meet the faults ([`under_agentstate`]
+//! checks that). Files without a registered [`Disk`] pass straight
+//! through.
 //!
 //! Faults apply to the main database file and its WAL (and rollback
 //! journal), never to the `-shm` index, and stay until [`Disk::disarm`]:
@@ -106,9 +109,21 @@ pub fn disk(path: &Path) -> (Arc<Disk>, String) {
     (disk, uri(&full))
 }
 
-/// `file:<path>?vfs=faulty`.
+/// The path to open: this VFS is the process's default, under the crate's
+/// own (see `register`).
 pub fn uri(path: &Path) -> String {
-    format!("file:{}?vfs={NAME}", path.display())
+    path.display().to_string()
+}
+
+/// Whether the crate's VFS (once a `Db` has opened a file) writes through
+/// this one.
+pub fn under_agentstate() -> bool {
+    // SAFETY: registered VFS objects live as long as the process.
+    unsafe {
+        let ours = ffi::sqlite3_vfs_find(c"agentstate".as_ptr());
+        let faulty = ffi::sqlite3_vfs_find(NAME_C.as_ptr() as *const c_char);
+        !ours.is_null() && !faulty.is_null() && (*ours).pAppData == faulty.cast()
+    }
 }
 
 fn lookup(name: &str) -> Option<Arc<Disk>> {
@@ -133,7 +148,10 @@ fn register() {
         vfs.pNext = ptr::null_mut();
         vfs.xOpen = Some(x_open);
         let vfs = Box::into_raw(Box::new(vfs));
-        let rc = ffi::sqlite3_vfs_register(vfs, 0);
+        // The default: the crate's own VFS (`agentstate`, which wraps the
+        // default VFS when the first `Db` opens) then sits on top of this
+        // one, so faults reach the writes it makes.
+        let rc = ffi::sqlite3_vfs_register(vfs, 1);
         assert_eq!(rc, ffi::SQLITE_OK, "register the VFS");
     });
 }
