@@ -26,8 +26,7 @@ use std::sync::{Arc, Mutex, Once};
 
 use rusqlite::ffi;
 
-/// The VFS name to put in a URI.
-pub const NAME: &str = "faulty";
+/// The VFS's name.
 const NAME_C: &[u8] = b"faulty\0";
 
 /// A kind of fault and how many operations pass before it starts.
