@@ -142,6 +142,10 @@ unsafe fn flush(f: &mut WalFile) -> c_int {
         at += chunk.len() as i64;
     }
     f.buffer.clear();
+    // A large transaction's buffer is not kept for every small one after it.
+    if f.buffer.capacity() > 4 * CHUNK {
+        f.buffer = Vec::new();
+    }
     f.after_header = false;
     f.commit = false;
     rc
