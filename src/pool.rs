@@ -279,7 +279,8 @@ impl<'a> Pooled<'a> {
             true => crate::wal::index_header(self),
             false => None,
         };
-        if header.is_some() && header == self.seen.header && self.seen.data_version.is_some() {
+        // (A header is only read once the pragma has been asked.)
+        if header.is_some() && header == self.seen.header {
             return Ok(self.pool.generation.load(Ordering::SeqCst));
         }
         let now: i64 = self.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?;

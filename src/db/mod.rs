@@ -17,7 +17,7 @@ use crate::wal::WalThread;
 mod schema;
 
 pub(crate) use schema::known_versions;
-use schema::{check_foreign, check_ours, migrate, up_to_date, Found};
+use schema::{check_ours, migrate, up_to_date, Found};
 
 /// How hard a commit tries to reach the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -180,7 +180,7 @@ impl DbBuilder {
         // the pool hands any out.
         let mut first = open()?;
         let found = Found::read(&first)?;
-        let foreign_saver = check_foreign(&found)?;
+        let foreign_saver = found.foreign_saver;
         let mut current = false;
         // Whether the file is in WAL mode, with a WAL-index a connection may
         // read (see `Pooled::generation`); read-only handles do not.
@@ -190,7 +190,7 @@ impl DbBuilder {
             check_ours(&found)?;
         } else if path.is_some() {
             // Refuse a foreign or newer file before writing anything to it
-            // (switching to WAL rewrites its header): `check_foreign` above.
+            // (switching to WAL rewrites its header): `Found::read` above.
             current = up_to_date(&found)?;
             // Lets `Db::vacuum` return freed pages cheaply. Only takes effect
             // on a new, empty file.

@@ -58,16 +58,14 @@ pub(crate) fn known_versions() -> Vec<(&'static str, i64)> {
 /// the second one finds nothing to do.
 pub(super) fn migrate(conn: &mut Connection, busy: Duration) -> Result<()> {
     // A cheap read first: an up-to-date file needs no write lock at all.
-    let found = Found::read(conn)?;
-    check_foreign(&found)?;
-    if up_to_date(&found)? {
+    if up_to_date(&Found::read(conn)?)? {
         return Ok(());
     }
     let deadline = Instant::now() + busy;
     loop {
         let res = (|| -> Result<()> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let skip = skipped_series(check_foreign(&Found::read(&tx)?)?);
+            let skip = skipped_series(Found::read(&tx)?.foreign_saver);
             for series in SERIES.into_iter().filter(|s| Some(*s) != skip) {
                 tx.execute_batch(&format!("CREATE TABLE IF NOT EXISTS {series} (v INTEGER PRIMARY KEY)"))?;
             }
@@ -114,6 +112,9 @@ fn max_version(conn: &Connection, series: &str) -> Result<i64> {
 pub(super) struct Found {
     tables: std::collections::HashSet<String>,
     versions: Vec<(&'static str, i64)>,
+    /// The file holds a Python `SqliteSaver` next to a Store (see
+    /// [`check_foreign`]).
+    pub(super) foreign_saver: bool,
 }
 
 impl Found {
@@ -123,8 +124,9 @@ impl Found {
     pub(super) fn read(conn: &Connection) -> Result<Found> {
         let mut stmt = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
         let tables = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<_>>()?;
-        let mut found = Found { tables, versions: SERIES.iter().map(|s| (*s, -1)).collect() };
-        check_foreign(&found)?;
+        let mut found =
+            Found { tables, versions: SERIES.iter().map(|s| (*s, -1)).collect(), foreign_saver: false };
+        found.foreign_saver = check_foreign(&found)?;
         let present: Vec<&str> = SERIES.iter().copied().filter(|s| found.has(s)).collect();
         if !present.is_empty() {
             // The series names are ours (constants), never input.
@@ -155,7 +157,7 @@ impl Found {
 }
 
 pub(super) fn up_to_date(found: &Found) -> Result<bool> {
-    let skip = skipped_series(check_foreign(found)?);
+    let skip = skipped_series(found.foreign_saver);
     for (series, known) in known_versions().into_iter().filter(|(s, _)| Some(*s) != skip) {
         let have = found.version(series);
         if have > known {
@@ -187,7 +189,7 @@ pub(super) fn check_ours(found: &Found) -> Result<()> {
 /// is refused; next to a Store it is left untouched: the checkpoint series
 /// is then never applied (see `skipped_series`) and checkpointer handles
 /// refuse to run, while the Store half is used as usual.
-pub(super) fn check_foreign(found: &Found) -> Result<bool> {
+fn check_foreign(found: &Found) -> Result<bool> {
     let has = |name: &str| found.has(name);
     if has("store") && !has("store_migrations") {
         return Err(Error::NotAgentstate(

@@ -359,15 +359,9 @@ fn load(
             continue;
         };
         if blob.len() != dims * 4 {
-            return Err(Error::corrupt(format!(
-                "vector of item {prefix}/{key} has {} bytes, expected {} ({dims} dims)",
-                blob.len(),
-                dims * 4
-            )));
+            return Err(wrong_size(prefix, key, blob.len(), dims));
         }
-        v.clear();
-        v.extend(blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
-        if !normalise(&mut v) {
+        if !unit_vector(blob, &mut v) {
             continue;
         }
         let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
@@ -404,6 +398,22 @@ fn dot_i8(q: &[f32], v: &[i8]) -> f32 {
         s += x * f32::from(*y);
     }
     s
+}
+
+/// A stored vector (little-endian `f32`) in `v`, scaled to unit length as
+/// every search path scores it; false for a zero or non-finite vector.
+pub(crate) fn unit_vector(blob: &[u8], v: &mut Vec<f32>) -> bool {
+    v.clear();
+    v.extend(blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+    normalise(v)
+}
+
+/// A stored vector of another size than the index's `dims`.
+pub(crate) fn wrong_size(prefix: &str, key: &str, bytes: usize, dims: usize) -> Error {
+    Error::corrupt(format!(
+        "vector of item {prefix}/{key} has {bytes} bytes, expected {} ({dims} dims)",
+        dims * 4
+    ))
 }
 
 /// Scales `v` to unit length; false (and `v` untouched) for a zero vector.
@@ -581,16 +591,9 @@ pub(crate) fn exact_score(conn: &Connection, prefix: &str, key: &str, q: &[f32])
             continue;
         };
         if blob.len() != q.len() * 4 {
-            return Err(Error::corrupt(format!(
-                "vector of item {prefix}/{key} has {} bytes, expected {} ({} dims)",
-                blob.len(),
-                q.len() * 4,
-                q.len()
-            )));
+            return Err(wrong_size(prefix, key, blob.len(), q.len()));
         }
-        v.clear();
-        v.extend(blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
-        if normalise(&mut v) {
+        if unit_vector(blob, &mut v) {
             let s = dot(q, &v);
             best = Some(best.map_or(s, |b| b.max(s)));
         }

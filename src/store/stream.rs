@@ -32,10 +32,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
-use super::cache::{dot, normalise};
+use super::cache::{dot, unit_vector, wrong_size};
 use super::exec::alive;
 use super::namespace::{encode_prefix, SEPARATOR};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::filter::Filter;
 use crate::vector::encode_f32;
 
@@ -246,10 +246,7 @@ fn score_vectors(
                 let ValueRef::Blob(b) = other else {
                     return Err(rusqlite::Error::from(rusqlite::types::FromSqlError::InvalidType).into());
                 };
-                return Err(Error::corrupt(format!(
-                    "vector of item {p}/{k} has {} bytes, expected {bytes} ({dims} dims)",
-                    b.len()
-                )));
+                return Err(wrong_size(p, k, b.len(), dims));
             }
         };
         let valid = match &last {
@@ -265,9 +262,7 @@ fn score_vectors(
         if !valid {
             continue;
         }
-        v.clear();
-        v.extend(blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
-        if normalise(&mut v) {
+        if unit_vector(blob, &mut v) {
             best.offer(p, k, dot(q, &v));
         }
     }
@@ -316,6 +311,7 @@ fn newest_unscored(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::cache::normalise;
 
     #[test]
     fn sqlite_vec_scores_zero_vectors_as_null_and_is_within_the_margin() {
