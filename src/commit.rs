@@ -1,4 +1,7 @@
-//! The committer: one thread that writes queued jobs in shared transactions.
+//! The committer: queued jobs written in shared transactions, one batch at a
+//! time, in the order they were queued. A caller that must wait for the
+//! queue while no batch is being written writes it itself (the leader of
+//! that group commit); a thread of its own writes what nobody waits for.
 //!
 //! Two uses:
 //!
@@ -49,8 +52,9 @@ struct State {
     error: Option<Error>,
     /// Callers waiting in `flush`/`wait`, or for their own job: no lingering.
     waiters: usize,
-    /// `hurry` was called: commit what is queued without lingering.
-    hurry: bool,
+    /// A batch is being written (by the thread or by a waiting caller):
+    /// nobody else starts one.
+    running: bool,
     stop: bool,
 }
 
@@ -63,15 +67,56 @@ const FULL_BATCH: usize = 256;
 
 struct Shared {
     state: Mutex<State>,
-    /// Signals the thread: work queued, or stop.
+    /// Signals the thread: work queued, a batch finished, or stop.
     work: Condvar,
-    /// Signals waiters of `flush`: a batch finished.
+    /// Signals waiters: a batch finished.
     done: Condvar,
+    pool: Arc<Pool>,
+    busy: Duration,
 }
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes `batch` (taken from the queue by the caller, who set
+    /// `running`), hands each job's result to its submitter or keeps the
+    /// first write-behind failure, and wakes everyone waiting.
+    fn write(&self, batch: Vec<Queued>) -> MutexGuard<'_, State> {
+        let n = batch.len() as u64;
+        // Whoever writes must leave `running` cleared, or every later wait
+        // would hang: a panic outside the jobs fails the batch instead.
+        let results = catch_unwind(AssertUnwindSafe(|| write_batch(&self.pool, self.busy, &batch)))
+            .unwrap_or_else(|_| {
+                batch
+                    .iter()
+                    .map(|_| Err(Error::corrupt("writing a batch panicked; it was rolled back")))
+                    .collect()
+            });
+        let mut behind_error = None;
+        for (q, r) in batch.into_iter().zip(results) {
+            match q.reply {
+                Some(reply) => {
+                    let _ = reply.send(r);
+                }
+                None => {
+                    if let Err(e) = r {
+                        behind_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        let mut st = self.lock();
+        st.finished += n;
+        st.running = false;
+        if st.error.is_none() {
+            st.error = behind_error;
+        }
+        self.done.notify_all();
+        // The thread may have work that queued meanwhile.
+        self.work.notify_one();
+        st
     }
 }
 
@@ -83,11 +128,17 @@ pub(crate) struct Committer {
 impl Committer {
     /// Starts the thread; it writes through connections of `pool`.
     pub(crate) fn start(pool: Arc<Pool>, busy: Duration) -> Result<Committer> {
-        let shared = Arc::new(Shared { state: Mutex::default(), work: Condvar::new(), done: Condvar::new() });
+        let shared = Arc::new(Shared {
+            state: Mutex::default(),
+            work: Condvar::new(),
+            done: Condvar::new(),
+            pool,
+            busy,
+        });
         let worker = shared.clone();
         let thread = std::thread::Builder::new()
             .name("agentstate-commit".into())
-            .spawn(move || run(&worker, &pool, busy))
+            .spawn(move || run(&worker))
             .map_err(Error::Io)?;
         Ok(Committer { shared, thread: Some(thread) })
     }
@@ -95,17 +146,14 @@ impl Committer {
     /// Queues `job` and waits for its commit (group commit).
     pub(crate) fn run_and_wait(&self, job: Job) -> Result<()> {
         let (tx, rx) = sync_channel(1);
-        {
+        let target = {
             let mut st = self.shared.lock();
             st.queue.push(Queued { job, reply: Some(tx) });
             st.submitted += 1;
-            st.waiters += 1;
-        }
-        self.shared.work.notify_one();
-        let r =
-            rx.recv().unwrap_or_else(|_| Err(Error::corrupt("the commit thread stopped before answering")));
-        self.shared.lock().waiters -= 1;
-        r
+            st.submitted
+        };
+        self.wait_for(target);
+        rx.recv().unwrap_or_else(|_| Err(Error::corrupt("the commit thread stopped before answering")))
     }
 
     /// Queues `job` without waiting. Returns the error of an earlier
@@ -126,21 +174,6 @@ impl Committer {
         earlier.map_or(Ok(()), Err)
     }
 
-    /// Asks the thread to commit what is queued now instead of lingering for
-    /// more, without waiting for it (a run's checkpoint, stored while the
-    /// run goes on).
-    pub(crate) fn hurry(&self) {
-        let queued = {
-            // Only for what is queued now: a later batch lingers as usual.
-            let mut st = self.shared.lock();
-            st.hurry = !st.queue.is_empty();
-            st.hurry
-        };
-        if queued {
-            self.shared.work.notify_one();
-        }
-    }
-
     /// Waits until every job submitted before the call is committed (or has
     /// failed), then reports the first write-behind failure not yet reported.
     pub(crate) fn flush(&self) -> Result<()> {
@@ -151,15 +184,28 @@ impl Committer {
     /// Waits until every job submitted before the call is committed (or has
     /// failed); errors stay for the next write or `flush` to report.
     pub(crate) fn wait(&self) {
-        let mut st = self.shared.lock();
-        let target = st.submitted;
-        if st.finished >= target {
-            return;
-        }
+        let target = self.shared.lock().submitted;
+        self.wait_for(target);
+    }
+
+    /// Waits until the first `target` jobs submitted are finished. A caller
+    /// that would wait while no batch is being written writes the queue
+    /// itself, in its own thread: no hand-off to the commit thread and back
+    /// (group commit with a leader, as databases do it). Jobs still commit
+    /// in the order they were queued: one batch at a time.
+    fn wait_for(&self, target: u64) {
+        let shared = &*self.shared;
+        let mut st = shared.lock();
         st.waiters += 1;
-        self.shared.work.notify_one();
         while st.finished < target {
-            st = self.shared.done.wait(st).unwrap_or_else(PoisonError::into_inner);
+            if !st.running && !st.queue.is_empty() {
+                st.running = true;
+                let batch = std::mem::take(&mut st.queue);
+                drop(st);
+                st = shared.write(batch);
+            } else {
+                st = shared.done.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
         }
         st.waiters -= 1;
     }
@@ -176,50 +222,33 @@ impl Drop for Committer {
     }
 }
 
-fn run(shared: &Shared, pool: &Pool, busy: Duration) {
+fn run(shared: &Shared) {
+    let mut st = shared.lock();
     loop {
-        let batch = {
-            let mut st = shared.lock();
-            while st.queue.is_empty() && !st.stop {
-                st = shared.work.wait(st).unwrap_or_else(PoisonError::into_inner);
-            }
-            if st.queue.is_empty() {
+        if st.queue.is_empty() || st.running {
+            if st.stop && !st.running && st.queue.is_empty() {
                 return;
             }
-            // Nobody waits: let more jobs join this transaction.
-            let deadline = std::time::Instant::now() + LINGER;
-            while st.waiters == 0 && !st.hurry && !st.stop && st.queue.len() < FULL_BATCH {
-                let now = std::time::Instant::now();
-                if now >= deadline {
-                    break;
-                }
-                st = shared.work.wait_timeout(st, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
-            }
-            st.hurry = false;
-            std::mem::take(&mut st.queue)
-        };
-        let n = batch.len() as u64;
-        let results = write_batch(pool, busy, &batch);
-        let mut behind_error = None;
-        for (q, r) in batch.into_iter().zip(results) {
-            match q.reply {
-                Some(reply) => {
-                    let _ = reply.send(r);
-                }
-                None => {
-                    if let Err(e) = r {
-                        behind_error.get_or_insert(e);
-                    }
-                }
-            }
+            st = shared.work.wait(st).unwrap_or_else(PoisonError::into_inner);
+            continue;
         }
-        let mut st = shared.lock();
-        st.finished += n;
-        if st.error.is_none() {
-            st.error = behind_error;
+        // Nobody waits: let more jobs join this transaction. (A caller who
+        // starts waiting meanwhile writes the queue itself.)
+        let deadline = std::time::Instant::now() + LINGER;
+        while st.waiters == 0 && !st.stop && st.queue.len() < FULL_BATCH {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                break;
+            }
+            st = shared.work.wait_timeout(st, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
         }
+        if st.running || st.queue.is_empty() {
+            continue;
+        }
+        st.running = true;
+        let batch = std::mem::take(&mut st.queue);
         drop(st);
-        shared.done.notify_all();
+        st = shared.write(batch);
     }
 }
 

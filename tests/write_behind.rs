@@ -153,6 +153,45 @@ fn group_commit_serves_concurrent_writers_at_full_durability() {
     }
 }
 
+/// A caller that flushes (or reads, which waits for queued writes) while no
+/// batch is being written writes the queue itself. Whoever writes, batches
+/// go one at a time and in the order their jobs were queued: a step queued
+/// after its parent never commits before it (that would be a `Conflict`),
+/// and nothing queued is lost.
+#[test]
+fn flushing_and_reading_callers_commit_the_queue_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lead.db");
+    let db = behind(&path);
+    std::thread::scope(|s| {
+        for w in 0..4usize {
+            let saver = db.checkpointer();
+            s.spawn(move || {
+                let cfg = CheckpointConfig::thread(format!("w{w}"));
+                let mut head = saver.start(&cfg).set("n", json!(0)).commit().unwrap();
+                for i in 1..=60usize {
+                    head = saver.step(&head).set("n", json!(i)).commit().unwrap();
+                    if i % (w + 2) == 0 {
+                        saver.db().flush().unwrap();
+                    }
+                    if i % 5 == w {
+                        let read = saver.get_tuple(&cfg).unwrap().unwrap();
+                        assert_eq!(read.config, head.config);
+                    }
+                }
+            });
+        }
+    });
+    db.flush().unwrap();
+    drop(db);
+    let saver = Db::open(&path).unwrap().checkpointer();
+    for w in 0..4 {
+        let t = saver.get_tuple(&CheckpointConfig::thread(format!("w{w}"))).unwrap().unwrap();
+        assert_eq!(t.checkpoint.channel_values["n"], json!(60));
+        assert_eq!(saver.list(&ListQuery::thread(format!("w{w}"))).unwrap().len(), 61);
+    }
+}
+
 const CHILD: &str = "write_behind_child";
 const PARENT: &str = "a_killed_write_behind_writer_loses_at_most_its_unflushed_steps_never_part_of_one";
 

@@ -447,15 +447,6 @@ impl Db {
         Ok(conn.wrote_after(before))
     }
 
-    /// With write-behind: has what is queued committed now rather than
-    /// after the committer's short wait for more (the caller does not wait).
-    /// Nothing to do otherwise.
-    pub(crate) fn hurry(&self) {
-        if let (Some(c), true) = (&self.inner.committer, self.inner.behind) {
-            c.hurry();
-        }
-    }
-
     /// Waits for queued writes, if any: what runs next sees them.
     pub(crate) fn settle(&self) {
         if let Some(c) = &self.inner.committer {

@@ -428,12 +428,12 @@ impl CompiledGraph {
                     return Err(e);
                 }
             };
+        // Async (LangGraph's `durability="async"`): the commit thread writes
+        // the checkpoint while the next superstep runs, with whatever else
+        // queues within its short wait; the run's end writes what is still
+        // queued.
         if cur.sync {
             self.saver.db().flush()?;
-        } else {
-            // Async: committed while the next superstep runs (LangGraph's
-            // `durability="async"`), not held for more writes to join it.
-            self.saver.db().hurry();
         }
         mark_stored(channels);
         cp.id.clone_from(&tuple.checkpoint.id);
