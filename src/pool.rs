@@ -292,6 +292,27 @@ impl<'a> Pooled<'a> {
         Ok(self.pool.generation.load(Ordering::SeqCst))
     }
 
+    /// What [`generation`](Self::generation) is for a write, read inside
+    /// the write's transaction (it holds a current snapshot already, so the
+    /// pragma needs no read transaction of its own, two lock calls): see
+    /// [`WriteStart::observe`], then [`wrote`](Self::wrote).
+    pub(crate) fn write_start(&self) -> WriteStart<'a> {
+        WriteStart { pool: self.pool, seen: self.seen.data_version, before: None }
+    }
+
+    /// [`wrote_after`](Self::wrote_after) for a write begun with
+    /// [`write_start`](Self::write_start); `None` if it never observed.
+    pub(crate) fn wrote(&mut self, start: WriteStart<'_>) -> Option<u64> {
+        let before = start.before?;
+        if self.seen.data_version != start.seen {
+            self.seen.data_version = start.seen;
+            // The header goes with the pragma's answer: unknown now (this
+            // write moved it anyway), so the next read asks again.
+            self.seen.header = None;
+        }
+        self.wrote_after(before)
+    }
+
     /// After this connection committed a write: moves the pool's generation
     /// past it now (not when the connection goes back) and returns the new
     /// generation if nothing else moved it since `before` (this connection's
@@ -308,6 +329,30 @@ impl<'a> Pooled<'a> {
     /// The pool this connection came from.
     pub(crate) fn pool(&self) -> &'a Pool {
         self.pool
+    }
+}
+
+/// A write's view of the pool's generation (see [`Pooled::write_start`]).
+pub(crate) struct WriteStart<'a> {
+    pool: &'a Pool,
+    /// `PRAGMA data_version` as last seen by the connection, then as the
+    /// write's transaction read it.
+    seen: Option<i64>,
+    /// The generation the write starts from, once observed.
+    before: Option<u64>,
+}
+
+impl WriteStart<'_> {
+    /// Inside the write's transaction, with the `PRAGMA data_version` it
+    /// read: a change committed elsewhere since the connection last looked
+    /// moves the generation first, as [`Pooled::generation`] would have.
+    /// (A transaction retried after `Busy` observes again.)
+    pub(crate) fn observe(&mut self, data_version: i64) {
+        if self.seen != Some(data_version) {
+            self.pool.generation.fetch_add(1, Ordering::SeqCst);
+            self.seen = Some(data_version);
+        }
+        self.before = Some(self.pool.generation.load(Ordering::SeqCst));
     }
 }
 

@@ -442,9 +442,12 @@ impl Db {
         }
         self.refuse_foreign()?;
         let mut conn = self.conn()?;
-        let before = conn.generation()?;
-        write_on(&mut conn, self.inner.busy_timeout, |tx| job(tx))?;
-        Ok(conn.wrote_after(before))
+        let mut start = conn.write_start();
+        write_on(&mut conn, self.inner.busy_timeout, |tx| {
+            start.observe(tx.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?);
+            job(tx)
+        })?;
+        Ok(conn.wrote(start))
     }
 
     /// Waits for queued writes, if any: what runs next sees them.
