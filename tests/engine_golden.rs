@@ -237,6 +237,55 @@ fn update_state_fork() {
     h.check(&fx);
 }
 
+/// New input at an old checkpoint (its step-1 checkpoint: a fork whose
+/// input checkpoint's parent is the old one), then at the head addressed by
+/// its id.
+#[test]
+fn input_at_checkpoint() {
+    let fx = fixture("input_at_checkpoint");
+    let mut h = Harness::new();
+    let branch = abc(&h.counts);
+    h.graph("branch", "main", branch);
+    h.check(&fx);
+}
+
+/// Input at an old checkpoint forks from it at every durability: the run
+/// ends in the state the `sync` golden records, the old branch stays in the
+/// history, and the new head descends from the addressed checkpoint.
+#[test]
+fn input_at_a_past_checkpoint_forks_at_every_durability() {
+    for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::builder()
+            .write_behind(durability == Durability::Async)
+            .open(dir.path().join("f.db"))
+            .unwrap();
+        let counts = Counts::default();
+        let g = abc(&counts).compile(db.checkpointer()).unwrap().with_durability(durability);
+        let cfg = CheckpointConfig::thread("t");
+        g.invoke(Some(json!({"items": ["in"], "count": 0})), &cfg).unwrap();
+        let saver = db.checkpointer();
+        let history = saver.list(&ListQuery::thread("t")).unwrap();
+        let old_head = history[0].checkpoint.id.clone();
+        // Exit stores only the run's last checkpoint: fork from it there.
+        let at = history.iter().find(|t| t.metadata.step() == Some(1)).unwrap_or(&history[0]);
+        let out = g.invoke(Some(json!({"items": ["again"], "count": 100})), &at.config).unwrap();
+        let expected = match durability {
+            Durability::Exit => json!({"items": ["in", "a", "b", "c", "again", "a", "b", "c"], "count": 103}),
+            _ => json!({"items": ["in", "a", "again", "a", "b", "c"], "count": 103}),
+        };
+        assert_eq!(out, expected, "{durability:?}");
+        let after = saver.list(&ListQuery::thread("t")).unwrap();
+        assert!(after.iter().any(|t| t.checkpoint.id == old_head), "{durability:?}: the old branch is kept");
+        // Walk the new head's parents back to the addressed checkpoint.
+        let mut cur = after[0].clone();
+        while cur.checkpoint.id != at.checkpoint.id {
+            let parent = cur.parent_config.clone().expect("a parent on the way to the fork point");
+            cur = saver.get_tuple(&parent).unwrap().unwrap();
+        }
+    }
+}
+
 fn subgraph_parent(counts: &Counts, ask: bool) -> GraphBuilder {
     let step = |counts: &Counts, n: &'static str| {
         counted(counts, n, move |s| {

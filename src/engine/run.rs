@@ -292,7 +292,11 @@ impl CompiledGraph {
     /// `config.checkpoint_id` (and `None`), the run replays from that
     /// checkpoint as LangGraph time-travels: its tasks run again, after a
     /// `"fork"` copy of it unless it is the head made by
-    /// [`update_state`](Self::update_state).
+    /// [`update_state`](Self::update_state). With `config.checkpoint_id` and
+    /// `Some(input)`, the input is applied at that checkpoint, as LangGraph
+    /// does: the tasks it had next are dropped, and the input checkpoint's
+    /// parent is that checkpoint (a fork, history kept, unless it is the
+    /// head).
     ///
     /// # Errors
     /// - [`Error::Node`] if a node (or its router) fails; its `__error__`
@@ -303,8 +307,7 @@ impl CompiledGraph {
     ///   rejects a superstep's writes (two writes to a last-value key).
     /// - [`Error::Recursion`] after the graph's recursion limit of supersteps.
     /// - [`Error::InvalidArgument`] if `config` names a namespace (a
-    ///   subgraph runs only inside its parent's run), or names a checkpoint
-    ///   id and `input` is not `None`.
+    ///   subgraph runs only inside its parent's run).
     /// - [`Error::NotFound`] if `config.checkpoint_id` does not exist.
     /// - the checkpointer's errors ([`Error::Conflict`] if another writer
     ///   continued the thread meanwhile).
@@ -331,7 +334,8 @@ impl CompiledGraph {
     ///
     /// # Errors
     /// As [`invoke`](Self::invoke); [`Error::EmptyInput`] if the thread has
-    /// no checkpoint.
+    /// no checkpoint; [`Error::InvalidArgument`] if `config` names a
+    /// checkpoint id (resume the thread's head).
     pub fn resume(&self, answer: Value, config: &CheckpointConfig) -> Result<Value> {
         self.run(Input::Resume(answer), config)
     }
@@ -397,9 +401,9 @@ impl CompiledGraph {
                 "invoke in a namespace (a subgraph's) is not supported yet".into(),
             ));
         }
-        if config.checkpoint_id.is_some() && !matches!(input, Input::Nothing) {
+        if config.checkpoint_id.is_some() && matches!(input, Input::Resume(_)) {
             return Err(Error::InvalidArgument(
-                "invoke with input or a resume value at a checkpoint id is not supported yet".into(),
+                "resume at a checkpoint id is not supported yet: resume the thread's head".into(),
             ));
         }
         let ctx = Ctx {

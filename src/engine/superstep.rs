@@ -84,8 +84,11 @@ impl CompiledGraph {
         };
         // Time travel: LangGraph replays from an addressed checkpoint,
         // re-running its tasks, and first saves a "fork" copy of it unless
-        // it is the thread's head made by update_state / a fork.
+        // it is the thread's head made by update_state / a fork. Input at
+        // an addressed checkpoint is applied there: the input checkpoint's
+        // parent is that checkpoint (a fork unless it is the head).
         let mut fork = false;
+        let mut past = false;
         if config.checkpoint_id.is_some() {
             let Some(t) = &tuple else {
                 return Err(Error::NotFound(format!("checkpoint {:?}", config.checkpoint_id)));
@@ -93,6 +96,7 @@ impl CompiledGraph {
             let head = self.saver.get_tuple(&thread)?.map(|h| h.checkpoint.id);
             let is_head = head.as_deref() == Some(t.checkpoint.id.as_str());
             fork = !is_head || !matches!(t.metadata.source(), Some("update" | "fork"));
+            past = !is_head;
             pending.clear();
         }
         let mut cur = Cursor {
@@ -155,7 +159,7 @@ impl CompiledGraph {
                 let mut tw: Vec<TaskWrites<'_>> = discard.iter().map(TaskWrites::from).collect();
                 tw.push(TaskWrites { path: "~".into(), name: INPUT, triggers: &[], writes: &input_writes });
                 let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
-                self.save_checkpoint(&mut cur, &mut cp, &mut channels, ("input", step), Some(&up), false)?;
+                self.save_checkpoint(&mut cur, &mut cp, &mut channels, ("input", step), Some(&up), past)?;
                 updated = Some(up);
                 pending = None;
                 step += 1;

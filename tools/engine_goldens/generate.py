@@ -363,6 +363,10 @@ class Harness:
         assert len(hits) == 1, f"expected one checkpoint, got {len(hits)}"
         return hits[0].config
 
+    def head_config(self, thread: str) -> dict:
+        """Config of the newest root-namespace checkpoint of `thread`."""
+        return next(iter(self.saver.list({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}))).config
+
     # -- dumping the saver -------------------------------------------------
     def _writes(self, thread: str, ns: str, cid: str) -> list[dict]:
         if self.saver_kind == "memory":
@@ -869,6 +873,29 @@ def update_state_fork(h: Harness) -> dict:
         "the linear graph, then invoke(None, config of its step-1 checkpoint) with no update "
         "(time travel: LangGraph saves a source='fork' checkpoint and re-runs b and c). The "
         "whole history is recorded.",
+        "graphs": {"main": {"spec": LINEAR_SPEC}},
+    }
+
+
+@scenario
+def input_at_checkpoint(h: Harness) -> dict:
+    h.compile("main", _linear_builder())
+    h.invoke("main", "branch", {"items": ["in"], "count": 0})
+    # new input at the checkpoint after a ran (step 1, next = b): LangGraph
+    # discards b, applies the input there (a fork) and runs from START again
+    cfg = h.checkpoint_config("branch", lambda t: t.metadata["step"] == 1)
+    h.invoke("main", "branch", {"items": ["again"], "count": 100}, cfg)
+    h.get_state("main", {"configurable": {"thread_id": "branch"}}, subgraphs=False)
+    # new input at the thread's head, addressed by its id: a plain continuation
+    head = h.head_config("branch")
+    h.invoke("main", "branch", {"items": ["last"], "count": 1000}, head)
+    h.get_state("main", {"configurable": {"thread_id": "branch"}}, subgraphs=False)
+    return {
+        "description": "Thread 'branch': run the linear graph; then invoke({'items': ['again'], "
+        "'count': 100}, config of the step-1 checkpoint): the input checkpoint's parent is that "
+        "old checkpoint (a fork), b is discarded and a, b, c run; then invoke with input at the "
+        "config of the thread's newest checkpoint, addressed by id. The whole history is "
+        "recorded.",
         "graphs": {"main": {"spec": LINEAR_SPEC}},
     }
 
