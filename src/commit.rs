@@ -91,7 +91,7 @@ impl Shared {
             .unwrap_or_else(|_| {
                 batch
                     .iter()
-                    .map(|_| Err(Error::corrupt("writing a batch panicked; it was rolled back")))
+                    .map(|_| Err(Error::corrupt("writing a batch panicked; whether it committed is unknown")))
                     .collect()
             });
         let mut behind_error = None;
@@ -153,7 +153,7 @@ impl Committer {
             st.submitted
         };
         self.wait_for(target);
-        rx.recv().unwrap_or_else(|_| Err(Error::corrupt("the commit thread stopped before answering")))
+        rx.recv().unwrap_or_else(|_| Err(Error::corrupt("a finished write left no answer")))
     }
 
     /// Queues `job` without waiting. Returns the error of an earlier

@@ -286,6 +286,46 @@ fn input_at_a_past_checkpoint_forks_at_every_durability() {
     }
 }
 
+/// Input at the last checkpoint of an earlier run (not the head) forks
+/// from it at every durability, `exit` included, and a plain invoke then
+/// continues the new branch.
+#[test]
+fn input_at_an_earlier_runs_checkpoint_forks_at_every_durability() {
+    for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::builder()
+            .write_behind(durability == Durability::Async)
+            .open(dir.path().join("f.db"))
+            .unwrap();
+        let counts = Counts::default();
+        let g = abc(&counts).compile(db.checkpointer()).unwrap().with_durability(durability);
+        let cfg = CheckpointConfig::thread("t");
+        g.invoke(Some(json!({"items": ["one"], "count": 0})), &cfg).unwrap();
+        let saver = db.checkpointer();
+        let first = saver.get_tuple(&cfg).unwrap().unwrap();
+        g.invoke(Some(json!({"items": ["two"], "count": 0})), &cfg).unwrap();
+        let old_head = saver.get_tuple(&cfg).unwrap().unwrap().checkpoint.id;
+        let out = g.invoke(Some(json!({"items": ["fork"], "count": 10})), &first.config).unwrap();
+        assert_eq!(
+            out,
+            json!({"items": ["one", "a", "b", "c", "fork", "a", "b", "c"], "count": 13}),
+            "{durability:?}"
+        );
+        let after = saver.list(&ListQuery::thread("t")).unwrap();
+        assert!(after.iter().any(|t| t.checkpoint.id == old_head), "{durability:?}: the old branch is kept");
+        let mut cur = after[0].clone();
+        while cur.checkpoint.id != first.checkpoint.id {
+            let parent = cur.parent_config.clone().expect("a parent on the way to the fork point");
+            cur = saver.get_tuple(&parent).unwrap().unwrap();
+        }
+        let next = g.invoke(Some(json!({"items": ["more"], "count": 0})), &cfg).unwrap();
+        assert_eq!(
+            next["items"],
+            json!(["one", "a", "b", "c", "fork", "a", "b", "c", "more", "a", "b", "c"])
+        );
+    }
+}
+
 fn subgraph_parent(counts: &Counts, ask: bool) -> GraphBuilder {
     let step = |counts: &Counts, n: &'static str| {
         counted(counts, n, move |s| {
