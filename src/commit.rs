@@ -80,10 +80,14 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Writes `batch` (taken from the queue by the caller, who set
-    /// `running`), hands each job's result to its submitter or keeps the
+    /// Takes the queue (the caller holds the lock, no batch is being
+    /// written and the queue is not empty) and writes it with the lock
+    /// released: hands each job's result to its submitter or keeps the
     /// first write-behind failure, and wakes everyone waiting.
-    fn write(&self, batch: Vec<Queued>) -> MutexGuard<'_, State> {
+    fn write_queue<'s>(&'s self, mut st: MutexGuard<'s, State>) -> MutexGuard<'s, State> {
+        st.running = true;
+        let batch = std::mem::take(&mut st.queue);
+        drop(st);
         let n = batch.len() as u64;
         // Whoever writes must leave `running` cleared, or every later wait
         // would hang: a panic outside the jobs fails the batch instead.
@@ -199,10 +203,7 @@ impl Committer {
         st.waiters += 1;
         while st.finished < target {
             if !st.running && !st.queue.is_empty() {
-                st.running = true;
-                let batch = std::mem::take(&mut st.queue);
-                drop(st);
-                st = shared.write(batch);
+                st = shared.write_queue(st);
             } else {
                 st = shared.done.wait(st).unwrap_or_else(PoisonError::into_inner);
             }
@@ -245,10 +246,7 @@ fn run(shared: &Shared) {
         if st.running || st.queue.is_empty() {
             continue;
         }
-        st.running = true;
-        let batch = std::mem::take(&mut st.queue);
-        drop(st);
-        st = shared.write(batch);
+        st = shared.write_queue(st);
     }
 }
 

@@ -300,8 +300,14 @@ impl<'a> Pooled<'a> {
         WriteStart { pool: self.pool, seen: self.seen.data_version, before: None }
     }
 
-    /// [`wrote_after`](Self::wrote_after) for a write begun with
-    /// [`write_start`](Self::write_start); `None` if it never observed.
+    /// After this connection committed a write begun with
+    /// [`write_start`](Self::write_start): moves the pool's generation past
+    /// it now (not when the connection goes back) and returns the new
+    /// generation if nothing else moved it since the write observed it. What
+    /// the write left in the file may then be cached under that generation:
+    /// any later change, observed by any connection, moves it on. `None`:
+    /// some other change was observed meanwhile (or the write never
+    /// observed); cache nothing.
     pub(crate) fn wrote(&mut self, start: WriteStart<'_>) -> Option<u64> {
         let before = start.before?;
         if self.seen.data_version != start.seen {
@@ -310,17 +316,6 @@ impl<'a> Pooled<'a> {
             // write moved it anyway), so the next read asks again.
             self.seen.header = None;
         }
-        self.wrote_after(before)
-    }
-
-    /// After this connection committed a write: moves the pool's generation
-    /// past it now (not when the connection goes back) and returns the new
-    /// generation if nothing else moved it since `before` (this connection's
-    /// [`generation`](Self::generation), taken before the write). What the
-    /// write left in the file may then be cached under that generation: any
-    /// later change, observed by any connection, moves it on. `None`: some
-    /// other change was observed meanwhile; cache nothing.
-    pub(crate) fn wrote_after(&mut self, before: u64) -> Option<u64> {
         let now = self.pool.generation.fetch_add(1, Ordering::SeqCst) + 1;
         self.changes_at_loan = self.total_changes();
         (now == before + 1).then_some(now)

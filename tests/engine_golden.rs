@@ -249,19 +249,35 @@ fn input_at_checkpoint() {
     h.check(&fx);
 }
 
+/// The `abc` graph on a fresh file at `durability` (write-behind for
+/// `Async`).
+fn abc_at(durability: Durability) -> (tempfile::TempDir, Db, agentstate::engine::CompiledGraph) {
+    let dir = tempfile::tempdir().unwrap();
+    let db =
+        Db::builder().write_behind(durability == Durability::Async).open(dir.path().join("f.db")).unwrap();
+    let g = abc(&Counts::default()).compile(db.checkpointer()).unwrap().with_durability(durability);
+    (dir, db, g)
+}
+
+/// Thread "t" still lists `old_head` (the old branch is kept), and its new
+/// head descends from `fork_point`.
+fn assert_forked(saver: &agentstate::Checkpointer, old_head: &str, fork_point: &str, durability: Durability) {
+    let after = saver.list(&ListQuery::thread("t")).unwrap();
+    assert!(after.iter().any(|t| t.checkpoint.id == old_head), "{durability:?}: the old branch is kept");
+    let mut cur = after[0].clone();
+    while cur.checkpoint.id != fork_point {
+        let parent = cur.parent_config.clone().expect("a parent on the way to the fork point");
+        cur = saver.get_tuple(&parent).unwrap().unwrap();
+    }
+}
+
 /// Input at an old checkpoint forks from it at every durability: the run
 /// ends in the state the `sync` golden records, the old branch stays in the
 /// history, and the new head descends from the addressed checkpoint.
 #[test]
 fn input_at_a_past_checkpoint_forks_at_every_durability() {
     for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::builder()
-            .write_behind(durability == Durability::Async)
-            .open(dir.path().join("f.db"))
-            .unwrap();
-        let counts = Counts::default();
-        let g = abc(&counts).compile(db.checkpointer()).unwrap().with_durability(durability);
+        let (_dir, db, g) = abc_at(durability);
         let cfg = CheckpointConfig::thread("t");
         g.invoke(Some(json!({"items": ["in"], "count": 0})), &cfg).unwrap();
         let saver = db.checkpointer();
@@ -275,14 +291,7 @@ fn input_at_a_past_checkpoint_forks_at_every_durability() {
             _ => json!({"items": ["in", "a", "again", "a", "b", "c"], "count": 103}),
         };
         assert_eq!(out, expected, "{durability:?}");
-        let after = saver.list(&ListQuery::thread("t")).unwrap();
-        assert!(after.iter().any(|t| t.checkpoint.id == old_head), "{durability:?}: the old branch is kept");
-        // Walk the new head's parents back to the addressed checkpoint.
-        let mut cur = after[0].clone();
-        while cur.checkpoint.id != at.checkpoint.id {
-            let parent = cur.parent_config.clone().expect("a parent on the way to the fork point");
-            cur = saver.get_tuple(&parent).unwrap().unwrap();
-        }
+        assert_forked(&saver, &old_head, &at.checkpoint.id, durability);
     }
 }
 
@@ -292,13 +301,7 @@ fn input_at_a_past_checkpoint_forks_at_every_durability() {
 #[test]
 fn input_at_an_earlier_runs_checkpoint_forks_at_every_durability() {
     for durability in [Durability::Sync, Durability::Async, Durability::Exit] {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::builder()
-            .write_behind(durability == Durability::Async)
-            .open(dir.path().join("f.db"))
-            .unwrap();
-        let counts = Counts::default();
-        let g = abc(&counts).compile(db.checkpointer()).unwrap().with_durability(durability);
+        let (_dir, db, g) = abc_at(durability);
         let cfg = CheckpointConfig::thread("t");
         g.invoke(Some(json!({"items": ["one"], "count": 0})), &cfg).unwrap();
         let saver = db.checkpointer();
@@ -311,13 +314,7 @@ fn input_at_an_earlier_runs_checkpoint_forks_at_every_durability() {
             json!({"items": ["one", "a", "b", "c", "fork", "a", "b", "c"], "count": 13}),
             "{durability:?}"
         );
-        let after = saver.list(&ListQuery::thread("t")).unwrap();
-        assert!(after.iter().any(|t| t.checkpoint.id == old_head), "{durability:?}: the old branch is kept");
-        let mut cur = after[0].clone();
-        while cur.checkpoint.id != first.checkpoint.id {
-            let parent = cur.parent_config.clone().expect("a parent on the way to the fork point");
-            cur = saver.get_tuple(&parent).unwrap().unwrap();
-        }
+        assert_forked(&saver, &old_head, &first.checkpoint.id, durability);
         let next = g.invoke(Some(json!({"items": ["more"], "count": 0})), &cfg).unwrap();
         assert_eq!(
             next["items"],

@@ -434,7 +434,7 @@ impl Db {
 
     /// [`submit`](Self::submit), and when the job ran in the caller, the
     /// generation under which what it wrote may be cached
-    /// ([`Pooled::wrote_after`]); `None` if it was queued or committed
+    /// ([`Pooled::wrote`]); `None` if it was queued or committed
     /// elsewhere, or the file moved meanwhile.
     pub(crate) fn submit_tagged(&self, job: Job) -> Result<Option<u64>> {
         if self.inner.committer.is_some() {
