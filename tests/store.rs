@@ -1133,6 +1133,12 @@ mod search_memory {
             let roomy = db.store(StoreConfig::default().with_index(index())).unwrap();
             let tiny = db.store(StoreConfig::default().with_index(index()).with_search_memory(0)).unwrap();
             let some = db.store(StoreConfig::default().with_index(index()).with_search_memory(3000)).unwrap();
+            // Budgets that hold part of the vector rows in memory (the
+            // partial copy) and stream the rest.
+            let parts: Vec<Store> = [200, 700, 1500]
+                .into_iter()
+                .map(|m| db.store(StoreConfig::default().with_index(index()).with_search_memory(m)).unwrap())
+                .collect();
             let mut ops = vec![];
             for (i, (ns, vectors, cat, n, expired)) in items.iter().enumerate() {
                 let mut value = json!({"c": if *cat { "a" } else { "b" }, "n": n});
@@ -1164,9 +1170,72 @@ mod search_memory {
                 let search = search.limit(limit).offset(offset);
                 let want = page(&roomy, search.clone());
                 prop_assert_eq!(&page(&tiny, search.clone()), &want);
+                for part in &parts {
+                    prop_assert_eq!(&page(part, search.clone()), &want);
+                }
                 prop_assert_eq!(&page(&some, search), &want);
             }
         }
+    }
+
+    /// A budget too small for the namespace's in-memory copy keeps the first
+    /// vector rows that fit (no values) and streams the rest: pages equal the
+    /// in-memory ones with 16 dimensions and 600 items, for budgets that hold
+    /// none, a part, and every row, after writes that move the copy, and for
+    /// items another namespace sorts among (`a-b` lies between `a` and `a.b`).
+    #[test]
+    fn a_partial_copy_in_memory_gives_the_same_pages_as_the_default() {
+        const DIMS: usize = 16;
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path().join("s.db")).unwrap();
+        let index = || IndexConfig::new(Literal(DIMS)).with_fields(["x"]);
+        let roomy = db.store(StoreConfig::default().with_index(index())).unwrap();
+        let budgets = [0, 2_000, 9_000, 20_000, 60_000];
+        let stores: Vec<Store> = budgets
+            .iter()
+            .map(|m| db.store(StoreConfig::default().with_index(index()).with_search_memory(*m)).unwrap())
+            .collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % 2001) as f64 / 1000.0 - 1.0
+        };
+        let mut vector = || (0..DIMS).map(|_| format!("{:.3}", next())).collect::<Vec<_>>().join(" ");
+        let put = |store: &Store, ns: &[&str], i: usize, x: String| {
+            store.put(ns, &format!("k{i:04}"), json!({"x": x, "c": if i % 3 == 0 { "a" } else { "b" }})).unwrap();
+        };
+        for i in 0..600 {
+            let ns: &[&str] = match i % 7 {
+                0 => &["a-b"],
+                1 => &["a", "c"],
+                _ => &["a", "b"],
+            };
+            put(&roomy, ns, i, vector());
+        }
+        let queries: Vec<String> = (0..6).map(|_| vector()).collect();
+        let check = |round: &str| {
+            for q in &queries {
+                for (filter, limit, offset) in [(None, 10, 0), (Some(json!({"c": "a"})), 7, 3)] {
+                    let mut search = Search::new(&["a"]).query(q.clone()).limit(limit).offset(offset);
+                    if let Some(f) = &filter {
+                        search = search.filter(f.clone());
+                    }
+                    let want = page(&roomy, search.clone());
+                    assert_eq!(want.len(), limit, "{round}");
+                    for (store, budget) in stores.iter().zip(budgets) {
+                        assert_eq!(page(store, search.clone()), want, "{round}: budget {budget}");
+                    }
+                }
+            }
+        };
+        check("first");
+        // Writes move the copy: a new best item, one deleted, one re-put.
+        put(&roomy, &["a", "b"], 9_999, queries[0].clone());
+        roomy.delete(&["a", "b"], "k0002").unwrap();
+        put(&roomy, &["a", "c"], 1, queries[1].clone());
+        check("after writes");
     }
 }
 

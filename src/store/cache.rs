@@ -26,6 +26,7 @@ use rusqlite::{params_from_iter, Connection};
 use serde_json::Value;
 
 use super::namespace::{prefix_glob, PrefixGlob};
+use super::partial::Head;
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 
@@ -56,6 +57,15 @@ pub(crate) struct Block {
 
 /// A namespace prefix and its block.
 pub(crate) type PrefixBlock = (String, Arc<Block>);
+
+/// What a search runs over: the in-memory blocks of the prefixes under its
+/// namespace prefix, or, when those would not fit in the budget together,
+/// the prefixes' generations (sorted), for the search from the file (see
+/// `stream`) and its partial copy (see `partial`).
+pub(crate) enum Fit {
+    Blocks(Vec<PrefixBlock>),
+    TooLarge(Vec<(String, i64)>),
+}
 
 /// The values of every item of a block at one path.
 type Column = Arc<Vec<Option<Value>>>;
@@ -110,6 +120,8 @@ pub(crate) struct SearchCache {
 #[derive(Default)]
 struct CacheState {
     blocks: HashMap<String, Entry>,
+    /// The partial copy of the last search too large for blocks.
+    head: Option<Arc<Head>>,
     /// The sum of the entries' `bytes`.
     bytes: usize,
     /// Bumped on every use, to order entries by recency.
@@ -133,7 +145,7 @@ fn value_bytes(n: usize) -> usize {
 
 /// What one vector row of `dims` dimensions costs: its `i8` copy, scale,
 /// error and owner.
-fn row_bytes(dims: usize) -> usize {
+pub(crate) fn row_bytes(dims: usize) -> usize {
     dims + 12
 }
 
@@ -144,15 +156,10 @@ impl SearchCache {
     }
 
     /// The current blocks of every prefix under `prefix`, reloading those whose
-    /// generation moved; `None` if they would not fit in the budget together
-    /// (search from the file then). `dims` is the index dimension (`None`: no
-    /// vectors).
-    pub(crate) fn blocks(
-        &self,
-        conn: &Connection,
-        prefix: &[String],
-        dims: Option<usize>,
-    ) -> Result<Option<Vec<PrefixBlock>>> {
+    /// generation moved; [`Fit::TooLarge`] if they would not fit in the
+    /// budget together (search from the file then). `dims` is the index
+    /// dimension (`None`: no vectors).
+    pub(crate) fn blocks(&self, conn: &Connection, prefix: &[String], dims: Option<usize>) -> Result<Fit> {
         let mut sql = String::from("SELECT prefix, gen FROM agentstate_store_gen");
         let mut args: Vec<String> = vec![];
         if let Some(PrefixGlob { exact, glob }) = prefix_glob(prefix) {
@@ -165,6 +172,11 @@ impl SearchCache {
             .prepare_cached(&sql)?
             .query_map(params_from_iter(args.iter()), |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
+        let too_large = || {
+            let mut all = gens.clone();
+            all.sort_unstable();
+            Fit::TooLarge(all)
+        };
         // Fresh blocks from the cache; the others are loaded below.
         let mut found: Vec<(String, i64, Option<Arc<Block>>)> = Vec::with_capacity(gens.len());
         let mut bytes = 0usize;
@@ -172,7 +184,7 @@ impl SearchCache {
             let mut st = lock(&self.state);
             st.clock += 1;
             let now = st.clock;
-            for (p, gen) in gens {
+            for (p, gen) in gens.iter().cloned() {
                 let fresh = st
                     .blocks
                     .get_mut(&p)
@@ -194,7 +206,7 @@ impl SearchCache {
             for (p, _, _) in found.iter().filter(|(_, _, b)| b.is_none()) {
                 need = need.saturating_add(lower_bound(conn, p, dims)?);
                 if need > self.budget {
-                    return Ok(None);
+                    return Ok(too_large());
                 }
             }
         }
@@ -202,7 +214,7 @@ impl SearchCache {
         for (p, gen, slot) in &mut found {
             if slot.is_none() {
                 let Some(b) = load(conn, p, *gen, dims, self.budget.saturating_sub(bytes))? else {
-                    return Ok(None);
+                    return Ok(too_large());
                 };
                 bytes = bytes.saturating_add(b.bytes);
                 let b = Arc::new(b);
@@ -213,13 +225,38 @@ impl SearchCache {
         if !loaded.is_empty() {
             self.insert(loaded, &found);
         }
-        Ok(Some(
+        Ok(Fit::Blocks(
             found
                 .into_iter()
                 .filter_map(|(p, _, b)| b.map(|b| (p, b)))
                 .filter(|(_, b)| !b.items.is_empty())
                 .collect(),
         ))
+    }
+
+    /// The partial copy of the vector rows under `prefix` for a search whose
+    /// blocks are too large (`gens`: [`Fit::TooLarge`]'s generations), kept
+    /// while those generations stay; loaded within the whole budget, the
+    /// least recently used blocks making room for it.
+    pub(crate) fn head(
+        &self,
+        conn: &Connection,
+        prefix: &[String],
+        gens: Vec<(String, i64)>,
+        dims: usize,
+    ) -> Result<Arc<Head>> {
+        if let Some(h) = lock(&self.state).head.as_ref().filter(|h| h.is_for(prefix, &gens, dims)) {
+            return Ok(h.clone());
+        }
+        let head = Arc::new(Head::load(conn, prefix, gens, dims, self.budget)?);
+        let mut st = lock(&self.state);
+        if let Some(old) = st.head.take() {
+            st.bytes = st.bytes.saturating_sub(old.bytes);
+        }
+        evict(&mut st, self.budget.saturating_sub(head.bytes), &HashSet::new());
+        st.bytes = st.bytes.saturating_add(head.bytes);
+        st.head = Some(head.clone());
+        Ok(head)
     }
 
     /// Adds freshly loaded blocks, then drops the least recently used blocks
@@ -234,23 +271,11 @@ impl SearchCache {
                 st.bytes = st.bytes.saturating_sub(old.block.bytes);
             }
         }
-        if st.bytes <= self.budget {
-            return;
-        }
         let keep: HashSet<&str> = used.iter().map(|(p, _, _)| p.as_str()).collect();
-        let mut victims: Vec<(u64, String)> = st
-            .blocks
-            .iter()
-            .filter(|(p, _)| !keep.contains(p.as_str()))
-            .map(|(p, e)| (e.used, p.clone()))
-            .collect();
-        victims.sort_unstable();
-        for (_, p) in victims {
-            if st.bytes <= self.budget {
-                break;
-            }
-            if let Some(e) = st.blocks.remove(&p) {
-                st.bytes = st.bytes.saturating_sub(e.block.bytes);
+        evict(&mut st, self.budget, &keep);
+        if st.bytes > self.budget {
+            if let Some(h) = st.head.take() {
+                st.bytes = st.bytes.saturating_sub(h.bytes);
             }
         }
     }
@@ -259,6 +284,29 @@ impl SearchCache {
     #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
         lock(&self.state).bytes
+    }
+}
+
+/// Drops the least recently used blocks not in `keep` until the cache holds
+/// at most `limit` bytes (or nothing else can go).
+fn evict(st: &mut CacheState, limit: usize, keep: &HashSet<&str>) {
+    if st.bytes <= limit {
+        return;
+    }
+    let mut victims: Vec<(u64, String)> = st
+        .blocks
+        .iter()
+        .filter(|(p, _)| !keep.contains(p.as_str()))
+        .map(|(p, e)| (e.used, p.clone()))
+        .collect();
+    victims.sort_unstable();
+    for (_, p) in victims {
+        if st.bytes <= limit {
+            break;
+        }
+        if let Some(e) = st.blocks.remove(&p) {
+            st.bytes = st.bytes.saturating_sub(e.block.bytes);
+        }
     }
 }
 
@@ -364,16 +412,9 @@ fn load(
         if !unit_vector(blob, &mut v) {
             continue;
         }
-        let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
-        let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
-        let mut err2 = 0f64;
-        for x in &v {
-            let q = (x / scale).round().clamp(-127.0, 127.0) as i8;
-            err2 += f64::from(x - scale * f32::from(q)).powi(2);
-            block.quantised.push(q);
-        }
+        let (scale, error) = quantise(&v, &mut block.quantised);
         block.scale.push(scale);
-        block.error.push(err2.sqrt() as f32);
+        block.error.push(error);
         block.owners.push(at as u32);
     }
     block.bytes = block.bytes.saturating_add(count.saturating_mul(row_bytes(dims)));
@@ -381,10 +422,26 @@ fn load(
 }
 
 /// Slack added to every bound, covering f32 rounding in both dot products.
-const SLACK: f32 = 1e-4;
+pub(crate) const SLACK: f32 = 1e-4;
+
+/// Appends the i8 quantisation `q` of the unit vector `v` to `out` (`v` is
+/// about `scale` times `q`) and returns `(scale, error)`, `error` being the
+/// L2 norm of their difference: for a unit query, the exact dot product
+/// lies within `error` of `scale * dot_i8(query, q)`.
+pub(crate) fn quantise(v: &[f32], out: &mut Vec<i8>) -> (f32, f32) {
+    let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+    let mut err2 = 0f64;
+    for x in v {
+        let q = (x / scale).round().clamp(-127.0, 127.0) as i8;
+        err2 += f64::from(x - scale * f32::from(q)).powi(2);
+        out.push(q);
+    }
+    (scale, err2.sqrt() as f32)
+}
 
 /// `Σ q[j] * v[j]` for an i8 row.
-fn dot_i8(q: &[f32], v: &[i8]) -> f32 {
+pub(crate) fn dot_i8(q: &[f32], v: &[i8]) -> f32 {
     let mut acc = [0f32; 8];
     let (cq, cv) = (q.chunks_exact(8), v.chunks_exact(8));
     let (rq, rv) = (cq.remainder(), cv.remainder());
@@ -637,22 +694,24 @@ mod tests {
             }
         }
         let one = db
-            .read(|c| Ok(SearchCache::new(usize::MAX).blocks(c, &["a".to_string()], None)?.unwrap()))
-            .unwrap()[0]
-            .1
-            .bytes;
+            .read(|c| SearchCache::new(usize::MAX).blocks(c, &["a".to_string()], None))
+            .map(|fit| match fit {
+                Fit::Blocks(b) => b[0].1.bytes,
+                Fit::TooLarge(_) => unreachable!("an unbounded cache holds every block"),
+            })
+            .unwrap();
         // Room for two namespaces: searching a third drops the least
         // recently searched one.
         let cache = SearchCache::new(2 * one + one / 2);
         for ns in ["a", "b", "a", "c"] {
             let got = db.read(|c| cache.blocks(c, &[ns.to_string()], None)).unwrap();
-            assert_eq!(got.map(|b| b.len()), Some(1));
+            assert!(matches!(got, Fit::Blocks(b) if b.len() == 1));
             assert!(cache.bytes() <= 2 * one + one / 2);
         }
         let held: HashSet<String> = lock(&cache.state).blocks.keys().cloned().collect();
         assert_eq!(held, HashSet::from(["a".to_string(), "c".to_string()]));
         // A search whose namespaces cannot fit together searches the file.
-        assert!(db.read(|c| cache.blocks(c, &[], None)).unwrap().is_none());
+        assert!(matches!(db.read(|c| cache.blocks(c, &[], None)).unwrap(), Fit::TooLarge(_)));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use serde_json::Value;
 
-use super::cache::{self, normalise};
+use super::cache::{self, normalise, Fit};
 use super::config::ttl_minutes;
 use super::embed::{embed_documents_checked, embed_query_checked};
 use super::item::{parse_time, time_column, Item, SearchItem};
@@ -274,9 +274,17 @@ impl Store {
             .map(<[f32]>::to_vec)
             .filter(|q| q.iter().any(|x| *x != 0.0))
             .and_then(|mut q| normalise(&mut q).then_some(q));
-        let Some(blocks) = self.inner.cache.blocks(conn, &s.prefix, dims)? else {
-            let hits = stream::search(conn, &s.prefix, filter, unit.as_deref(), dims, s.limit, s.offset)?;
-            return self.streamed_items(conn, s, hits, refresh);
+        let blocks = match self.inner.cache.blocks(conn, &s.prefix, dims)? {
+            Fit::Blocks(blocks) => blocks,
+            Fit::TooLarge(gens) => {
+                let head = match (&unit, dims) {
+                    (Some(_), Some(d)) if d > 0 => Some(self.inner.cache.head(conn, &s.prefix, gens, d)?),
+                    _ => None,
+                };
+                let (q, head) = (unit.as_deref(), head.as_deref());
+                let hits = stream::search(conn, &s.prefix, filter, q, dims, head, s.limit, s.offset)?;
+                return self.streamed_items(conn, s, hits, refresh);
+            }
         };
         let expired = expired_items(conn)?;
         let q = unit.as_deref().unwrap_or(&[]);

@@ -36,6 +36,7 @@ mod exec;
 mod item;
 pub(crate) mod namespace;
 mod ops;
+mod partial;
 mod path;
 mod python;
 mod refresh;

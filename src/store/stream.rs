@@ -32,9 +32,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
-use super::cache::{dot, unit_vector, wrong_size};
+use super::cache::{dot, exact_score, unit_vector, wrong_size};
 use super::exec::alive;
 use super::namespace::{encode_prefix, SEPARATOR};
+use super::partial::Head;
 use crate::error::Result;
 use crate::filter::Filter;
 use crate::vector::encode_f32;
@@ -54,13 +55,13 @@ pub(crate) fn margin(dims: usize) -> f64 {
 /// below it (`p` or `p.*`) lies in `[p, p + "/")`, `/` being the byte after
 /// the separator `.`; [`Range::holds`] drops the few others in that range
 /// (`p-x`, ...).
-struct Range {
+pub(super) struct Range {
     exact: String,
     below: String,
 }
 
 impl Range {
-    fn new(prefix: &[String]) -> Option<Range> {
+    pub(super) fn new(prefix: &[String]) -> Option<Range> {
         if prefix.is_empty() {
             return None;
         }
@@ -68,13 +69,32 @@ impl Range {
         Some(Range { below: format!("{exact}{SEPARATOR}"), exact })
     }
 
-    fn sql(range: Option<&Range>, column: &str, args: &mut Vec<SqlValue>) -> String {
+    pub(super) fn sql(range: Option<&Range>, column: &str, args: &mut Vec<SqlValue>) -> String {
         match range {
             None => "1".into(),
             Some(r) => {
                 args.push(SqlValue::Text(r.exact.clone()));
                 args.push(SqlValue::Text(format!("{}/", r.exact)));
                 format!("({column} >= ? AND {column} < ?)")
+            }
+        }
+    }
+
+    /// [`Range::sql`] for the rows after `(prefix, key)` = `after` in key
+    /// order (all rows if `None`), a bound the index seeks to.
+    fn sql_after(
+        range: Option<&Range>,
+        after: &Option<(String, String)>,
+        args: &mut Vec<SqlValue>,
+    ) -> String {
+        let Some((p, k)) = after else { return Range::sql(range, "prefix", args) };
+        args.push(SqlValue::Text(p.clone()));
+        args.push(SqlValue::Text(k.clone()));
+        match range {
+            None => "(prefix, key) > (?, ?)".into(),
+            Some(r) => {
+                args.push(SqlValue::Text(format!("{}/", r.exact)));
+                "(prefix, key) > (?, ?) AND prefix < ?".into()
             }
         }
     }
@@ -156,12 +176,17 @@ impl Best {
 /// The page of a search over the items under `prefix`, as the in-memory
 /// search computes it. `query` is unit-length (or `None`: no scores);
 /// `dims` the index dimension.
+///
+/// `head`: the partial copy of the first vector rows under `prefix` (see
+/// `partial`); only the rows after it are streamed.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn search(
     conn: &Connection,
     prefix: &[String],
     filter: Option<&Filter>,
     query: Option<&[f32]>,
     dims: Option<usize>,
+    head: Option<&Head>,
     limit: usize,
     offset: usize,
 ) -> Result<Vec<StreamHit>> {
@@ -174,7 +199,7 @@ pub(crate) fn search(
     let mut best = Best::new(want);
     if let (Some(q), Some(dims)) = (query, dims.filter(|d| *d > 0)) {
         if q.len() == dims {
-            score_vectors(conn, range.as_ref(), (&filter_sql, &filter_args), q, dims, &mut best)?;
+            score_vectors(conn, range.as_ref(), (&filter_sql, &filter_args), q, dims, head, &mut best)?;
         }
     }
     let mut page: Vec<StreamHit> =
@@ -192,7 +217,10 @@ pub(crate) fn search(
 
 /// The (prefix, key) in a row's first two columns, if its prefix is under
 /// `range` (`None` for the few others an index range holds).
-fn item_under<'r>(r: &'r rusqlite::Row<'_>, range: Option<&Range>) -> Result<Option<(&'r str, &'r str)>> {
+pub(super) fn item_under<'r>(
+    r: &'r rusqlite::Row<'_>,
+    range: Option<&Range>,
+) -> Result<Option<(&'r str, &'r str)>> {
     let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
     if !Range::holds(range, p) {
         return Ok(None);
@@ -206,19 +234,42 @@ fn score_vectors(
     (filter_sql, filter_args): (&str, &[SqlValue]),
     q: &[f32],
     dims: usize,
+    head: Option<&Head>,
     best: &mut Best,
 ) -> Result<()> {
+    let mut check = conn.prepare_cached(&format!(
+        "SELECT 1 FROM store s WHERE s.prefix = ? AND s.key = ? AND {} AND ({filter_sql})",
+        alive("s")
+    ))?;
+    let mut valid = |p: &str, k: &str| -> Result<bool> {
+        let mut a = vec![SqlValue::Text(p.to_string()), SqlValue::Text(k.to_string())];
+        a.extend_from_slice(filter_args);
+        Ok(check.query_row(params_from_iter(a.iter()), |_| Ok(())).optional()?.is_some())
+    };
+    // The head's items first, best bound first: the page they fill lets the
+    // stream below skip most rows.
+    let mut rest = Some(None);
+    if let Some(h) = head {
+        for (bound, p, k) in h.by_bound(q) {
+            if best.floor().is_some_and(|floor| bound < floor) {
+                break;
+            }
+            if valid(p, k)? {
+                if let Some(score) = exact_score(conn, p, k, q)? {
+                    best.offer(p, k, score);
+                }
+            }
+        }
+        rest = h.rest.clone();
+    }
+    let Some(rest) = rest else { return Ok(()) };
     let bytes = dims * 4;
     let mut args = vec![SqlValue::Integer(bytes as i64), SqlValue::Blob(encode_f32(q))];
     let sql = format!(
         "SELECT prefix, key, CASE WHEN typeof(embedding) = 'blob' AND length(embedding) = ? \
          THEN 1.0 - vec_distance_cosine(embedding, ?) END, embedding FROM store_vectors WHERE {}",
-        Range::sql(range, "prefix", &mut args)
+        Range::sql_after(range, &rest, &mut args)
     );
-    let mut check = conn.prepare_cached(&format!(
-        "SELECT 1 FROM store s WHERE s.prefix = ? AND s.key = ? AND {} AND ({filter_sql})",
-        alive("s")
-    ))?;
     let mut exists = conn.prepare_cached("SELECT 1 FROM store WHERE prefix = ?1 AND key = ?2")?;
     let margin = margin(dims);
     let mut last: Option<(String, String, bool)> = None;
@@ -249,17 +300,15 @@ fn score_vectors(
                 return Err(wrong_size(p, k, b.len(), dims));
             }
         };
-        let valid = match &last {
+        let ok = match &last {
             Some((lp, lk, ok)) if lp == p && lk == k => *ok,
             _ => {
-                let mut a = vec![SqlValue::Text(p.to_string()), SqlValue::Text(k.to_string())];
-                a.extend_from_slice(filter_args);
-                let ok = check.query_row(params_from_iter(a.iter()), |_| Ok(())).optional()?.is_some();
+                let ok = valid(p, k)?;
                 last = Some((p.to_string(), k.to_string(), ok));
                 ok
             }
         };
-        if !valid {
+        if !ok {
             continue;
         }
         if unit_vector(blob, &mut v) {

@@ -1,0 +1,230 @@
+//! The partial in-memory copy of a search too large for the search memory
+//! budget.
+//!
+//! When the blocks of a search's prefixes (`cache`) would not fit in the
+//! budget, the search runs from the file (`stream`). Rather than stream
+//! every vector row, it keeps the first rows under its prefix, in primary-key
+//! order, that fit in the budget as a [`Head`]: their `i8` quantisation (the
+//! same as the blocks', with each row's proven error bound) and their item's
+//! (prefix, key), no values. A search bounds every item of the head from
+//! those rows, rescores exactly from the file, best bound first, the items
+//! whose bound can still reach the page (after checking in SQL that they are
+//! alive and match the filter), and streams only the rows after the head.
+//! Results stay exact; memory stays within the budget plus the page.
+//!
+//! A head holds whole items (an item's rows are contiguous in key order) and
+//! is kept while the generations of its prefixes stay.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{params_from_iter, Connection, OptionalExtension};
+
+use super::cache::{dot_i8, quantise, row_bytes, unit_vector, wrong_size, SLACK};
+use super::stream::{item_under, Range};
+use crate::error::Result;
+
+/// What an item costs in a head besides its key: its entry in `items`.
+const ITEM: usize = 8;
+
+/// The first vector rows under a prefix, quantised (see the module docs).
+pub(crate) struct Head {
+    /// The searched namespace prefix, the index dimension, and the
+    /// generations of the prefixes under it when loaded.
+    prefix: Vec<String>,
+    dims: usize,
+    gens: Vec<(String, i64)>,
+    /// Approximately what it holds in memory.
+    pub(crate) bytes: usize,
+    /// The items of the rows: (index into `prefixes`, end of its key in
+    /// `keys`, where the next key starts).
+    items: Vec<(u32, u32)>,
+    keys: String,
+    prefixes: Vec<String>,
+    /// Per row (rows of one item contiguous): `i8` values, scale, error,
+    /// owning item.
+    quantised: Vec<i8>,
+    scale: Vec<f32>,
+    error: Vec<f32>,
+    owners: Vec<u32>,
+    /// Where the rows to stream start: `None` if the head holds every row,
+    /// else after this (prefix, key) (`None` inside: from the first row).
+    pub(crate) rest: Option<Option<(String, String)>>,
+}
+
+impl Head {
+    /// Whether this head answers a search of `prefix` at these generations.
+    pub(crate) fn is_for(&self, prefix: &[String], gens: &[(String, i64)], dims: usize) -> bool {
+        self.dims == dims && self.prefix == prefix && self.gens == gens
+    }
+
+    /// Loads the vector rows under `prefix` in key order, whole items, while
+    /// they fit in `allowance` bytes.
+    ///
+    /// # Errors
+    /// A stored vector of the wrong size (or not a blob) whose item exists
+    /// is [`Error::Corrupt`](crate::Error::Corrupt), as in every search
+    /// path; SQLite errors.
+    pub(crate) fn load(
+        conn: &Connection,
+        prefix: &[String],
+        gens: Vec<(String, i64)>,
+        dims: usize,
+        allowance: usize,
+    ) -> Result<Head> {
+        let mut head = Head {
+            prefix: prefix.to_vec(),
+            dims,
+            gens,
+            bytes: 0,
+            items: vec![],
+            keys: String::new(),
+            prefixes: vec![],
+            quantised: vec![],
+            scale: vec![],
+            error: vec![],
+            owners: vec![],
+            rest: None,
+        };
+        let range = Range::new(prefix);
+        let mut args = vec![];
+        let sql = format!(
+            "SELECT prefix, key, embedding FROM store_vectors WHERE {} ORDER BY prefix, key, field_name",
+            Range::sql(range.as_ref(), "prefix", &mut args)
+        );
+        let mut exists = conn.prepare_cached("SELECT 1 FROM store WHERE prefix = ?1 AND key = ?2")?;
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(params_from_iter(args.iter()))?;
+        let mut v: Vec<f32> = Vec::with_capacity(dims);
+        // The first row of the current item, to cut there if it overflows.
+        let mut item_rows = 0usize;
+        while let Some(r) = rows.next()? {
+            let Some((p, k)) = item_under(r, range.as_ref())? else { continue };
+            let same = head.items.len().checked_sub(1).is_some_and(|i| head.item(i) == (p, k));
+            if !same {
+                if head.bytes > allowance {
+                    // The previous item did not fit: drop it, stream from it.
+                    head.cut(item_rows);
+                    break;
+                }
+                if head.prefixes.last().is_none_or(|lp| lp != p) {
+                    head.prefixes.push(p.to_string());
+                    head.bytes = head.bytes.saturating_add(p.len() + 24);
+                }
+                head.keys.push_str(k);
+                let (Ok(prefix), Ok(end)) =
+                    (u32::try_from(head.prefixes.len() - 1), u32::try_from(head.keys.len()))
+                else {
+                    head.cut(item_rows);
+                    break;
+                };
+                head.items.push((prefix, end));
+                head.bytes = head.bytes.saturating_add(ITEM + k.len());
+                item_rows = head.owners.len();
+            }
+            let blob = match r.get_ref(2)? {
+                ValueRef::Null => continue,
+                ValueRef::Blob(b) if b.len() == dims * 4 => b,
+                other => {
+                    if exists.query_row([p, k], |_| Ok(())).optional()?.is_none() {
+                        continue; // an orphan row is ignored, as by every search
+                    }
+                    let ValueRef::Blob(b) = other else {
+                        return Err(rusqlite::Error::from(rusqlite::types::FromSqlError::InvalidType).into());
+                    };
+                    return Err(wrong_size(p, k, b.len(), dims));
+                }
+            };
+            if !unit_vector(blob, &mut v) {
+                continue;
+            }
+            let (scale, error) = quantise(&v, &mut head.quantised);
+            head.scale.push(scale);
+            head.error.push(error);
+            head.owners.push((head.items.len() - 1) as u32);
+            head.bytes = head.bytes.saturating_add(row_bytes(dims));
+        }
+        if head.rest.is_none() && head.bytes > allowance {
+            // The last item did not fit either.
+            head.cut(item_rows);
+        }
+        head.quantised.shrink_to_fit();
+        head.keys.shrink_to_fit();
+        Ok(head)
+    }
+
+    /// Drops the last item (whose rows start at `from`): the rows to stream
+    /// start with it.
+    fn cut(&mut self, from: usize) {
+        if self.items.pop().is_some() {
+            let start = self.items.last().map_or(0, |(_, end)| *end as usize);
+            self.keys.truncate(start);
+        }
+        self.quantised.truncate(from * self.dims);
+        self.scale.truncate(from);
+        self.error.truncate(from);
+        self.owners.truncate(from);
+        self.rest = Some(self.items.len().checked_sub(1).map(|i| {
+            let (p, k) = self.item(i);
+            (p.to_string(), k.to_string())
+        }));
+        self.bytes = self.items.len() * ITEM
+            + self.keys.len()
+            + self.prefixes.iter().map(|p| p.len() + 24).sum::<usize>()
+            + self.owners.len() * row_bytes(self.dims);
+    }
+
+    /// Item `i`'s (prefix, key).
+    fn item(&self, i: usize) -> (&str, &str) {
+        let (p, end) = self.items[i];
+        let start = if i == 0 { 0 } else { self.items[i - 1].1 as usize };
+        (self.prefixes[p as usize].as_str(), &self.keys[start..end as usize])
+    }
+
+    /// The items of the head whose upper bound for unit query `q`, best
+    /// first, lazily: (upper bound, prefix, key). A caller stops once the
+    /// bound falls below its page.
+    pub(crate) fn by_bound<'a>(&'a self, q: &[f32]) -> impl Iterator<Item = (f32, &'a str, &'a str)> + 'a {
+        let mut hi = vec![f32::NEG_INFINITY; self.items.len()];
+        for (row, &owner) in self.owners.iter().enumerate() {
+            let qv = &self.quantised[row * self.dims..(row + 1) * self.dims];
+            let b = self.scale[row] * dot_i8(q, qv) + self.error[row] + SLACK;
+            let h = &mut hi[owner as usize];
+            *h = h.max(b);
+        }
+        let mut heap: BinaryHeap<Bound> = hi
+            .into_iter()
+            .enumerate()
+            .filter(|(_, h)| *h > f32::NEG_INFINITY)
+            .map(|(i, h)| Bound(h, i as u32))
+            .collect();
+        std::iter::from_fn(move || heap.pop()).map(move |Bound(h, i)| {
+            let (p, k) = self.item(i as usize);
+            (h, p, k)
+        })
+    }
+}
+
+/// An item's upper bound, ordered by bound.
+struct Bound(f32, u32);
+
+impl PartialEq for Bound {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+
+impl Eq for Bound {}
+
+impl Ord for Bound {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0).then_with(|| o.1.cmp(&self.1))
+    }
+}
+
+impl PartialOrd for Bound {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
