@@ -1204,7 +1204,9 @@ mod search_memory {
         };
         let mut vector = || (0..DIMS).map(|_| format!("{:.3}", next())).collect::<Vec<_>>().join(" ");
         let put = |store: &Store, ns: &[&str], i: usize, x: String| {
-            store.put(ns, &format!("k{i:04}"), json!({"x": x, "c": if i % 3 == 0 { "a" } else { "b" }})).unwrap();
+            store
+                .put(ns, &format!("k{i:04}"), json!({"x": x, "c": if i % 3 == 0 { "a" } else { "b" }}))
+                .unwrap();
         };
         for i in 0..600 {
             let ns: &[&str] = match i % 7 {

@@ -64,12 +64,14 @@ impl StoreConfig {
     ///
     /// Search keeps each searched namespace prefix's items and vectors in
     /// memory while they fit, and drops the least recently searched ones to
-    /// stay under this budget. A search whose namespaces would not fit runs
-    /// from the file instead, in memory bounded by its `offset + limit`,
-    /// computing cosine distances in SQL (with sqlite-vec). Both ways give
-    /// the same results in the same order with the same scores: the budget
-    /// trades speed for memory, never exactness. `0` always searches from
-    /// the file.
+    /// stay under this budget. A search whose namespaces would not fit keeps
+    /// instead the first of their vectors that fit in the budget (an `i8`
+    /// copy and the items' keys, no values: about `dims + 30` bytes a
+    /// vector), and streams the rest from the file, computing cosine
+    /// distances in SQL (with sqlite-vec), in memory bounded by its
+    /// `offset + limit`. Every way gives the same results in the same order
+    /// with the same scores: the budget trades speed for memory, never
+    /// exactness. `0` always searches from the file.
     #[must_use]
     pub fn with_search_memory(mut self, bytes: usize) -> StoreConfig {
         self.search_memory = bytes;

@@ -93,6 +93,20 @@ impl Head {
             "SELECT prefix, key, embedding FROM store_vectors WHERE {} ORDER BY prefix, key, field_name",
             Range::sql(range.as_ref(), "prefix", &mut args)
         );
+        // Sized once (an index-only count): growing by doubling would hold
+        // the old and new arrays at once, half again the budget.
+        let mut count_args = vec![];
+        let count_sql = format!(
+            "SELECT count(*) FROM store_vectors WHERE {}",
+            Range::sql(range.as_ref(), "prefix", &mut count_args)
+        );
+        let count: i64 =
+            conn.prepare_cached(&count_sql)?.query_row(params_from_iter(count_args.iter()), |r| r.get(0))?;
+        let rows = (count.max(0) as usize).min(allowance / row_bytes(dims) + 8);
+        head.quantised.reserve_exact(rows.saturating_mul(dims));
+        head.scale.reserve_exact(rows);
+        head.error.reserve_exact(rows);
+        head.owners.reserve_exact(rows);
         let mut exists = conn.prepare_cached("SELECT 1 FROM store WHERE prefix = ?1 AND key = ?2")?;
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut rows = stmt.query(params_from_iter(args.iter()))?;
@@ -112,13 +126,14 @@ impl Head {
                     head.prefixes.push(p.to_string());
                     head.bytes = head.bytes.saturating_add(p.len() + 24);
                 }
-                head.keys.push_str(k);
                 let (Ok(prefix), Ok(end)) =
-                    (u32::try_from(head.prefixes.len() - 1), u32::try_from(head.keys.len()))
+                    (u32::try_from(head.prefixes.len() - 1), u32::try_from(head.keys.len() + k.len()))
                 else {
-                    head.cut(item_rows);
+                    // More keys than a u32 can index: stream from this item.
+                    head.stop();
                     break;
                 };
+                head.keys.push_str(k);
                 head.items.push((prefix, end));
                 head.bytes = head.bytes.saturating_add(ITEM + k.len());
                 item_rows = head.owners.len();
@@ -165,6 +180,11 @@ impl Head {
         self.scale.truncate(from);
         self.error.truncate(from);
         self.owners.truncate(from);
+        self.stop();
+    }
+
+    /// Ends the head at its last item: the rows after it are streamed.
+    fn stop(&mut self) {
         self.rest = Some(self.items.len().checked_sub(1).map(|i| {
             let (p, k) = self.item(i);
             (p.to_string(), k.to_string())
