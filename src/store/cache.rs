@@ -27,6 +27,7 @@ use serde_json::Value;
 
 use super::namespace::{prefix_glob, PrefixGlob};
 use super::partial::Head;
+use super::quantised::{row_bytes, Rows};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 
@@ -38,17 +39,11 @@ pub(crate) struct Block {
     pub(crate) items: Vec<CachedItem>,
     dims: usize,
     /// The unit-normalised vector rows (zero vectors left out; rows of one
-    /// item contiguous) quantised to i8 (`row ≈ scale * q`), a quarter of
-    /// the `f32` bytes, for pre-scoring. The few items that may reach the
-    /// page are scored exactly from the file (`exact_score`): the `f32` rows
-    /// are not kept in memory.
-    quantised: Vec<i8>,
-    /// Per row: the quantisation scale and the L2 norm of the quantisation
-    /// error, which bounds |exact - approximate| for a unit query.
-    scale: Vec<f32>,
-    error: Vec<f32>,
-    /// The item (index into `items`) each vector row belongs to.
-    owners: Vec<u32>,
+    /// item contiguous, owned by their index into `items`), quantised for
+    /// pre-scoring. The few items that may reach the page are scored
+    /// exactly from the file (`exact_score`): the `f32` rows are not kept
+    /// in memory.
+    rows: Rows,
     /// Per filter path, the value of every item at that path, extracted on
     /// first use: filters then read one compact column instead of walking
     /// every document's map.
@@ -141,12 +136,6 @@ const ITEM_BYTES: usize = 160;
 /// estimate: maps, strings and numbers carry their own headers).
 fn value_bytes(n: usize) -> usize {
     n.saturating_mul(4)
-}
-
-/// What one vector row of `dims` dimensions costs: its `i8` copy, scale,
-/// error and owner.
-pub(crate) fn row_bytes(dims: usize) -> usize {
-    dims + 12
 }
 
 impl SearchCache {
@@ -369,10 +358,7 @@ fn load(
         bytes,
         items,
         dims: dims.unwrap_or(0),
-        quantised: vec![],
-        scale: vec![],
-        error: vec![],
-        owners: vec![],
+        rows: Rows::new(dims.unwrap_or(0)),
         columns: Mutex::default(),
     };
     let Some(dims) = dims else { return Ok(Some(block)) };
@@ -385,10 +371,7 @@ fn load(
     if block.bytes.saturating_add(count.saturating_mul(row_bytes(dims))) > allowance {
         return Ok(None);
     }
-    block.quantised.reserve_exact(count * dims);
-    block.scale.reserve_exact(count);
-    block.error.reserve_exact(count);
-    block.owners.reserve_exact(count);
+    block.rows.reserve_exact(count);
     let mut stmt = conn.prepare_cached(
         "SELECT key, embedding FROM store_vectors WHERE prefix = ?1 ORDER BY key, field_name",
     )?;
@@ -409,52 +392,10 @@ fn load(
         if blob.len() != dims * 4 {
             return Err(wrong_size(prefix, key, blob.len(), dims));
         }
-        if !unit_vector(blob, &mut v) {
-            continue;
-        }
-        let (scale, error) = quantise(&v, &mut block.quantised);
-        block.scale.push(scale);
-        block.error.push(error);
-        block.owners.push(at as u32);
+        block.rows.push(blob, at as u32, &mut v);
     }
     block.bytes = block.bytes.saturating_add(count.saturating_mul(row_bytes(dims)));
     Ok(Some(block))
-}
-
-/// Slack added to every bound, covering f32 rounding in both dot products.
-pub(crate) const SLACK: f32 = 1e-4;
-
-/// Appends the i8 quantisation `q` of the unit vector `v` to `out` (`v` is
-/// about `scale` times `q`) and returns `(scale, error)`, `error` being the
-/// L2 norm of their difference: for a unit query, the exact dot product
-/// lies within `error` of `scale * dot_i8(query, q)`.
-pub(crate) fn quantise(v: &[f32], out: &mut Vec<i8>) -> (f32, f32) {
-    let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
-    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
-    let mut err2 = 0f64;
-    for x in v {
-        let q = (x / scale).round().clamp(-127.0, 127.0) as i8;
-        err2 += f64::from(x - scale * f32::from(q)).powi(2);
-        out.push(q);
-    }
-    (scale, err2.sqrt() as f32)
-}
-
-/// `Σ q[j] * v[j]` for an i8 row.
-pub(crate) fn dot_i8(q: &[f32], v: &[i8]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (cq, cv) = (q.chunks_exact(8), v.chunks_exact(8));
-    let (rq, rv) = (cq.remainder(), cv.remainder());
-    for (x, y) in cq.zip(cv) {
-        for i in 0..8 {
-            acc[i] += x[i] * f32::from(y[i]);
-        }
-    }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in rq.iter().zip(rv) {
-        s += x * f32::from(*y);
-    }
-    s
 }
 
 /// A stored vector (little-endian `f32`) in `v`, scaled to unit length as
@@ -545,17 +486,15 @@ pub(crate) fn search<'a>(
             .collect();
         let mut b = vec![(f32::NEG_INFINITY, f32::NEG_INFINITY); block.items.len()];
         if let Some(q) = query.filter(|q| q.len() == block.dims && block.dims > 0) {
-            for (row, &owner) in block.owners.iter().enumerate() {
+            for (row, &owner) in block.rows.owners().iter().enumerate() {
                 let o = owner as usize;
                 if !candidate[o] {
                     continue;
                 }
-                let qv = &block.quantised[row * block.dims..(row + 1) * block.dims];
-                let a = block.scale[row] * dot_i8(q, qv);
-                let e = block.error[row] + SLACK;
+                let (l, h) = block.rows.bounds(row, q);
                 let (lo, hi) = &mut b[o];
-                *lo = lo.max(a - e);
-                *hi = hi.max(a + e);
+                *lo = lo.max(l);
+                *hi = hi.max(h);
             }
         }
         cands.push(candidate);

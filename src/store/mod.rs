@@ -39,6 +39,7 @@ mod ops;
 mod partial;
 mod path;
 mod python;
+mod quantised;
 mod refresh;
 mod reindex;
 mod stream;

@@ -21,7 +21,8 @@ use std::collections::BinaryHeap;
 use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
-use super::cache::{dot_i8, quantise, row_bytes, unit_vector, wrong_size, SLACK};
+use super::cache::wrong_size;
+use super::quantised::{row_bytes, Rows};
 use super::stream::{item_under, Range};
 use crate::error::Result;
 
@@ -42,12 +43,9 @@ pub(crate) struct Head {
     items: Vec<(u32, u32)>,
     keys: String,
     prefixes: Vec<String>,
-    /// Per row (rows of one item contiguous): `i8` values, scale, error,
-    /// owning item.
-    quantised: Vec<i8>,
-    scale: Vec<f32>,
-    error: Vec<f32>,
-    owners: Vec<u32>,
+    /// The vector rows (rows of one item contiguous), owned by their index
+    /// into `items`.
+    rows: Rows,
     /// Where the rows to stream start: `None` if the head holds every row,
     /// else after this (prefix, key) (`None` inside: from the first row).
     pub(crate) rest: Option<Option<(String, String)>>,
@@ -81,10 +79,7 @@ impl Head {
             items: vec![],
             keys: String::new(),
             prefixes: vec![],
-            quantised: vec![],
-            scale: vec![],
-            error: vec![],
-            owners: vec![],
+            rows: Rows::new(dims),
             rest: None,
         };
         let range = Range::new(prefix);
@@ -102,11 +97,7 @@ impl Head {
         );
         let count: i64 =
             conn.prepare_cached(&count_sql)?.query_row(params_from_iter(count_args.iter()), |r| r.get(0))?;
-        let rows = (count.max(0) as usize).min(allowance / row_bytes(dims) + 8);
-        head.quantised.reserve_exact(rows.saturating_mul(dims));
-        head.scale.reserve_exact(rows);
-        head.error.reserve_exact(rows);
-        head.owners.reserve_exact(rows);
+        head.rows.reserve_exact((count.max(0) as usize).min(allowance / row_bytes(dims) + 8));
         let mut exists = conn.prepare_cached("SELECT 1 FROM store WHERE prefix = ?1 AND key = ?2")?;
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut rows = stmt.query(params_from_iter(args.iter()))?;
@@ -136,7 +127,7 @@ impl Head {
                 head.keys.push_str(k);
                 head.items.push((prefix, end));
                 head.bytes = head.bytes.saturating_add(ITEM + k.len());
-                item_rows = head.owners.len();
+                item_rows = head.rows.len();
             }
             let blob = match r.get_ref(2)? {
                 ValueRef::Null => continue,
@@ -151,20 +142,15 @@ impl Head {
                     return Err(wrong_size(p, k, b.len(), dims));
                 }
             };
-            if !unit_vector(blob, &mut v) {
-                continue;
+            if head.rows.push(blob, (head.items.len() - 1) as u32, &mut v) {
+                head.bytes = head.bytes.saturating_add(row_bytes(dims));
             }
-            let (scale, error) = quantise(&v, &mut head.quantised);
-            head.scale.push(scale);
-            head.error.push(error);
-            head.owners.push((head.items.len() - 1) as u32);
-            head.bytes = head.bytes.saturating_add(row_bytes(dims));
         }
         if head.rest.is_none() && head.bytes > allowance {
             // The last item did not fit either.
             head.cut(item_rows);
         }
-        head.quantised.shrink_to_fit();
+        head.rows.shrink_to_fit();
         head.keys.shrink_to_fit();
         Ok(head)
     }
@@ -176,10 +162,7 @@ impl Head {
             let start = self.items.last().map_or(0, |(_, end)| *end as usize);
             self.keys.truncate(start);
         }
-        self.quantised.truncate(from * self.dims);
-        self.scale.truncate(from);
-        self.error.truncate(from);
-        self.owners.truncate(from);
+        self.rows.truncate(from);
         self.stop();
     }
 
@@ -192,7 +175,7 @@ impl Head {
         self.bytes = self.items.len() * ITEM
             + self.keys.len()
             + self.prefixes.iter().map(|p| p.len() + 24).sum::<usize>()
-            + self.owners.len() * row_bytes(self.dims);
+            + self.rows.len() * row_bytes(self.dims);
     }
 
     /// Item `i`'s (prefix, key).
@@ -207,11 +190,9 @@ impl Head {
     /// bound falls below its page.
     pub(crate) fn by_bound<'a>(&'a self, q: &[f32]) -> impl Iterator<Item = (f32, &'a str, &'a str)> + 'a {
         let mut hi = vec![f32::NEG_INFINITY; self.items.len()];
-        for (row, &owner) in self.owners.iter().enumerate() {
-            let qv = &self.quantised[row * self.dims..(row + 1) * self.dims];
-            let b = self.scale[row] * dot_i8(q, qv) + self.error[row] + SLACK;
+        for (row, &owner) in self.rows.owners().iter().enumerate() {
             let h = &mut hi[owner as usize];
-            *h = h.max(b);
+            *h = h.max(self.rows.bounds(row, q).1);
         }
         let mut heap: BinaryHeap<Bound> = hi
             .into_iter()
