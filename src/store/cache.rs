@@ -225,8 +225,10 @@ impl SearchCache {
 
     /// The partial copy of the vector rows under `prefix` for a search whose
     /// blocks are too large (`gens`: [`Fit::TooLarge`]'s generations), kept
-    /// while those generations stay; loaded within the whole budget, the
-    /// least recently used blocks making room for it.
+    /// while those generations stay. It gets what the blocks held leave of
+    /// the budget: blocks are never evicted for it (so searches that
+    /// alternate between a small namespace and a large one keep both), and
+    /// the old copy goes before the new one is loaded.
     pub(crate) fn head(
         &self,
         conn: &Connection,
@@ -234,17 +236,30 @@ impl SearchCache {
         gens: Vec<(String, i64)>,
         dims: usize,
     ) -> Result<Arc<Head>> {
-        if let Some(h) = lock(&self.state).head.as_ref().filter(|h| h.is_for(prefix, &gens, dims)) {
-            return Ok(h.clone());
-        }
-        let head = Arc::new(Head::load(conn, prefix, gens, dims, self.budget)?);
+        let allowance = {
+            let mut st = lock(&self.state);
+            if let Some(h) = st.head.as_ref().filter(|h| h.is_for(prefix, &gens, dims)) {
+                return Ok(h.clone());
+            }
+            if let Some(old) = st.head.take() {
+                st.bytes = st.bytes.saturating_sub(old.bytes);
+            }
+            self.budget.saturating_sub(st.bytes)
+        };
+        let head = Arc::new(Head::load(conn, prefix, gens, dims, allowance)?);
         let mut st = lock(&self.state);
         if let Some(old) = st.head.take() {
+            // Another search stored one meanwhile.
             st.bytes = st.bytes.saturating_sub(old.bytes);
         }
-        evict(&mut st, self.budget.saturating_sub(head.bytes), &HashSet::new());
         st.bytes = st.bytes.saturating_add(head.bytes);
         st.head = Some(head.clone());
+        if st.bytes > self.budget {
+            // Blocks loaded meanwhile took the room: this search uses the
+            // copy, later ones reload it.
+            st.bytes = st.bytes.saturating_sub(head.bytes);
+            st.head = None;
+        }
         Ok(head)
     }
 
@@ -620,6 +635,63 @@ mod tests {
         let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
         let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
         assert!((dot(&a, &b) - naive).abs() < 1e-4);
+    }
+
+    /// A search too large for the budget gets a partial copy of what the
+    /// blocks held leave (they are not evicted for it), kept while nothing
+    /// changes; the cache stays within the budget throughout.
+    #[test]
+    fn a_partial_copy_takes_what_the_blocks_leave_of_the_budget() {
+        use crate::store::{IndexConfig, Put, Store, StoreConfig};
+        let db = crate::Db::open_in_memory().unwrap();
+        let store: Store = db.store(StoreConfig::new().with_index(IndexConfig::hashed(16).unwrap())).unwrap();
+        for i in 0..300 {
+            store
+                .put_with(Put::new(&["big"], format!("k{i:03}"), serde_json::json!({"t": format!("w{i}")})))
+                .unwrap();
+        }
+        for i in 0..5 {
+            store.put_with(Put::new(&["small"], format!("k{i}"), serde_json::json!({"t": "x"}))).unwrap();
+        }
+        let (big, small) = (vec!["big".to_string()], vec!["small".to_string()]);
+        let block =
+            |cache: &SearchCache, ns: &[String]| match db.read(|c| cache.blocks(c, ns, Some(16))).unwrap() {
+                Fit::Blocks(b) => Some(b[0].1.clone()),
+                Fit::TooLarge(_) => None,
+            };
+        let small_bytes = block(&SearchCache::new(usize::MAX), &small).unwrap().bytes;
+        let budget = small_bytes + 4000;
+        let cache = SearchCache::new(budget);
+        let held = block(&cache, &small).unwrap();
+        let head = || {
+            db.read(|c| match cache.blocks(c, &big, Some(16))? {
+                Fit::TooLarge(gens) => cache.head(c, &big, gens, 16),
+                Fit::Blocks(_) => panic!("the big namespace fits"),
+            })
+            .unwrap()
+        };
+        let first = head();
+        assert!(first.rest.as_ref().is_some_and(Option::is_some), "a part, not all nor nothing");
+        assert!(first.bytes <= budget - small_bytes);
+        assert!(cache.bytes() <= budget);
+        // Both stay: no reload of either.
+        assert!(Arc::ptr_eq(&head(), &first));
+        assert!(Arc::ptr_eq(&block(&cache, &small).unwrap(), &held));
+        assert!(Arc::ptr_eq(&head(), &first));
+        // A write under the prefix makes a new copy.
+        store.put_with(Put::new(&["big"], "k000", serde_json::json!({"t": "changed"}))).unwrap();
+        assert!(!Arc::ptr_eq(&head(), &first));
+        assert!(cache.bytes() <= budget);
+        // No budget: the copy holds nothing and the cache stays empty.
+        let none = SearchCache::new(0);
+        let empty = db
+            .read(|c| match none.blocks(c, &big, Some(16))? {
+                Fit::TooLarge(gens) => none.head(c, &big, gens, 16),
+                Fit::Blocks(_) => panic!("nothing fits a budget of 0"),
+            })
+            .unwrap();
+        assert_eq!(empty.rest, Some(None));
+        assert_eq!(none.bytes(), 0);
     }
 
     #[test]

@@ -67,9 +67,9 @@ impl StoreConfig {
     /// stay under this budget. A search whose namespaces would not fit keeps
     /// instead the first of their vectors that fit in the budget (an `i8`
     /// copy and the items' keys, no values: about `dims + 30` bytes a
-    /// vector), and streams the rest from the file, computing cosine
-    /// distances in SQL (with sqlite-vec), in memory bounded by its
-    /// `offset + limit`. Every way gives the same results in the same order
+    /// vector; a search over it needs 12 bytes an item more while it runs),
+    /// and streams the rest from the file, computing cosine distances in SQL
+    /// (with sqlite-vec), in memory bounded by its `offset + limit`. Every way gives the same results in the same order
     /// with the same scores: the budget trades speed for memory, never
     /// exactness. `0` always searches from the file.
     #[must_use]

@@ -27,7 +27,14 @@ use super::stream::{item_under, Range};
 use crate::error::Result;
 
 /// What an item costs in a head besides its key: its entry in `items`.
+/// (While a search runs, `by_bound` needs 12 bytes more per item: scratch,
+/// not the copy.)
 const ITEM: usize = 8;
+
+/// What a head costs before its items: the generations it is valid for.
+fn fixed_bytes(gens: &[(String, i64)]) -> usize {
+    gens.iter().map(|(p, _)| p.len() + 32).sum()
+}
 
 /// The first vector rows under a prefix, quantised (see the module docs).
 pub(crate) struct Head {
@@ -74,8 +81,8 @@ impl Head {
         let mut head = Head {
             prefix: prefix.to_vec(),
             dims,
+            bytes: fixed_bytes(&gens),
             gens,
-            bytes: 0,
             items: vec![],
             keys: String::new(),
             prefixes: vec![],
@@ -152,6 +159,7 @@ impl Head {
         }
         head.rows.shrink_to_fit();
         head.keys.shrink_to_fit();
+        head.items.shrink_to_fit();
         Ok(head)
     }
 
@@ -162,6 +170,9 @@ impl Head {
             let start = self.items.last().map_or(0, |(_, end)| *end as usize);
             self.keys.truncate(start);
         }
+        // A namespace only the dropped item was in goes too.
+        let used = self.items.last().map_or(0, |(p, _)| *p as usize + 1);
+        self.prefixes.truncate(used);
         self.rows.truncate(from);
         self.stop();
     }
@@ -172,7 +183,8 @@ impl Head {
             let (p, k) = self.item(i);
             (p.to_string(), k.to_string())
         }));
-        self.bytes = self.items.len() * ITEM
+        self.bytes = fixed_bytes(&self.gens)
+            + self.items.len() * ITEM
             + self.keys.len()
             + self.prefixes.iter().map(|p| p.len() + 24).sum::<usize>()
             + self.rows.len() * row_bytes(self.dims);
