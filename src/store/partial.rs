@@ -241,3 +241,67 @@ impl PartialOrd for Bound {
         Some(self.cmp(o))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::store::cache::{Fit, SearchCache};
+
+    /// A search too large for the budget gets a partial copy of what the
+    /// blocks held leave (they are not evicted for it), kept while nothing
+    /// changes; the cache stays within the budget throughout.
+    #[test]
+    fn a_partial_copy_takes_what_the_blocks_leave_of_the_budget() {
+        use crate::store::{IndexConfig, Put, Store, StoreConfig};
+        let db = crate::Db::open_in_memory().unwrap();
+        let store: Store = db.store(StoreConfig::new().with_index(IndexConfig::hashed(16).unwrap())).unwrap();
+        for i in 0..300 {
+            store
+                .put_with(Put::new(&["big"], format!("k{i:03}"), serde_json::json!({"t": format!("w{i}")})))
+                .unwrap();
+        }
+        for i in 0..5 {
+            store.put_with(Put::new(&["small"], format!("k{i}"), serde_json::json!({"t": "x"}))).unwrap();
+        }
+        let (big, small) = (vec!["big".to_string()], vec!["small".to_string()]);
+        let block =
+            |cache: &SearchCache, ns: &[String]| match db.read(|c| cache.blocks(c, ns, Some(16))).unwrap() {
+                Fit::Blocks(b) => Some(b[0].1.clone()),
+                Fit::TooLarge(_) => None,
+            };
+        let small_bytes = block(&SearchCache::new(usize::MAX), &small).unwrap().bytes;
+        let budget = small_bytes + 4000;
+        let cache = SearchCache::new(budget);
+        let held = block(&cache, &small).unwrap();
+        let head = || {
+            db.read(|c| match cache.blocks(c, &big, Some(16))? {
+                Fit::TooLarge(gens) => cache.head(c, &big, gens, 16),
+                Fit::Blocks(_) => panic!("the big namespace fits"),
+            })
+            .unwrap()
+        };
+        let first = head();
+        assert!(first.rest.as_ref().is_some_and(Option::is_some), "a part, not all nor nothing");
+        assert!(first.bytes <= budget - small_bytes);
+        assert!(cache.bytes() <= budget);
+        // Both stay: no reload of either.
+        assert!(Arc::ptr_eq(&head(), &first));
+        assert!(Arc::ptr_eq(&block(&cache, &small).unwrap(), &held));
+        assert!(Arc::ptr_eq(&head(), &first));
+        // A write under the prefix makes a new copy.
+        store.put_with(Put::new(&["big"], "k000", serde_json::json!({"t": "changed"}))).unwrap();
+        assert!(!Arc::ptr_eq(&head(), &first));
+        assert!(cache.bytes() <= budget);
+        // No budget: the copy holds nothing and the cache stays empty.
+        let none = SearchCache::new(0);
+        let empty = db
+            .read(|c| match none.blocks(c, &big, Some(16))? {
+                Fit::TooLarge(gens) => none.head(c, &big, gens, 16),
+                Fit::Blocks(_) => panic!("nothing fits a budget of 0"),
+            })
+            .unwrap();
+        assert_eq!(empty.rest, Some(None));
+        assert_eq!(none.bytes(), 0);
+    }
+}
