@@ -115,6 +115,10 @@ class AgentStateStore(BaseStore):
         reindex: re-embed every item now (one transaction) with `index` and
             record its embedder; for a file whose vectors another embedder
             made.
+        search_memory: the bytes searches may keep in memory (default 256
+            MiB). A search whose namespaces need more keeps the vectors that
+            fit and reads the rest from the file: the same results, slower.
+            `0` always reads from the file.
 
     Every method of `BaseStore` works (`get`, `put`, `delete`, `search`,
     `list_namespaces` and their async forms). Calls from several threads run
@@ -140,7 +144,10 @@ class AgentStateStore(BaseStore):
         index: Optional[AgentStateIndexConfig] = None,
         ttl: Optional[TTLConfig] = None,
         reindex: bool = False,
+        search_memory: Optional[int] = None,
     ) -> None:
+        if search_memory is not None and (isinstance(search_memory, bool) or search_memory < 0):
+            raise ValueError(f"search_memory must be a number of bytes >= 0, got {search_memory!r}")
         self.path = os.fspath(path)
         self.ttl_config = _check_ttl_config(ttl)
         self.index_config: Optional[AgentStateIndexConfig] = None
@@ -152,7 +159,7 @@ class AgentStateStore(BaseStore):
         if index is not None:
             self.index_config, self.embeddings, native_index = _index_config(index)
             self._bridge = native_index[0]
-        self._native = _native.Store(self.path, index=native_index, reindex=reindex)
+        self._native = _native.Store(self.path, index=native_index, reindex=reindex, search_memory=search_memory)
         self._ttl_sweeper_thread: Optional[threading.Thread] = None
         self._ttl_stop_event = threading.Event()
 
@@ -165,9 +172,10 @@ class AgentStateStore(BaseStore):
         index: Optional[AgentStateIndexConfig] = None,
         ttl: Optional[TTLConfig] = None,
         reindex: bool = False,
+        search_memory: Optional[int] = None,
     ) -> Iterator[AgentStateStore]:
         """A store on the file `conn_string` (a path or `":memory:"`), closed on exit."""
-        store = cls(conn_string, index=index, ttl=ttl, reindex=reindex)
+        store = cls(conn_string, index=index, ttl=ttl, reindex=reindex, search_memory=search_memory)
         try:
             yield store
         finally:

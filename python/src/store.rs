@@ -143,10 +143,21 @@ impl PyStore {
     /// `embed_documents` and `embed_query`, `fields` the embedded paths
     /// (`None`: the whole document). `reindex` re-embeds every item now
     /// instead of refusing a file whose vectors another embedder made.
+    /// `search_memory`: the bytes the in-memory search copy may use (`None`:
+    /// the crate's default; see `StoreConfig::with_search_memory`).
     #[new]
-    #[pyo3(signature = (path, *, index=None, reindex=false))]
-    fn new(py: Python<'_>, path: PathBuf, index: Option<IndexTuple>, reindex: bool) -> PyResult<PyStore> {
+    #[pyo3(signature = (path, *, index=None, reindex=false, search_memory=None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        index: Option<IndexTuple>,
+        reindex: bool,
+        search_memory: Option<usize>,
+    ) -> PyResult<PyStore> {
         let mut config = StoreConfig::new();
+        if let Some(bytes) = search_memory {
+            config = config.with_search_memory(bytes);
+        }
         if let Some((target, dims, name, fields, adopt)) = index {
             let mut index =
                 IndexConfig::new(PyEmbedder { target, name, dims }).with_adopt_existing_vectors(adopt);

@@ -303,3 +303,28 @@ def test_invalid_index_configs_raise_value_error(tmp_path):
     ]:
         with pytest.raises(ValueError):
             AgentStateStore(tmp_path / "s.db", index=bad)
+
+
+@pytest.mark.parametrize("search_memory", [0, 200, 2_000])
+@pytest.mark.parametrize("query", QUERIES)
+def test_a_small_search_memory_gives_the_same_results(tmp_path, search_memory, query):
+    """`search_memory` caps what searches keep in memory (0: everything is
+    read from the file; 200 and 2,000 bytes: part or all of the vectors in
+    memory, the rest from the file); results, order and scores stay those of
+    the default."""
+    with AgentStateStore.from_conn_string(str(tmp_path / "s.db"), index=index()) as roomy:
+        fill(roomy)
+        with AgentStateStore.from_conn_string(
+            str(tmp_path / "s.db"), index=index(), search_memory=search_memory
+        ) as small:
+            for prefix, filter, limit, offset in [(("docs",), None, 10, 0), ((), {"kind": "pet"}, 2, 1)]:
+                want = roomy.search(prefix, query=query, filter=filter, limit=limit, offset=offset)
+                got = small.search(prefix, query=query, filter=filter, limit=limit, offset=offset)
+                assert ranked(got) == ranked(want)
+                assert [h.score for h in got] == [h.score for h in want]
+
+
+@pytest.mark.parametrize("bad", [-1, True])
+def test_a_negative_search_memory_is_a_value_error(tmp_path, bad):
+    with pytest.raises(ValueError, match="search_memory"):
+        AgentStateStore(str(tmp_path / "s.db"), search_memory=bad)
