@@ -123,7 +123,11 @@ fn decide(conn: &Connection, index: &IndexConfig, identity: &str) -> Result<Need
 /// errors.
 pub(super) fn check_embedder(db: &Db, index: &IndexConfig) -> Result<()> {
     let identity = identity(index);
-    let done = db.read(|c| {
+    // One snapshot: `decide` reads the record, then counts vectors, and a
+    // store opening beside this one may record its embedder and write
+    // vectors between two autocommit reads (seen as a spurious
+    // UnrecordedEmbedder by the race suite).
+    let done = db.snapshot(|c| {
         let needs = decide(c, index, &identity)?;
         let read_only: bool = c.query_row("PRAGMA query_only", [], |r| r.get(0))?;
         Ok(needs == Needs::Nothing || read_only)
