@@ -1178,6 +1178,71 @@ mod search_memory {
         }
     }
 
+    /// Searches under a budget that holds part of the vectors, from two
+    /// threads beside a writer: puts in another namespace (the partial copy
+    /// stays) and rewrites of searched items with their own values (it
+    /// reloads, maybe in both threads at once) never change a page, and
+    /// nothing fails.
+    #[test]
+    fn searches_over_budget_from_several_threads_beside_a_writer() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        const DIMS: usize = 8;
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path().join("s.db")).unwrap();
+        let index = || IndexConfig::new(Literal(DIMS)).with_fields(["x"]);
+        let roomy = db.store(StoreConfig::default().with_index(index())).unwrap();
+        let small = db.store(StoreConfig::default().with_index(index()).with_search_memory(4_000)).unwrap();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut vector = move || {
+            (0..DIMS)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    format!("{:.3}", (seed % 2001) as f64 / 1000.0 - 1.0)
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let values: Vec<Value> = (0..300).map(|_| json!({"x": vector()})).collect();
+        for (i, v) in values.iter().enumerate() {
+            roomy.put(&["a"], &format!("k{i:03}"), v.clone()).unwrap();
+        }
+        let queries: Vec<String> = (0..4).map(|_| vector()).collect();
+        let keys_and_scores = |store: &Store, q: &str| -> Vec<(String, Option<f64>)> {
+            store
+                .search(Search::new(&["a"]).query(q).limit(10))
+                .unwrap()
+                .into_iter()
+                .map(|h| (h.item.key, h.score))
+                .collect()
+        };
+        let want: Vec<_> = queries.iter().map(|q| keys_and_scores(&roomy, q)).collect();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    let mut rounds = 0;
+                    while !stop.load(Ordering::SeqCst) || rounds == 0 {
+                        for (q, want) in queries.iter().zip(&want) {
+                            assert_eq!(&keys_and_scores(&small, q), want);
+                        }
+                        rounds += 1;
+                    }
+                });
+            }
+            for n in 0..120 {
+                if n % 2 == 0 {
+                    roomy.put(&["other"], &format!("k{n}"), json!({"x": "1 0 0 0 0 0 0 0"})).unwrap();
+                } else {
+                    let i = (n * 37) % values.len();
+                    roomy.put(&["a"], &format!("k{i:03}"), values[i].clone()).unwrap();
+                }
+            }
+            stop.store(true, Ordering::SeqCst);
+        });
+    }
+
     /// A budget too small for the namespace's in-memory copy keeps the first
     /// vector rows that fit (no values) and streams the rest: pages equal the
     /// in-memory ones with 16 dimensions and 600 items, for budgets that hold
