@@ -1178,6 +1178,22 @@ mod search_memory {
         }
     }
 
+    /// Deterministic `Literal` texts of `dims` components in [-1, 1], from an
+    /// xorshift stream seeded with `seed`.
+    fn literal_vectors(mut seed: u64, dims: usize) -> impl FnMut() -> String {
+        move || {
+            (0..dims)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    format!("{:.3}", (seed % 2001) as f64 / 1000.0 - 1.0)
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+    }
+
     /// Searches under a budget that holds part of the vectors, from two
     /// threads beside a writer: puts in another namespace (the partial copy
     /// stays) and rewrites of searched items with their own values (it
@@ -1192,18 +1208,7 @@ mod search_memory {
         let index = || IndexConfig::new(Literal(DIMS)).with_fields(["x"]);
         let roomy = db.store(StoreConfig::default().with_index(index())).unwrap();
         let small = db.store(StoreConfig::default().with_index(index()).with_search_memory(4_000)).unwrap();
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut vector = move || {
-            (0..DIMS)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    format!("{:.3}", (seed % 2001) as f64 / 1000.0 - 1.0)
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
+        let mut vector = literal_vectors(0x2545_f491_4f6c_dd1d, DIMS);
         let values: Vec<Value> = (0..300).map(|_| json!({"x": vector()})).collect();
         for (i, v) in values.iter().enumerate() {
             roomy.put(&["a"], &format!("k{i:03}"), v.clone()).unwrap();
@@ -1260,14 +1265,7 @@ mod search_memory {
             .iter()
             .map(|m| db.store(StoreConfig::default().with_index(index()).with_search_memory(*m)).unwrap())
             .collect();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % 2001) as f64 / 1000.0 - 1.0
-        };
-        let mut vector = || (0..DIMS).map(|_| format!("{:.3}", next())).collect::<Vec<_>>().join(" ");
+        let mut vector = literal_vectors(0x9e37_79b9_7f4a_7c15, DIMS);
         let put = |store: &Store, ns: &[&str], i: usize, x: String| {
             store
                 .put(ns, &format!("k{i:04}"), json!({"x": x, "c": if i % 3 == 0 { "a" } else { "b" }}))
