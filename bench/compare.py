@@ -92,7 +92,7 @@ STORE = [
     ("vsearch_ms@{s}", "lower", None, "vector search limit 10, N={s}"),
     ("vsearch_ms@{l}", "lower", 25, "vector search limit 10, N={l} x 384 dims"),
     ("vsearch_ms@{l}_search_memory_16777216", "lower", 3,
-     "same search with a 16 MiB search memory budget (streams from the file, exact)", "vsearch_ms@{l}"),
+     "same search with a 16 MiB search memory budget (a partial copy in memory, the rest streamed from the file; exact)", "vsearch_ms@{l}"),
     ("vsearch_ms@{l}_plus_{l}_elsewhere", "rust", None, "vector search N={l} with {l} more items in other namespaces"),
     ("filter_search_ms@{s}", "lower", 3, "filter-only search, N={s}"),
     ("filter_search_ms@{l}", "lower", 3, "filter-only search, N={l}"),
