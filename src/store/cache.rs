@@ -37,7 +37,6 @@ pub(crate) struct Block {
     /// Approximately what it holds in memory.
     pub(crate) bytes: usize,
     pub(crate) items: Vec<CachedItem>,
-    dims: usize,
     /// The unit-normalised vector rows (zero vectors left out; rows of one
     /// item contiguous, owned by their index into `items`), quantised for
     /// pre-scoring. The few items that may reach the page are scored
@@ -174,10 +173,9 @@ impl SearchCache {
             st.clock += 1;
             let now = st.clock;
             for (p, gen) in gens.iter().cloned() {
-                let fresh = st
-                    .blocks
-                    .get_mut(&p)
-                    .filter(|e| e.block.gen == gen && (dims.is_none() || e.block.dims == dims.unwrap_or(0)));
+                let fresh = st.blocks.get_mut(&p).filter(|e| {
+                    e.block.gen == gen && (dims.is_none() || e.block.rows.dims() == dims.unwrap_or(0))
+                });
                 match fresh {
                     Some(e) => {
                         e.used = now;
@@ -368,14 +366,8 @@ fn load(
             });
         }
     }
-    let mut block = Block {
-        gen,
-        bytes,
-        items,
-        dims: dims.unwrap_or(0),
-        rows: Rows::new(dims.unwrap_or(0)),
-        columns: Mutex::default(),
-    };
+    let mut block =
+        Block { gen, bytes, items, rows: Rows::new(dims.unwrap_or(0)), columns: Mutex::default() };
     let Some(dims) = dims else { return Ok(Some(block)) };
     // Sized once from the count (an index-only scan): no reallocation, whose
     // old and new arrays would both be alive while it copies.
@@ -500,7 +492,7 @@ pub(crate) fn search<'a>(
             })
             .collect();
         let mut b = vec![(f32::NEG_INFINITY, f32::NEG_INFINITY); block.items.len()];
-        if let Some(q) = query.filter(|q| q.len() == block.dims && block.dims > 0) {
+        if let Some(q) = query.filter(|q| q.len() == block.rows.dims() && !q.is_empty()) {
             for (row, &owner) in block.rows.owners().iter().enumerate() {
                 let o = owner as usize;
                 if !candidate[o] {

@@ -38,10 +38,9 @@ fn fixed_bytes(gens: &[(String, i64)]) -> usize {
 
 /// The first vector rows under a prefix, quantised (see the module docs).
 pub(crate) struct Head {
-    /// The searched namespace prefix, the index dimension, and the
-    /// generations of the prefixes under it when loaded.
+    /// The searched namespace prefix and the generations of the prefixes
+    /// under it when loaded.
     prefix: Vec<String>,
-    dims: usize,
     gens: Vec<(String, i64)>,
     /// Approximately what it holds in memory.
     pub(crate) bytes: usize,
@@ -61,7 +60,7 @@ pub(crate) struct Head {
 impl Head {
     /// Whether this head answers a search of `prefix` at these generations.
     pub(crate) fn is_for(&self, prefix: &[String], gens: &[(String, i64)], dims: usize) -> bool {
-        self.dims == dims && self.prefix == prefix && self.gens == gens
+        self.rows.dims() == dims && self.prefix == prefix && self.gens == gens
     }
 
     /// Loads the vector rows under `prefix` in key order, whole items, while
@@ -80,7 +79,6 @@ impl Head {
     ) -> Result<Head> {
         let mut head = Head {
             prefix: prefix.to_vec(),
-            dims,
             bytes: fixed_bytes(&gens),
             gens,
             items: vec![],
@@ -187,7 +185,7 @@ impl Head {
             + self.items.len() * ITEM
             + self.keys.len()
             + self.prefixes.iter().map(|p| p.len() + 24).sum::<usize>()
-            + self.rows.len() * row_bytes(self.dims);
+            + self.rows.len() * row_bytes(self.rows.dims());
     }
 
     /// Item `i`'s (prefix, key).

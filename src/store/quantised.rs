@@ -54,6 +54,11 @@ impl Rows {
         true
     }
 
+    /// The dimension of every row.
+    pub(crate) fn dims(&self) -> usize {
+        self.dims
+    }
+
     /// The number of rows.
     pub(crate) fn len(&self) -> usize {
         self.owners.len()
