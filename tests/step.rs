@@ -368,6 +368,25 @@ fn a_write_the_step_appends_is_stored_once_and_outlives_the_step() {
             "step {i}"
         );
     }
+    // Listed, in this process (values from its cache) and in a fresh one
+    // (each chain decoded once, a shared write taken from the delta decoded
+    // on the way), page after page: the same writes.
+    let fresh = Db::open(&path).unwrap().checkpointer();
+    for s in [&saver, &fresh] {
+        let listed = s.list(&ListQuery::thread("t")).unwrap();
+        assert_eq!(listed.len(), heads.len());
+        for (t, head) in listed.iter().rev().zip(&heads) {
+            assert_eq!(t.config, head.config);
+            let got: Vec<(&str, &Value)> =
+                t.pending_writes.iter().map(|w| (w.channel.as_str(), &w.value)).collect();
+            let step = heads.iter().position(|h| h.config == t.config).unwrap();
+            if step == 120 {
+                assert!(got.is_empty());
+            } else {
+                assert_eq!(got, vec![("messages", &json!([msg(step)])), ("n", &json!(step))], "step {step}");
+            }
+        }
+    }
     // Deleting the last step's checkpoint leaves its parent's writes whole:
     // the delta row they refer to stays.
     saver.delete_for_runs(&["r119"]).unwrap();

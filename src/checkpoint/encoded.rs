@@ -23,7 +23,7 @@ use super::cache::BlobKey;
 use super::chain::{blob_bytes, Pieces};
 use super::delta;
 use super::list::ListIter;
-use super::read::{for_each_write, parse_row, row_configs, Memo, Row, RowKey};
+use super::read::{for_each_write, parse_row, row_configs, shared_write, Memo, Row, RowKey, Stored};
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, ListQuery, Metadata};
 use super::value::ChannelValue;
 use super::write::{BlobValue, PlannedBlob};
@@ -222,12 +222,12 @@ impl Checkpointer {
         share: bool,
     ) -> Result<Vec<EncodedTuple>> {
         let mut writes: std::collections::HashMap<RowKey, Vec<EncodedWrite>> = Default::default();
-        for_each_write(conn, &rows, |key, task_id, channel, tag, bytes| {
-            writes.entry(key).or_default().push(EncodedWrite {
-                task_id,
-                channel,
-                value: TypedBytes::new(tag, bytes),
-            });
+        for_each_write(conn, &rows, |key, task_id, channel, tag, stored| {
+            let value = match stored {
+                Stored::Bytes(bytes) => TypedBytes::new(tag, bytes),
+                Stored::Blob(at) => TypedBytes::new(tag, shared_write(conn, &key, &channel, at)?),
+            };
+            writes.entry(key).or_default().push(EncodedWrite { task_id, channel, value });
             Ok(())
         })?;
         let mut out = Vec::with_capacity(rows.len());

@@ -165,8 +165,50 @@ pub(super) fn row_configs(row: &Row) -> (CheckpointConfig, Option<CheckpointConf
     (CheckpointConfig::canonical(&row.thread_id, &row.ns, &row.id), parent)
 }
 
-/// Values decoded during one read, by blob key (`None`: an empty channel).
-pub(super) type Memo = HashMap<BlobKey, Option<ChannelValue>>;
+/// What one read keeps of the blobs it decoded.
+#[derive(Default)]
+pub(super) struct Memo {
+    /// Values by blob key (`None`: an empty channel).
+    values: HashMap<BlobKey, Option<ChannelValue>>,
+    /// The deltas decoded on the way (a history read), by the
+    /// `checkpoint_blobs` row's stored key: a pending write that shares a
+    /// delta's bytes (see `packed::Entry::blob`) is its elements.
+    deltas: HashMap<BlobKey, Delta>,
+}
+
+/// A delta's elements: `list` from `start` on, decoded from bytes of type
+/// `tag`.
+struct Delta {
+    tag: String,
+    list: ChannelValue,
+    start: usize,
+}
+
+impl Memo {
+    pub(super) fn new() -> Memo {
+        Memo::default()
+    }
+
+    /// Entries held.
+    pub(super) fn len(&self) -> usize {
+        self.values.len() + self.deltas.len()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.values.clear();
+        self.deltas.clear();
+    }
+
+    /// The value of a pending write stored as the bytes of the blob row
+    /// `key` (a stored key), of type `tag`, if this read decoded that row:
+    /// the same elements, copied (a write's value is owned).
+    fn shared_write(&self, key: &BlobKey, tag: &str) -> Option<Value> {
+        let d = self.deltas.get(key).filter(|d| d.tag == tag)?;
+        let list = d.list.as_list()?;
+        let items: Option<Vec<Value>> = (d.start..list.len()).map(|i| list.get(i).cloned()).collect();
+        items.map(Value::Array)
+    }
+}
 
 impl Checkpointer {
     /// The checkpoint `config.checkpoint_id` of the thread and namespace, or
@@ -233,13 +275,14 @@ impl Checkpointer {
         rows: Vec<Row>,
         memo: &mut Memo,
     ) -> Result<Vec<CheckpointTuple>> {
-        let mut writes = self.load_writes(conn, &rows)?;
         // With one row nothing else will use the versions a chain passes
         // through: only the row's own goes to the memo.
         let share = rows.len() > 1;
         let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let (mut stored, metadata) = parse_row(&row)?;
+        // Values first: a pending write may share the bytes of a delta their
+        // chains decoded.
+        for row in &rows {
+            let (mut stored, metadata) = parse_row(row)?;
             let mut inline = std::mem::take(&mut stored.channel_values);
             let mut values = BTreeMap::new();
             for (ch, version) in &stored.channel_versions {
@@ -253,10 +296,19 @@ impl Checkpointer {
                 }
             }
             let checkpoint = stored.into_checkpoint(values);
+            let (config, parent_config) = row_configs(row);
+            out.push(CheckpointTuple {
+                config,
+                parent_config,
+                checkpoint,
+                metadata,
+                pending_writes: Vec::new(),
+            });
+        }
+        let mut writes = self.load_writes(conn, &rows, memo)?;
+        for (t, row) in out.iter_mut().zip(&rows) {
             let key = (row.thread_id.clone(), row.ns.clone(), row.id.clone());
-            let pending_writes = writes.remove(&key).unwrap_or_default();
-            let (config, parent_config) = row_configs(&row);
-            out.push(CheckpointTuple { config, parent_config, checkpoint, metadata, pending_writes });
+            t.pending_writes = writes.remove(&key).unwrap_or_default();
         }
         Ok(out)
     }
@@ -281,9 +333,9 @@ impl Checkpointer {
         }
         let (thread, ns, channel, _) = key;
         let key_of = |v: &str| -> BlobKey { (thread.clone(), ns.clone(), channel.clone(), v.to_string()) };
-        // The deltas from `key` back, newest first: (version if `share`,
-        // elements, stored size).
-        let mut deltas: Vec<(Option<String>, Vec<Value>, usize)> = Vec::new();
+        // The deltas from `key` back, newest first: (their names if
+        // `share`, elements, stored size).
+        let mut deltas: Vec<(Option<DeltaName>, Vec<Value>, usize)> = Vec::new();
         // Where the deltas start: a value stored whole, or one already known.
         let mut start: Option<Start> = None;
         let visit = |link: chain::Link<'_>| -> Result<bool> {
@@ -307,7 +359,14 @@ impl Checkpointer {
                 }
             };
             let first = deltas.is_empty();
-            deltas.push((share.then(|| version(link.key)).transpose()?, items, link.bytes.len()));
+            let named = share.then(|| {
+                Ok::<_, Error>(DeltaName {
+                    version: version(link.key)?,
+                    stored: link.key.to_string(),
+                    tag: link.tag.to_string(),
+                })
+            });
+            deltas.push((named.transpose()?, items, link.bytes.len()));
             // After the tip: stop at a base already decoded (one look; with
             // the chain streaming in, decoding on is as cheap as looking).
             if first {
@@ -338,7 +397,7 @@ impl Checkpointer {
         if let Some((version, cost)) = whole {
             let cur = key_of(&version);
             self.values.insert(cur.clone(), start.clone(), cost);
-            memo.insert(cur, start.clone());
+            memo.values.insert(cur, start.clone());
         }
         if deltas.is_empty() {
             return Ok(start);
@@ -348,9 +407,10 @@ impl Checkpointer {
         let cost: usize = deltas.iter().map(|d| d.2).sum();
         let mut all = Vec::with_capacity(deltas.iter().map(|d| d.1.len()).sum());
         let mut ends = Vec::with_capacity(deltas.len());
-        for (version, items, _) in deltas.into_iter().rev() {
+        for (named, items, _) in deltas.into_iter().rev() {
+            let begin = all.len();
             all.extend(items.into_iter().map(Arc::new));
-            ends.push((version, all.len()));
+            ends.push((named, begin, all.len()));
         }
         let start_len = start.as_ref().and_then(|v| v.as_list()).map(|l| l.len());
         let (Some(tip), Some(start_len)) = (start.as_ref().and_then(|b| b.appended(all)), start_len) else {
@@ -360,38 +420,65 @@ impl Checkpointer {
             )));
         };
         if share {
-            for (version, end) in ends {
-                if let Some(version) = version {
-                    memo.insert(key_of(&version), tip.prefix(start_len + end));
-                }
+            for (named, begin, end) in ends {
+                let (Some(DeltaName { version, stored, tag }), Some(list)) =
+                    (named, tip.prefix(start_len + end))
+                else {
+                    continue;
+                };
+                memo.deltas
+                    .insert(key_of(&stored), Delta { tag, list: list.clone(), start: start_len + begin });
+                memo.values.insert(key_of(&version), Some(list));
             }
         }
         self.values.insert(key.clone(), Some(tip.clone()), cost);
-        memo.insert(key.clone(), Some(tip.clone()));
+        memo.values.insert(key.clone(), Some(tip.clone()));
         Ok(Some(tip))
     }
 
     /// A value already decoded: in this read's memo, or in the cache.
     fn known(&self, key: &BlobKey, memo: &mut Memo) -> Option<Option<ChannelValue>> {
-        if let Some(v) = memo.get(key) {
+        if let Some(v) = memo.values.get(key) {
             return Some(v.clone());
         }
         let v = self.values.get(key)?;
-        memo.insert(key.clone(), v.clone());
+        memo.values.insert(key.clone(), v.clone());
         Some(v)
     }
 
     /// The pending writes of every row, in one query, ordered by
     /// (task_path, task_id, idx) within a checkpoint (LangGraph's `writes_sort_key`).
-    fn load_writes(&self, conn: &Connection, rows: &[Row]) -> Result<HashMap<RowKey, Vec<PendingWrite>>> {
+    fn load_writes(
+        &self,
+        conn: &Connection,
+        rows: &[Row],
+        memo: &Memo,
+    ) -> Result<HashMap<RowKey, Vec<PendingWrite>>> {
         let mut out: HashMap<RowKey, Vec<PendingWrite>> = HashMap::new();
-        for_each_write(conn, rows, |key, task_id, channel, tag, bytes| {
-            let value = self.serde.loads_typed(tag, bytes)?;
+        for_each_write(conn, rows, |key, task_id, channel, tag, stored| {
+            let value = match stored {
+                Stored::Bytes(bytes) => self.serde.loads_typed(tag, bytes)?,
+                Stored::Blob(blob) => {
+                    let at = (key.0.clone(), key.1.clone(), channel.clone(), blob.to_string());
+                    match memo.shared_write(&at, tag) {
+                        Some(v) => v,
+                        None => self.serde.loads_typed(tag, &shared_write(conn, &key, &channel, blob)?)?,
+                    }
+                }
+            };
             out.entry(key).or_default().push(PendingWrite { task_id, channel, value });
             Ok(())
         })?;
         Ok(out)
     }
+}
+
+/// A delta row read by a history read: its version, its stored key and its
+/// type tag.
+struct DeltaName {
+    version: String,
+    stored: String,
+    tag: String,
 }
 
 /// Where a chain's deltas start: a value, and (version, stored size) if it
@@ -401,25 +488,34 @@ type Start = (Option<ChannelValue>, Option<(String, usize)>);
 /// (thread, namespace, checkpoint id) of a row.
 pub(super) type RowKey = (String, String, String);
 
+/// Where a pending write's bytes are.
+pub(super) enum Stored<'a> {
+    /// Here.
+    Bytes(&'a [u8]),
+    /// In the `checkpoint_blobs` row of this stored key (in the write's
+    /// thread, namespace and channel): see [`shared_write`].
+    Blob(&'a str),
+}
+
 /// Calls `f(row, task_id, channel, type tag, bytes)` for the pending writes
 /// of every row, in one query, ordered by (task_path, task_id, idx),
 /// LangGraph's `writes_sort_key` within a row.
 pub(super) fn for_each_write(
     conn: &Connection,
     rows: &[Row],
-    mut f: impl FnMut(RowKey, String, String, &str, &[u8]) -> Result<()>,
+    mut f: impl FnMut(RowKey, String, String, &str, Stored<'_>) -> Result<()>,
 ) -> Result<()> {
     // Columns from `at`: task_id, writes.
     let mut call = |key: RowKey, r: &rusqlite::Row<'_>, at: usize| -> Result<()> {
         let task_id: String = r.get(at)?;
         let column = r.get_ref(at + 1)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
         let entries = packed::unpack_row(column, &key.0, &key.2, &task_id)?;
-        for e in entries {
-            let bytes = match &e.blob {
-                None => e.bytes,
-                Some(version) => shared_write(conn, &key, &e.channel, version)?,
+        for packed::Entry { channel, tag, bytes, blob, .. } in entries {
+            let stored = match &blob {
+                None => Stored::Bytes(&bytes),
+                Some(at) => Stored::Blob(at),
             };
-            f(key.clone(), task_id.clone(), e.channel, e.tag.as_deref().unwrap_or("null"), &bytes)?;
+            f(key.clone(), task_id.clone(), channel, tag.as_deref().unwrap_or("null"), stored)?;
         }
         Ok(())
     };
@@ -468,7 +564,12 @@ pub(super) fn for_each_write(
 
 /// The bytes of a pending write stored as a reference to the delta row
 /// (`version`, a blob key) of `channel` in the write's thread and namespace.
-fn shared_write(conn: &Connection, key: &RowKey, channel: &str, version: &str) -> Result<Vec<u8>> {
+/// The bytes of a pending write of checkpoint `key` stored as the
+/// `checkpoint_blobs` row `version` (a stored key) of its channel.
+///
+/// # Errors
+/// [`Error::Corrupt`] if there is no such row; database errors.
+pub(super) fn shared_write(conn: &Connection, key: &RowKey, channel: &str, version: &str) -> Result<Vec<u8>> {
     // The first row of a chain walk is the row itself (one statement for
     // every blob read: a fresh connection prepares it once).
     let mut bytes = None;
@@ -499,7 +600,7 @@ fn no_packed_writes(e: &rusqlite::Error) -> bool {
 fn for_each_legacy_write(
     conn: &Connection,
     rows: &[Row],
-    mut f: impl FnMut(RowKey, String, String, &str, &[u8]) -> Result<()>,
+    mut f: impl FnMut(RowKey, String, String, &str, Stored<'_>) -> Result<()>,
 ) -> Result<()> {
     let mut stmt = conn.prepare_cached(
         "SELECT task_id, channel, type, blob FROM checkpoint_writes \
@@ -511,7 +612,7 @@ fn for_each_legacy_write(
             let tag: Option<String> = r.get(2)?;
             let bytes = r.get_ref(3)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
             let key = (row.thread_id.clone(), row.ns.clone(), row.id.clone());
-            f(key, r.get(0)?, r.get(1)?, tag.as_deref().unwrap_or("null"), bytes)?;
+            f(key, r.get(0)?, r.get(1)?, tag.as_deref().unwrap_or("null"), Stored::Bytes(bytes))?;
         }
     }
     Ok(())
