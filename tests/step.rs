@@ -401,3 +401,147 @@ fn a_write_the_step_appends_is_stored_once_and_outlives_the_step() {
         saver.get_tuple(&CheckpointConfig::thread("u").at(&heads[60].checkpoint.id)).unwrap().unwrap();
     assert_eq!(copied.pending_writes[0].value, json!([msg(60)]));
 }
+
+/// Extreme ids, versions and steps (found by a new user's probes): each is
+/// a typed error or works, never a panic, a wrap-around or a head that
+/// stops being the latest.
+mod extremes {
+    use super::*;
+    use agentstate::checkpoint::ChannelVersions;
+    use agentstate::engine::{ChannelSpec, Graph, Reducer, Update, END, START};
+    use agentstate::inspect::Severity;
+    use agentstate::Checkpoint;
+    use serde_json::Map;
+
+    fn xs(saver: &agentstate::Checkpointer, thread: &str) -> Vec<Value> {
+        let listed = saver.list(&ListQuery::thread(thread)).unwrap();
+        listed.iter().map(|t| t.checkpoint.channel_values["x"].to_value()).collect()
+    }
+
+    /// A checkpoint at the last UUIDv6 timestamp (any `put` may store one):
+    /// continuing it is refused, and no other thread's ids change.
+    #[test]
+    fn an_id_at_the_end_of_time_stalls_nothing_else() {
+        let saver = Db::open_in_memory().unwrap().checkpointer();
+        let a = saver.start(&CheckpointConfig::thread("normal")).set("x", json!(1)).commit().unwrap();
+        let b = saver.step(&a).set("x", json!(2)).commit().unwrap();
+        let last = Checkpoint::with_id("ffffffff-ffff-6fff-bfff-ffffffffffff");
+        saver
+            .put(&CheckpointConfig::thread("other"), &last, &Metadata::new(), &ChannelVersions::new())
+            .unwrap();
+        let o = saver.get_tuple(&CheckpointConfig::thread("other")).unwrap().unwrap();
+        let err = saver.step(&o).set("y", json!(1)).commit().unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        let c = saver.step(&b).set("x", json!(3)).commit().unwrap();
+        assert_eq!(saver.get_tuple(&CheckpointConfig::thread("normal")).unwrap().unwrap().config, c.config);
+        saver.step(&c).set("x", json!(4)).commit().unwrap();
+        assert_eq!(xs(&saver, "normal"), vec![json!(4), json!(3), json!(2), json!(1)]);
+        // One tick before the end still leaves room for one.
+        let almost = Checkpoint::with_id("ffffffff-ffff-6ffe-bfff-ffffffffffff");
+        saver
+            .put(&CheckpointConfig::thread("late"), &almost, &Metadata::new(), &ChannelVersions::new())
+            .unwrap();
+        let l = saver.get_tuple(&CheckpointConfig::thread("late")).unwrap().unwrap();
+        let next = saver.step(&l).set("y", json!(1)).commit().unwrap();
+        assert!(next.checkpoint.id.as_str() > almost.id.as_str());
+    }
+
+    /// `Step::id` takes the canonical text of a UUID only: other spellings
+    /// sort apart from their time.
+    #[test]
+    fn step_ids_must_be_canonical() {
+        let saver = Db::open_in_memory().unwrap().checkpointer();
+        let head = saver.start(&CheckpointConfig::thread("t")).set("x", json!(1)).commit().unwrap();
+        for id in [
+            "{00000000-0000-6000-8000-000000000000}",
+            "urn:uuid:00000000-0000-6000-8000-000000000000",
+            "FFFFFFFF-FFFF-6FFF-BFFF-FFFFFFFFFFFF",
+            "ffffffffffff6fffbfffffffffffffff",
+        ] {
+            let err = saver.step(&head).id(id).set("x", json!(2)).commit().unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{id}: {err:?}");
+        }
+        assert_eq!(xs(&saver, "t"), vec![json!(1)]);
+    }
+
+    /// Counters past `i64::MAX` continue as Python's integers do.
+    #[test]
+    fn versions_at_i64_max_continue() {
+        let saver = Db::open_in_memory().unwrap().checkpointer();
+        let next = saver.get_next_version(Some(&ChannelVersion::Int(i64::MAX)));
+        assert!(next.to_string().starts_with("00000000000009223372036854775808."), "{next}");
+        let big = ChannelVersion::Str(format!("{}.5", "9".repeat(32)));
+        assert!(saver.get_next_version(Some(&big)).to_string().starts_with(&format!("1{}.", "0".repeat(32))));
+        // A checkpoint stored with that version, continued by a step.
+        let mut cp = Checkpoint::with_id(agentstate::checkpoint::uuid6(None).to_string());
+        let mut values = Map::new();
+        values.insert("a".into(), json!([1, 2]));
+        cp.set_values(values);
+        cp.channel_versions.insert("a".into(), ChannelVersion::Int(i64::MAX));
+        let cfg =
+            saver.put(&CheckpointConfig::thread("t"), &cp, &Metadata::new(), &cp.channel_versions).unwrap();
+        let t = saver.get_tuple(&cfg).unwrap().unwrap();
+        let n = saver.step(&t).set("a", json!([3])).commit().unwrap();
+        let v = &n.checkpoint.channel_versions["a"];
+        assert!(v.to_string().starts_with("00000000000009223372036854775808."), "{v}");
+        assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, n.config);
+    }
+
+    /// A stored step of `i64::MAX`: a fork keeps it, the engine refuses to
+    /// run past it.
+    #[test]
+    fn a_step_at_i64_max_saturates_or_is_refused() {
+        let db = Db::open_in_memory().unwrap();
+        let saver = db.checkpointer();
+        let a = saver
+            .start(&CheckpointConfig::thread("t"))
+            .metadata(Metadata::new().with("step", i64::MAX))
+            .set("x", json!(1))
+            .commit()
+            .unwrap();
+        let mut values = Map::new();
+        values.insert("x".into(), json!(2));
+        let forked = saver.fork_with(&a.config, values).unwrap();
+        let f = saver.get_tuple(&forked).unwrap().unwrap();
+        assert_eq!(f.metadata.step(), Some(i64::MAX));
+        let graph = Graph::builder()
+            .state("x", ChannelSpec::reducer(Reducer::Append))
+            .node("n", |_| Ok(Update::new().set("x", json!([1]))))
+            .edge(START, "n")
+            .edge("n", END)
+            .compile(db.checkpointer())
+            .unwrap();
+        let err = graph.invoke(Some(json!({"x": [0]})), &CheckpointConfig::thread("t")).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    }
+
+    /// `copy_thread` onto itself changes nothing, onto another thread with
+    /// checkpoints is a conflict, and an empty target is refused as every
+    /// read would refuse it.
+    #[test]
+    fn copy_thread_onto_itself_or_nothing() {
+        let db = Db::open_in_memory().unwrap();
+        let saver = db.checkpointer();
+        saver.start(&CheckpointConfig::thread("t")).set("x", json!(1)).commit().unwrap();
+        saver.start(&CheckpointConfig::thread("u")).set("x", json!(5)).commit().unwrap();
+        saver.copy_thread("t", "t").unwrap();
+        assert!(matches!(saver.copy_thread("t", "u"), Err(Error::Conflict(_))));
+        assert!(matches!(saver.copy_thread("t", ""), Err(Error::InvalidConfig(_))));
+        saver.copy_thread("none", "none").unwrap();
+        assert!(saver.list(&ListQuery::all()).unwrap().iter().all(|t| !t.config.thread_id.is_empty()));
+        assert_eq!(xs(&saver, "t"), vec![json!(1)]);
+    }
+
+    /// Writes that name a checkpoint not (yet) stored are accepted, as
+    /// LangGraph accepts them, and `check` calls them a leftover.
+    #[test]
+    fn writes_before_their_checkpoint_are_a_leftover() {
+        let db = Db::open_in_memory().unwrap();
+        db.checkpointer()
+            .put_writes(&CheckpointConfig::thread("w").at("nope"), &[("c", json!(1))], "task", "")
+            .unwrap();
+        let report = db.check().unwrap();
+        assert_eq!(report.findings.len(), 1, "{:?}", report.findings);
+        assert_eq!(report.findings[0].severity(), Severity::Leftover);
+    }
+}

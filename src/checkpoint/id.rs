@@ -46,39 +46,41 @@ fn random_u64() -> u64 {
 /// `clock_seq` is masked to 14 bits; LangGraph passes the step, so `-1`
 /// gives the group `bfff`. `None` picks a random one.
 pub fn uuid6(clock_seq: Option<i64>) -> Uuid {
-    uuid6_after(clock_seq, None)
+    build(clock_ts(), clock_seq)
 }
 
-/// The 60-bit timestamp of a UUIDv6 string, or `None` if it is not one.
-fn timestamp_of(id: &str) -> Option<u64> {
+/// The largest timestamp a UUIDv6 holds: 60 bits of 100 ns ticks.
+const MAX_TS: u64 = (1 << 60) - 1;
+
+/// The timestamp bits of a UUID in its hyphenated text form, read as a
+/// UUIDv6 lays them out (the 48 bits before the version digit, then the 12
+/// after it), and the version digit; `None` if the text is not a UUID.
+fn timestamp_of(id: &str) -> Option<(u64, usize)> {
     let u = Uuid::parse_str(id).ok()?;
-    if u.get_version_num() != 6 {
-        return None;
-    }
     let v = u.as_u128();
-    Some(((((v >> 80) as u64) & 0xFFFF_FFFF_FFFF) << 12) | (((v >> 64) as u64) & 0xFFF))
+    let ts = ((((v >> 80) as u64) & 0xFFFF_FFFF_FFFF) << 12) | (((v >> 64) as u64) & 0xFFF);
+    Some((ts, u.get_version_num()))
 }
 
-/// A new UUIDv6 like [`uuid6`] that also sorts after `after` (an earlier
-/// checkpoint's id), even if the wall clock has gone back since `after` was
-/// made (an NTP correction, a device without a real-time clock): the
-/// timestamp is then the later one's plus one tick.
-pub(crate) fn uuid6_after(clock_seq: Option<i64>, after: Option<&str>) -> Uuid {
+/// The next timestamp of this process's clock: now in 100 ns ticks since
+/// 1582-10-15, bumped past the last one handed out.
+fn clock_ts() -> u64 {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    let mut ts = (now / 100) as u64 + GREGORIAN_OFFSET;
-    if let Some(floor) = after.and_then(timestamp_of) {
-        ts = ts.max(floor.saturating_add(1));
-    }
+    let mut ts = ((now / 100) as u64 + GREGORIAN_OFFSET).min(MAX_TS);
     let mut last = LAST_TS100.load(Ordering::Relaxed);
     loop {
         if ts <= last {
-            ts = last + 1;
+            ts = last.saturating_add(1);
         }
         match LAST_TS100.compare_exchange_weak(last, ts, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => break,
+            Ok(_) => return ts,
             Err(seen) => last = seen,
         }
     }
+}
+
+/// A UUIDv6 of timestamp `ts` (at most [`MAX_TS`]).
+fn build(ts: u64, clock_seq: Option<i64>) -> Uuid {
     let clock_seq = clock_seq.unwrap_or_else(|| random_u64() as i64) as u64 & 0x3FFF;
     let node = random_u64() & 0xFFFF_FFFF_FFFF;
     let mut v: u128 = (((ts >> 12) & 0xFFFF_FFFF_FFFF) as u128) << 80;
@@ -93,13 +95,78 @@ pub(crate) fn uuid6_after(clock_seq: Option<i64>, after: Option<&str>) -> Uuid {
     Uuid::from_u128(v)
 }
 
+/// A new UUIDv6 like [`uuid6`] whose text sorts after `after` (an earlier
+/// checkpoint's id), even if the wall clock has gone back since `after` was
+/// made (an NTP correction, a device without a real-time clock): the
+/// timestamp is then the later one's plus one tick. A timestamp taken from
+/// `after` stays with this id: the process's clock does not jump with it,
+/// so one id from the far future leaves the ids of other threads alone.
+///
+/// # Errors
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if no UUIDv6
+/// sorts after `after`: its timestamp is the last one a UUIDv6 holds, or it
+/// is not a UUID in lowercase hyphenated form and sorts after every one
+/// (LangGraph would store the new checkpoint, and never read it back as the
+/// latest).
+pub(crate) fn uuid6_after(clock_seq: Option<i64>, after: Option<&str>) -> crate::Result<String> {
+    let mut ts = clock_ts();
+    if let Some((floor, version)) = after.and_then(timestamp_of) {
+        // A UUID of a later version digit sorts after a UUIDv6 of the same
+        // 48 high bits: pass those.
+        let floor = if version > 6 { floor | 0xFFF } else { floor };
+        ts = ts.max(floor.saturating_add(1));
+    }
+    let id = build(ts.min(MAX_TS), clock_seq).to_string();
+    match after {
+        Some(a) if id.as_str() <= a => Err(crate::Error::InvalidArgument(format!(
+            "no checkpoint id can sort after {a:?} (the id of the checkpoint this one continues): it is not a \
+             lowercase UUID or it is at the end of UUIDv6 time"
+        ))),
+        _ => Ok(id),
+    }
+}
+
 /// The version after `current`, in LangGraph's format:
 /// `"{counter+1:032}.{random:016}"`. `None` starts at 1; an
 /// integer or a string version continues its counter.
 pub fn next_version(current: Option<&ChannelVersion>) -> ChannelVersion {
-    let n = current.map(ChannelVersion::counter).unwrap_or(0);
     let r = (random_u64() >> 11) as f64 / (1u64 << 53) as f64;
-    ChannelVersion::Str(format!("{:032}.{:0>16}", n + 1, python_float_repr(r)))
+    ChannelVersion::Str(format!("{}.{:0>16}", next_counter(current), python_float_repr(r)))
+}
+
+/// The counter after `current`'s, zero-padded to 32 characters (Python's
+/// `f"{n:032}"`). Python's counters are unbounded integers: so are these (an
+/// integer version past `i64`, a string counter of any length of digits).
+/// A string counter that is not a number counts from 0.
+fn next_counter(current: Option<&ChannelVersion>) -> String {
+    let text = match current {
+        None => return format!("{:032}", 1),
+        Some(ChannelVersion::Int(n)) => return format!("{:032}", i128::from(*n) + 1),
+        Some(ChannelVersion::Str(s)) => s.split('.').next().unwrap_or(""),
+    };
+    if let Some(n) = text.parse::<i128>().ok().and_then(|n| n.checked_add(1)) {
+        return format!("{n:032}");
+    }
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return format!("{:032}", 1);
+    }
+    // Past i128: add one to the digits.
+    let mut digits = text.trim_start_matches('0').as_bytes().to_vec();
+    let mut i = digits.len();
+    loop {
+        if i == 0 {
+            digits.insert(0, b'1');
+            break;
+        }
+        i -= 1;
+        if digits[i] == b'9' {
+            digits[i] = b'0';
+        } else {
+            digits[i] += 1;
+            break;
+        }
+    }
+    format!("{:0>32}", String::from_utf8_lossy(&digits))
 }
 
 /// Python's `repr` of a float in `[0, 1)`: shortest round-trip digits,
@@ -231,10 +298,74 @@ mod after_tests {
             | (((ahead & 0xFFF) as u128) << 64)
             | (0x8000u128 << 48);
         let future = Uuid::from_u128(v).to_string();
-        assert_eq!(timestamp_of(&future), Some(ahead));
-        let next = uuid6_after(Some(3), Some(&future)).to_string();
+        assert_eq!(timestamp_of(&future), Some((ahead, 6)));
+        let next = uuid6_after(Some(3), Some(&future)).unwrap();
         assert!(next > future, "{next} must sort after {future}");
-        assert!(uuid6(None).to_string() > future, "and the process clock moved on with it");
+        let again = uuid6_after(Some(4), Some(&next)).unwrap();
+        assert!(again > next, "{again} must sort after {next}");
+        assert!(uuid6(None).to_string() < future, "the process clock did not jump with it");
         assert_eq!(timestamp_of("not-a-uuid"), None);
+    }
+
+    /// The last UUIDv6 timestamp: nothing sorts after it, a typed error; and
+    /// the ids of other threads are made as before.
+    #[test]
+    fn nothing_sorts_after_the_end_of_uuid6_time() {
+        let last = "ffffffff-ffff-6fff-bfff-ffffffffffff";
+        let err = uuid6_after(Some(1), Some(last)).unwrap_err();
+        assert!(matches!(err, crate::Error::InvalidArgument(_)), "{err:?}");
+        let a = uuid6(None).to_string();
+        let b = uuid6_after(Some(1), Some(&a)).unwrap();
+        assert!(a < b && b.as_bytes()[14] == b'6' && !b.starts_with("0000"), "{a} {b}");
+        // One tick before the end: one id still fits.
+        let almost = "ffffffff-ffff-6ffe-bfff-ffffffffffff";
+        assert!(uuid6_after(Some(1), Some(almost)).unwrap().as_str() > almost);
+    }
+
+    /// Parents that are other kinds of UUID: the new id sorts after them;
+    /// text that no UUIDv6 sorts after is refused.
+    #[test]
+    fn ids_after_other_uuids_and_refusals() {
+        for parent in [
+            "f47ac10b-58cc-4372-a567-0e02b2c3d479", // v4
+            "0190abcd-ef01-7234-8567-0e02b2c3d479", // v7 of the same 48 high bits
+            "ffffffff-ffff-7fff-bfff-ffffffffffff", // v7 at the end
+            "1F1E8220-C443-69B9-8000-000000000000", // upper case
+        ] {
+            match uuid6_after(None, Some(parent)) {
+                Ok(id) => assert!(id.as_str() > parent, "{id} after {parent}"),
+                Err(e) => {
+                    assert!(matches!(e, crate::Error::InvalidArgument(_)));
+                    assert!(parent.starts_with("ffffffff"), "{parent}: {e}");
+                }
+            }
+        }
+        for parent in
+            ["{00000000-0000-6000-8000-000000000000}", "zzz", "urn:uuid:00000000-0000-6000-8000-000000000000"]
+        {
+            assert!(
+                matches!(uuid6_after(None, Some(parent)), Err(crate::Error::InvalidArgument(_))),
+                "{parent}"
+            );
+        }
+        // Text a UUIDv6 does sort after is fine.
+        assert!(uuid6_after(None, Some("0-step")).unwrap().as_str() > "0-step");
+    }
+
+    /// Counters past `i64` continue as Python's `int` does, and never wrap
+    /// or go back.
+    #[test]
+    fn next_version_never_overflows_or_goes_back() {
+        let next = |v: ChannelVersion| next_version(Some(&v)).to_string();
+        assert!(next(ChannelVersion::Int(i64::MAX)).starts_with("00000000000009223372036854775808."));
+        assert!(next(ChannelVersion::Int(-5)).starts_with("-0000000000000000000000000000004."));
+        let big = format!("{}.5", "9".repeat(32));
+        assert!(next(big.as_str().into()).starts_with(&format!("1{}.", "0".repeat(32))));
+        let huge = format!("{}.5", "9".repeat(45));
+        assert!(next(huge.as_str().into()).starts_with(&format!("1{}.", "0".repeat(45))));
+        let i64_text = format!("{}.5", i64::MAX);
+        assert!(next(i64_text.as_str().into()).starts_with("00000000000009223372036854775808."));
+        // Not a number: counted from 0, as before.
+        assert!(next("abc".into()).starts_with(&format!("{}1.", "0".repeat(31))));
     }
 }

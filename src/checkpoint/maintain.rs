@@ -11,7 +11,7 @@ use super::packed;
 use super::retention::Retention;
 use super::types::{CheckpointConfig, Metadata, PruneStrategy};
 use super::write::WritesJob;
-use super::{describe, Checkpointer};
+use super::{describe, require_thread, Checkpointer};
 use crate::error::{Error, Result};
 
 impl Checkpointer {
@@ -55,13 +55,16 @@ impl Checkpointer {
     /// Copies every checkpoint, blob and write of thread `src`, in every
     /// namespace, to thread `dst`, keeping ids, parents, metadata and task
     /// paths. `src` is unchanged. A missing `src` leaves
-    /// `dst` empty.
+    /// `dst` empty; copying a thread onto itself changes nothing (as
+    /// LangGraph's insert-or-ignore copy does).
     ///
     /// # Errors
-    /// - [`Error::Conflict`] if `dst` already has checkpoints (histories are
-    ///   never mixed: delete `dst` first).
+    /// - [`Error::InvalidConfig`] if `dst` is empty (no read could name it).
+    /// - [`Error::Conflict`] if `dst` (another thread) already has
+    ///   checkpoints (histories are never mixed: delete `dst` first).
     /// - database errors; nothing is copied then.
     pub fn copy_thread(&self, src: &str, dst: &str) -> Result<()> {
+        require_thread(&CheckpointConfig::thread(dst))?;
         if src == dst {
             return Ok(());
         }
@@ -222,7 +225,8 @@ impl Checkpointer {
             .get_tuple(config)?
             .ok_or_else(|| Error::NotFound(format!("no checkpoint for {}", describe(config))))?;
         let step = base.metadata.step().unwrap_or(-1);
-        let (source, step) = if values.is_empty() { ("fork", step) } else { ("update", step + 1) };
+        let (source, step) =
+            if values.is_empty() { ("fork", step) } else { ("update", step.saturating_add(1)) };
         let metadata = Metadata::new()
             .with("source", source)
             .with("step", step)

@@ -205,7 +205,8 @@ impl<'a> Step<'a> {
     /// # Errors
     /// [`commit`](Self::commit) fails with
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if `id` is
-    /// not a UUID or does not sort after the parent's id.
+    /// not a UUID in its lowercase hyphenated form or does not sort after
+    /// the parent's id.
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
         self
@@ -260,8 +261,10 @@ impl<'a> Step<'a> {
     /// - [`Error::InvalidConfig`](crate::Error::InvalidConfig) if the thread id is empty.
     /// - [`Error::InvalidArgument`](crate::Error::InvalidArgument) if the metadata nests too deeply to be
     ///   read back, a [`version`](Self::version) names a channel this
-    ///   step does not update, or an [`id`](Self::id) is not a UUID sorting
-    ///   after the parent's.
+    ///   step does not update, an [`id`](Self::id) is not a UUID sorting
+    ///   after the parent's, or no new UUIDv6 sorts after the parent's id
+    ///   (its timestamp is the last one, or `put` stored a text that sorts
+    ///   after every UUID).
     /// - [`Error::Serialization`](crate::Error::Serialization) if a value cannot be encoded.
     /// - [`Error::Corrupt`](crate::Error::Corrupt) if the parent's stored list is missing.
     /// - database errors; nothing is written then.
@@ -320,16 +323,18 @@ impl<'a> Step<'a> {
         };
         cp.id = match self.id {
             Some(id) => {
-                let valid = uuid::Uuid::parse_str(&id).is_ok()
+                // The canonical text only: ids compare as text, and `{...}`
+                // or `urn:uuid:...` spellings sort apart from their time.
+                let valid = uuid::Uuid::parse_str(&id).is_ok_and(|u| u.hyphenated().to_string() == id)
                     && parent_id.as_deref().is_none_or(|p| id.as_str() > p);
                 if !valid {
                     return Err(crate::Error::InvalidArgument(format!(
-                        "Step::id {id:?} is not a uuid sorting after the parent's id"
+                        "Step::id {id:?} is not a lowercase hyphenated uuid sorting after the parent's id"
                     )));
                 }
                 id
             }
-            None => uuid6_after(Some(step), parent_id.as_deref()).to_string(),
+            None => uuid6_after(Some(step), parent_id.as_deref())?,
         };
         cp.ts = now_iso8601();
         let mut blobs = Vec::with_capacity(self.updates.len());

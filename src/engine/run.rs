@@ -307,7 +307,9 @@ impl CompiledGraph {
     ///   rejects a superstep's writes (two writes to a last-value key).
     /// - [`Error::Recursion`] after the graph's recursion limit of supersteps.
     /// - [`Error::InvalidArgument`] if `config` names a namespace (a
-    ///   subgraph runs only inside its parent's run).
+    ///   subgraph runs only inside its parent's run), or the thread's
+    ///   checkpoint is at a step too close to `i64::MAX` for the recursion
+    ///   limit, or has an id no new UUIDv6 sorts after.
     /// - [`Error::NotFound`] if `config.checkpoint_id` does not exist.
     /// - the checkpointer's errors ([`Error::Conflict`] if another writer
     ///   continued the thread meanwhile).
@@ -555,7 +557,7 @@ impl CompiledGraph {
             cp.id.clone_from(&t.checkpoint.id);
             cp.versions.clone_from(&t.checkpoint.channel_versions);
             cp.seen.clone_from(&t.checkpoint.versions_seen);
-            step = t.metadata.step().map_or(-1, |s| s + 1);
+            step = t.metadata.step().map_or(-1, |s| s.saturating_add(1));
             pending = t
                 .pending_writes
                 .iter()

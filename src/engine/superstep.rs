@@ -111,7 +111,18 @@ impl CompiledGraph {
             last: None,
             parents: &ctx.parents,
         };
-        let stop = step + self.graph.recursion_limit + 1;
+        // Room for every step up to one past the limit (a stored step near
+        // i64::MAX has none).
+        let stop = step
+            .checked_add(self.graph.recursion_limit)
+            .and_then(|s| s.checked_add(2))
+            .map(|s| s - 1)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "the thread's checkpoint is at step {step}: no room for {} more steps",
+                    self.graph.recursion_limit
+                ))
+            })?;
         let mut updated: Option<BTreeSet<String>> = None;
         if let Input::Resume(answer) = &input {
             if cp.versions.is_empty() {
@@ -413,7 +424,7 @@ impl CompiledGraph {
     ) -> Result<()> {
         if cur.exit {
             let after = Some(cp.id.as_str()).filter(|id| !id.is_empty());
-            cp.id = uuid6_after(Some(step), after).to_string();
+            cp.id = uuid6_after(Some(step), after)?;
             let forked = fork || cur.unsaved.as_ref().is_some_and(|u| u.3);
             cur.unsaved = Some((source.to_string(), step, updated.cloned(), forked));
             cur.held.clear();

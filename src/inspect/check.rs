@@ -74,7 +74,10 @@ pub enum Finding {
         /// SQLite's message.
         message: String,
     },
-    /// Pending writes name a checkpoint that does not exist.
+    /// Pending writes name a checkpoint that does not exist: a `put_writes`
+    /// may come before its checkpoint's `put` (LangGraph has no foreign
+    /// key either), or the checkpoint never came (a crash between the
+    /// two). No read returns them.
     OrphanWrites {
         /// The thread.
         thread_id: String,
@@ -192,6 +195,7 @@ impl Finding {
     pub fn severity(&self) -> Severity {
         match self {
             Finding::DanglingParent { .. }
+            | Finding::OrphanWrites { .. }
             | Finding::UnreferencedBlobs { .. }
             | Finding::OrphanVectors { .. }
             | Finding::MixedDims { .. } => Severity::Leftover,
