@@ -418,6 +418,13 @@ mod extremes {
         listed.iter().map(|t| t.checkpoint.channel_values["x"].to_value()).collect()
     }
 
+    /// The head of a new thread: an empty checkpoint `put` under `id`.
+    fn head_with_id(saver: &agentstate::Checkpointer, thread: &str, id: &str) -> CheckpointTuple {
+        let cp = Checkpoint::with_id(id);
+        saver.put(&CheckpointConfig::thread(thread), &cp, &Metadata::new(), &ChannelVersions::new()).unwrap();
+        saver.get_tuple(&CheckpointConfig::thread(thread)).unwrap().unwrap()
+    }
+
     /// A checkpoint at the last UUIDv6 timestamp (any `put` may store one):
     /// continuing it is refused, and no other thread's ids change.
     #[test]
@@ -425,11 +432,7 @@ mod extremes {
         let saver = Db::open_in_memory().unwrap().checkpointer();
         let a = saver.start(&CheckpointConfig::thread("normal")).set("x", json!(1)).commit().unwrap();
         let b = saver.step(&a).set("x", json!(2)).commit().unwrap();
-        let last = Checkpoint::with_id("ffffffff-ffff-6fff-bfff-ffffffffffff");
-        saver
-            .put(&CheckpointConfig::thread("other"), &last, &Metadata::new(), &ChannelVersions::new())
-            .unwrap();
-        let o = saver.get_tuple(&CheckpointConfig::thread("other")).unwrap().unwrap();
+        let o = head_with_id(&saver, "other", "ffffffff-ffff-6fff-bfff-ffffffffffff");
         let err = saver.step(&o).set("y", json!(1)).commit().unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
         let c = saver.step(&b).set("x", json!(3)).commit().unwrap();
@@ -437,13 +440,9 @@ mod extremes {
         saver.step(&c).set("x", json!(4)).commit().unwrap();
         assert_eq!(xs(&saver, "normal"), vec![json!(4), json!(3), json!(2), json!(1)]);
         // One tick before the end still leaves room for one.
-        let almost = Checkpoint::with_id("ffffffff-ffff-6ffe-bfff-ffffffffffff");
-        saver
-            .put(&CheckpointConfig::thread("late"), &almost, &Metadata::new(), &ChannelVersions::new())
-            .unwrap();
-        let l = saver.get_tuple(&CheckpointConfig::thread("late")).unwrap().unwrap();
+        let l = head_with_id(&saver, "late", "ffffffff-ffff-6ffe-bfff-ffffffffffff");
         let next = saver.step(&l).set("y", json!(1)).commit().unwrap();
-        assert!(next.checkpoint.id.as_str() > almost.id.as_str());
+        assert!(next.checkpoint.id > l.checkpoint.id);
     }
 
     /// `Step::id` takes the canonical text of a UUID only: other spellings

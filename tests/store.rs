@@ -1194,6 +1194,17 @@ mod search_memory {
         }
     }
 
+    /// A store of `db` indexing field `x` as `dims` literal numbers, with a
+    /// search memory budget (`None`: the default).
+    fn literal_store(db: &Db, dims: usize, memory: Option<usize>) -> Store {
+        let config = StoreConfig::default().with_index(IndexConfig::new(Literal(dims)).with_fields(["x"]));
+        db.store(match memory {
+            Some(m) => config.with_search_memory(m),
+            None => config,
+        })
+        .unwrap()
+    }
+
     /// Searches under a budget that holds part of the vectors, from two
     /// threads beside a writer: puts in another namespace (the partial copy
     /// stays) and rewrites of searched items with their own values (it
@@ -1205,9 +1216,8 @@ mod search_memory {
         const DIMS: usize = 8;
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path().join("s.db")).unwrap();
-        let index = || IndexConfig::new(Literal(DIMS)).with_fields(["x"]);
-        let roomy = db.store(StoreConfig::default().with_index(index())).unwrap();
-        let small = db.store(StoreConfig::default().with_index(index()).with_search_memory(4_000)).unwrap();
+        let roomy = literal_store(&db, DIMS, None);
+        let small = literal_store(&db, DIMS, Some(4_000));
         let mut vector = literal_vectors(0x2545_f491_4f6c_dd1d, DIMS);
         let values: Vec<Value> = (0..300).map(|_| json!({"x": vector()})).collect();
         for (i, v) in values.iter().enumerate() {
@@ -1258,13 +1268,9 @@ mod search_memory {
         const DIMS: usize = 16;
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path().join("s.db")).unwrap();
-        let index = || IndexConfig::new(Literal(DIMS)).with_fields(["x"]);
-        let roomy = db.store(StoreConfig::default().with_index(index())).unwrap();
+        let roomy = literal_store(&db, DIMS, None);
         let budgets = [0, 2_000, 9_000, 20_000, 60_000];
-        let stores: Vec<Store> = budgets
-            .iter()
-            .map(|m| db.store(StoreConfig::default().with_index(index()).with_search_memory(*m)).unwrap())
-            .collect();
+        let stores: Vec<Store> = budgets.iter().map(|m| literal_store(&db, DIMS, Some(*m))).collect();
         let mut vector = literal_vectors(0x9e37_79b9_7f4a_7c15, DIMS);
         let put = |store: &Store, ns: &[&str], i: usize, x: String| {
             store

@@ -202,7 +202,7 @@ impl Memo {
     /// The value of a pending write stored as the bytes of the blob row
     /// `key` (a stored key), of type `tag`, if this read decoded that row:
     /// the same elements, copied (a write's value is owned).
-    fn shared_write(&self, key: &BlobKey, tag: &str) -> Option<Value> {
+    fn write_from_delta(&self, key: &BlobKey, tag: &str) -> Option<Value> {
         let d = self.deltas.get(key).filter(|d| d.tag == tag)?;
         let list = d.list.as_list()?;
         let items: Option<Vec<Value>> = (d.start..list.len()).map(|i| list.get(i).cloned()).collect();
@@ -460,7 +460,7 @@ impl Checkpointer {
                 Stored::Bytes(bytes) => self.serde.loads_typed(tag, bytes)?,
                 Stored::Blob(blob) => {
                     let at = (key.0.clone(), key.1.clone(), channel.clone(), blob.to_string());
-                    match memo.shared_write(&at, tag) {
+                    match memo.write_from_delta(&at, tag) {
                         Some(v) => v,
                         None => self.serde.loads_typed(tag, &shared_write(conn, &key, &channel, blob)?)?,
                     }

@@ -19,11 +19,10 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{params_from_iter, Connection, OptionalExtension};
+use rusqlite::{params_from_iter, Connection};
 
-use super::cache::wrong_size;
 use super::quantised::{row_bytes, Rows};
-use super::stream::{item_under, Range};
+use super::stream::{item_under, not_a_vector, Range};
 use crate::error::Result;
 
 /// What an item costs in a head besides its key: its entry in `items`.
@@ -34,6 +33,11 @@ const ITEM: usize = 8;
 /// What a head costs before its items: the generations it is valid for.
 fn fixed_bytes(gens: &[(String, i64)]) -> usize {
     gens.iter().map(|(p, _)| p.len() + 32).sum()
+}
+
+/// What a namespace of the head costs.
+fn prefix_bytes(p: &str) -> usize {
+    p.len() + 24
 }
 
 /// The first vector rows under a prefix, quantised (see the module docs).
@@ -120,7 +124,7 @@ impl Head {
                 }
                 if head.prefixes.last().is_none_or(|lp| lp != p) {
                     head.prefixes.push(p.to_string());
-                    head.bytes = head.bytes.saturating_add(p.len() + 24);
+                    head.bytes = head.bytes.saturating_add(prefix_bytes(p));
                 }
                 let (Ok(prefix), Ok(end)) =
                     (u32::try_from(head.prefixes.len() - 1), u32::try_from(head.keys.len() + k.len()))
@@ -138,13 +142,8 @@ impl Head {
                 ValueRef::Null => continue,
                 ValueRef::Blob(b) if b.len() == dims * 4 => b,
                 other => {
-                    if exists.query_row([p, k], |_| Ok(())).optional()?.is_none() {
-                        continue; // an orphan row is ignored, as by every search
-                    }
-                    let ValueRef::Blob(b) = other else {
-                        return Err(rusqlite::Error::from(rusqlite::types::FromSqlError::InvalidType).into());
-                    };
-                    return Err(wrong_size(p, k, b.len(), dims));
+                    not_a_vector(&mut exists, p, k, other, dims)?;
+                    continue;
                 }
             };
             if head.rows.push(blob, (head.items.len() - 1) as u32, &mut v) {
@@ -184,7 +183,7 @@ impl Head {
         self.bytes = fixed_bytes(&self.gens)
             + self.items.len() * ITEM
             + self.keys.len()
-            + self.prefixes.iter().map(|p| p.len() + 24).sum::<usize>()
+            + self.prefixes.iter().map(|p| prefix_bytes(p)).sum::<usize>()
             + self.rows.len() * row_bytes(self.rows.dims());
     }
 

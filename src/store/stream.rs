@@ -215,6 +215,26 @@ pub(crate) fn search(
     Ok(page.into_iter().skip(offset).take(limit).collect())
 }
 
+/// A stored `embedding` of item (`p`, `k`) that is not a vector of this
+/// index (not a blob of `dims` floats): corrupt if the item exists (as in
+/// memory), `Ok` for an orphan row, which every search ignores. `exists`:
+/// `SELECT 1 FROM store WHERE prefix = ?1 AND key = ?2`.
+pub(super) fn not_a_vector(
+    exists: &mut rusqlite::CachedStatement<'_>,
+    p: &str,
+    k: &str,
+    stored: ValueRef<'_>,
+    dims: usize,
+) -> Result<()> {
+    if exists.query_row([p, k], |_| Ok(())).optional()?.is_none() {
+        return Ok(());
+    }
+    match stored {
+        ValueRef::Blob(b) => Err(wrong_size(p, k, b.len(), dims)),
+        _ => Err(rusqlite::Error::from(rusqlite::types::FromSqlError::InvalidType).into()),
+    }
+}
+
 /// The (prefix, key) in a row's first two columns, if its prefix is under
 /// `range` (`None` for the few others an index range holds).
 pub(super) fn item_under<'r>(
@@ -289,15 +309,8 @@ fn score_vectors(
             (_, ValueRef::Null) => continue,
             (_, ValueRef::Blob(b)) if b.len() == bytes => b,
             (_, other) => {
-                // Not a vector of this index: corrupt if its item exists (as
-                // in memory); an orphan row is ignored.
-                if exists.query_row([p, k], |_| Ok(())).optional()?.is_none() {
-                    continue;
-                }
-                let ValueRef::Blob(b) = other else {
-                    return Err(rusqlite::Error::from(rusqlite::types::FromSqlError::InvalidType).into());
-                };
-                return Err(wrong_size(p, k, b.len(), dims));
+                not_a_vector(&mut exists, p, k, other, dims)?;
+                continue;
             }
         };
         let ok = match &last {
