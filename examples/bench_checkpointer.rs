@@ -314,8 +314,33 @@ fn history_read(path: &str, mode: &str) -> Result<()> {
     Ok(())
 }
 
+/// `--build-multi PATH`: 100 threads of 50 steps written round robin (the
+/// multi-thread workload's file); `--cold-read PATH THREAD N`: N cold reads
+/// of a thread's latest checkpoint (for profiling the cold rows alone).
+fn multi_build(path: &std::path::Path) -> Result<()> {
+    let db = Db::open(path)?;
+    let saver = db.checkpointer();
+    let mut sims: Vec<ThreadSim> =
+        (0..100).map(|i| ThreadSim::new(&saver, Api::Step, &format!("thread-{i:04}"), 200, 1)).collect();
+    for _ in 0..50 {
+        for s in &mut sims {
+            s.one_step()?;
+        }
+    }
+    sims.iter_mut().try_for_each(ThreadSim::finish)
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--build-multi") {
+        return multi_build(std::path::Path::new(&args[i + 1]));
+    }
+    if let Some(i) = args.iter().position(|a| a == "--cold-read") {
+        let n: usize = args[i + 3].parse().expect("--cold-read PATH THREAD N");
+        let us = cold_read_us(std::path::Path::new(&args[i + 1]), &CheckpointConfig::thread(&args[i + 2]), n)?;
+        println!("{}", json!({"thread": args[i + 2], "cold_us": us}));
+        return Ok(());
+    }
     if let Some(i) = args.iter().position(|a| a == "--read-history") {
         return history_read(&args[i + 1], &args[i + 2]);
     }

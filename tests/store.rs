@@ -1312,6 +1312,78 @@ mod search_memory {
 
 // ------------------------------------------------------ list_namespaces
 
+fn names(s: &Store, list: ListNamespaces) -> Vec<String> {
+    s.list_namespaces(list).unwrap().iter().map(|n| n.join(".")).collect()
+}
+
+/// A lone `list_namespaces` may be answered from recent answers (see
+/// `src/store/listing.rs`); every commit moves them on, whoever makes it:
+/// this store, another `Db` on the file, or a plain SQLite connection.
+#[test]
+fn repeated_list_namespaces_see_every_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let s = Db::open(&path).unwrap().store(StoreConfig::default()).unwrap();
+    let other = Db::open(&path).unwrap().store(StoreConfig::default()).unwrap();
+    let raw = Connection::open(&path).unwrap();
+    let all = || ListNamespaces::new().limit(10);
+    s.put(&["a"], "k", json!({})).unwrap();
+    assert_eq!(names(&s, all()), ["a"]);
+    assert_eq!(names(&s, all()), ["a"]);
+    s.put(&["b"], "k", json!({})).unwrap();
+    assert_eq!(names(&s, all()), ["a", "b"]);
+    other.put(&["c"], "k", json!({})).unwrap();
+    assert_eq!(names(&s, all()), ["a", "b", "c"]);
+    raw.execute("DELETE FROM store WHERE prefix = 'a'", []).unwrap();
+    assert_eq!(names(&s, all()), ["b", "c"]);
+    assert_eq!(names(&s, all().offset(1)), ["c"]);
+    assert_eq!(names(&s, all()), ["b", "c"]);
+    other.delete(&["b"], "k").unwrap();
+    assert_eq!(names(&s, all()), ["c"]);
+    // The same answers as a batch, which reads the file every time.
+    let batch = s.batch(vec![all().into(), all().offset(1).into()]).unwrap();
+    assert!(matches!(&batch[0], OpResult::Namespaces(n) if n.len() == 1 && n[0] == ["c"]));
+    assert!(matches!(&batch[1], OpResult::Namespaces(n) if n.is_empty()));
+}
+
+/// Expiry needs no write: a namespace leaves the answer once its last live
+/// item expires, also when the answer is repeated, when the namespace was
+/// skipped by the offset, and when it is one of several cut to one by
+/// `max_depth` (the cut stays while one of them lives).
+#[test]
+fn repeated_list_namespaces_drop_what_expires_meanwhile() {
+    let (_d, s, conn) = literal_store(&[]);
+    for ns in ["a", "b", "c", "x.1", "x.2", "y.1", "y.2"] {
+        s.put(&ns.split('.').collect::<Vec<_>>(), "k", json!({})).unwrap();
+    }
+    s.put(&["b"], "k2", json!({})).unwrap();
+    // Expire soon: a, x.1, y.1 and one of b's two items; y.2 a bit later.
+    let soon = "strftime('%Y-%m-%d %H:%M:%f', 'now', '+1.5 seconds')";
+    let later = "strftime('%Y-%m-%d %H:%M:%f', 'now', '+600 seconds')";
+    let set = |prefix: &str, key: &str, at: &str| {
+        conn.execute(&format!("UPDATE store SET expires_at = {at} WHERE prefix = ?1 AND key = ?2"), [prefix, key])
+            .unwrap();
+    };
+    for (p, k) in [("a", "k"), ("b", "k"), ("x.1", "k"), ("y.1", "k")] {
+        set(p, k, soon);
+    }
+    set("y.2", "k", later);
+    let all = || ListNamespaces::new().limit(20);
+    let top = || ListNamespaces::new().max_depth(1).limit(20);
+    let skip = || ListNamespaces::new().max_depth(1).offset(1).limit(2);
+    for _ in 0..2 {
+        assert_eq!(names(&s, all()), ["a", "b", "c", "x.1", "x.2", "y.1", "y.2"]);
+        assert_eq!(names(&s, top()), ["a", "b", "c", "x", "y"]);
+        assert_eq!(names(&s, skip()), ["b", "c"]);
+    }
+    std::thread::sleep(Duration::from_millis(2_000));
+    for _ in 0..2 {
+        assert_eq!(names(&s, all()), ["b", "c", "x.2", "y.2"]);
+        assert_eq!(names(&s, top()), ["b", "c", "x", "y"]);
+        assert_eq!(names(&s, skip()), ["c", "x"]);
+    }
+}
+
 mod list_namespaces_model {
     use super::*;
     use proptest::prelude::*;

@@ -33,7 +33,7 @@ pub(crate) mod compact;
 mod delta;
 mod encoded;
 mod exact;
-mod id;
+pub(crate) mod id;
 mod list;
 mod maintain;
 pub(crate) mod packed;

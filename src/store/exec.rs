@@ -11,9 +11,10 @@ use serde_json::Value;
 use super::cache::{self, normalise, Fit};
 use super::config::ttl_minutes;
 use super::embed::{embed_documents_checked, embed_query_checked};
+use super::listing;
 use super::item::{parse_time, time_column, Item, SearchItem};
-use super::namespace::{self, validate_labels, validate_namespace, MatchCondition, Namespace};
-use super::ops::{Get, IndexChoice, ListNamespaces, Op, OpResult, Search, TtlChoice};
+use super::namespace::{self, validate_labels, validate_namespace, Namespace};
+use super::ops::{Get, IndexChoice, Op, OpResult, Search, TtlChoice};
 use super::path::{field_texts, per_put_fields};
 use super::stream::{self, StreamHit};
 use super::Store;
@@ -152,7 +153,7 @@ impl Store {
                         queries.get(&i).map(Vec::as_slice),
                         refresh,
                     )?),
-                    Op::ListNamespaces(l) => OpResult::Namespaces(do_list(conn, l)?),
+                    Op::ListNamespaces(l) => OpResult::Namespaces(listing::list(conn, l)?),
                     Op::Put(_) => OpResult::Done,
                 });
             }
@@ -170,7 +171,11 @@ impl Store {
             let mut refresh = vec![];
             // A lone get or list_namespaces is one SELECT, atomic by itself;
             // only multi-statement reads need an explicit snapshot.
-            let single_statement = matches!(ops.as_slice(), [Op::Get(_)] | [Op::ListNamespaces(_)]);
+            // A lone list_namespaces may be answered from recent answers.
+            if let [Op::ListNamespaces(l)] = ops.as_slice() {
+                return Ok(vec![OpResult::Namespaces(self.inner.lists.list(&self.inner.db, l)?)]);
+            }
+            let single_statement = matches!(ops.as_slice(), [Op::Get(_)]);
             let out = if single_statement {
                 self.inner.db.read(|conn| run(conn, &mut refresh))?
             } else {
@@ -565,112 +570,6 @@ fn delete_keys(conn: &Connection, table: &str, keys: &[rusqlite::types::Value]) 
             placeholders(n, 2)
         )
     })
-}
-
-fn do_list(conn: &Connection, l: &ListNamespaces) -> Result<Vec<Namespace>> {
-    if l.limit == 0 {
-        return Ok(vec![]);
-    }
-    // Push one literal prefix down to the index as a range (a bound GLOB
-    // pattern would make SQLite re-prepare the statement on every call);
-    // match the rest on the encoded text.
-    let pushed = l.conditions.iter().position(|c| c.literal_prefix().is_some());
-    let (exact, below) = match pushed.and_then(|i| l.conditions[i].literal_prefix()) {
-        Some(lit) if !lit.is_empty() => {
-            let exact = namespace::encode_prefix(&lit);
-            (Some(exact.clone()), format!("{exact}{}", namespace::SEPARATOR))
-        }
-        _ => (None, String::new()),
-    };
-    let rest: Vec<&MatchCondition> =
-        l.conditions.iter().enumerate().filter(|(i, _)| Some(*i) != pushed).map(|(_, c)| c).collect();
-    let holds = |p: &str| {
-        exact.as_ref().is_none_or(|e| p == e.as_str() || p.starts_with(&below))
-            && rest.iter().all(|c| c.matches_encoded(p))
-    };
-    fn cut(p: &str, depth: Option<usize>) -> &str {
-        match depth {
-            Some(0) => "",
-            Some(d) => p.match_indices('.').nth(d - 1).map_or(p, |(i, _)| &p[..i]),
-            None => p,
-        }
-    }
-    static ALL: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "SELECT DISTINCT prefix FROM store s INDEXED BY agentstate_store_prefix_expires WHERE {}",
-            alive("s")
-        )
-    });
-    static RANGE: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "SELECT DISTINCT prefix FROM store s INDEXED BY agentstate_store_prefix_expires \
-             WHERE {} AND s.prefix >= ?1 AND s.prefix < ?2",
-            alive("s")
-        )
-    });
-    let mut stmt = conn.prepare_cached(if exact.is_some() { &RANGE } else { &ALL })?;
-    let upper = exact.as_ref().map(|e| format!("{e}/"));
-    let args: Vec<&str> = exact.iter().chain(&upper).map(String::as_str).collect();
-    // SQLite returns byte order, which is tuple order unless a label holds a
-    // byte that sorts below the '.' separator. While no namespace seen has
-    // one, no later one can sort before those seen: decode the page as the
-    // rows come and stop once it is full. Otherwise collect everything and
-    // sort.
-    let want = l.offset.saturating_add(l.limit);
-    let mut page: Vec<Namespace> = Vec::with_capacity(l.limit.min(1024));
-    let mut last = String::new();
-    let mut distinct = 0usize;
-    let mut unusual = false;
-    {
-        let mut rows = stmt.query(params_from_iter(&args))?;
-        while let Some(r) = rows.next()? {
-            let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-            if !holds(p) {
-                continue;
-            }
-            if p.bytes().any(|b| b < b'.') {
-                unusual = true;
-                break;
-            }
-            let c = cut(p, l.max_depth);
-            if distinct > 0 && last == c {
-                continue;
-            }
-            last.clear();
-            last.push_str(c);
-            if distinct >= l.offset {
-                page.push(decode(c));
-            }
-            distinct += 1;
-            if distinct >= want {
-                break;
-            }
-        }
-    }
-    if !unusual {
-        return Ok(page);
-    }
-    let mut found: Vec<String> = vec![];
-    let mut rows = stmt.query(params_from_iter(&args))?;
-    while let Some(r) = rows.next()? {
-        let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-        if holds(p) {
-            found.push(cut(p, l.max_depth).to_string());
-        }
-    }
-    found.sort_by(|a, b| namespace::cmp_encoded(a, b));
-    found.dedup();
-    Ok(found.iter().skip(l.offset).take(l.limit).map(|p| decode(p)).collect())
-}
-
-/// An encoded prefix as a namespace (`""`: the empty namespace).
-fn decode(p: &str) -> Namespace {
-    if p.is_empty() {
-        return Namespace::from_labels(vec![]);
-    }
-    let mut labels = Vec::with_capacity(p.bytes().filter(|b| *b == b'.').count() + 1);
-    labels.extend(p.split(namespace::SEPARATOR).map(str::to_owned));
-    Namespace::from_labels(labels)
 }
 
 pub(crate) fn sweep(db: &Db) -> Result<usize> {

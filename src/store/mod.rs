@@ -34,6 +34,7 @@ mod config;
 mod embed;
 mod exec;
 mod item;
+mod listing;
 pub(crate) mod namespace;
 mod ops;
 mod partial;
@@ -79,6 +80,8 @@ struct Inner {
     /// Set once at open; taken on drop (no lock, so nothing can poison it).
     sweeper: Option<(Sender<()>, JoinHandle<()>)>,
     cache: SearchCache,
+    /// Recent answers of `list_namespaces`.
+    lists: listing::ListCache,
 }
 
 impl Drop for Inner {
@@ -159,7 +162,7 @@ impl Store {
             sweeper = Some((stop, handle));
         }
         let cache = SearchCache::new(config.search_memory());
-        Ok(Store { inner: Arc::new(Inner { db, config, fields, sweeper, cache }) })
+        Ok(Store { inner: Arc::new(Inner { db, config, fields, sweeper, cache, lists: Default::default() }) })
     }
 
     /// The configuration this store was opened with.

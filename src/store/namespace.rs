@@ -18,6 +18,7 @@
 
 use std::cmp::Ordering;
 use std::fmt;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -49,7 +50,7 @@ pub(crate) const SEPARATOR: char = '.';
 /// assert!(Namespace::new(["a.b"]).is_err());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Namespace(Vec<String>);
+pub struct Namespace(Arc<[String]>);
 
 impl Namespace {
     /// Validates `labels` as LangGraph's `put` does and wraps them.
@@ -65,7 +66,7 @@ impl Namespace {
     {
         let labels: Vec<String> = labels.into_iter().map(Into::into).collect();
         validate_namespace(&labels)?;
-        Ok(Namespace(labels))
+        Ok(Namespace(labels.into()))
     }
 
     #[cfg(test)]
@@ -85,12 +86,12 @@ impl Namespace {
 
     /// The labels, root first, by value.
     pub fn into_labels(self) -> Vec<String> {
-        self.0
+        self.0.to_vec()
     }
 
     /// The labels as read from the file or a query, without validation.
     pub(crate) fn from_labels(labels: Vec<String>) -> Namespace {
-        Namespace(labels)
+        Namespace(labels.into())
     }
 
     /// The number of labels.
@@ -153,7 +154,7 @@ impl AsRef<[String]> for Namespace {
 
 impl From<Namespace> for Vec<String> {
     fn from(ns: Namespace) -> Vec<String> {
-        ns.0
+        ns.0.to_vec()
     }
 }
 
@@ -161,7 +162,7 @@ impl TryFrom<Vec<String>> for Namespace {
     type Error = Error;
     fn try_from(labels: Vec<String>) -> Result<Namespace> {
         validate_namespace(&labels)?;
-        Ok(Namespace(labels))
+        Ok(Namespace(labels.into()))
     }
 }
 
@@ -478,8 +479,17 @@ impl MatchCondition {
 
     /// [`MatchCondition::matches`] on an encoded `prefix` column value.
     pub(crate) fn matches_encoded(&self, prefix: &str) -> bool {
-        let labels: Vec<&str> = prefix.split(SEPARATOR).collect();
-        self.matches(&labels)
+        // Label by label from the aligned end, without collecting them.
+        fn aligned<'a>(path: &[Label], mut labels: impl Iterator<Item = &'a str>) -> bool {
+            path.iter().all(|p| labels.next().is_some_and(|l| p.matches(l)))
+        }
+        match self {
+            MatchCondition::Prefix(p) => aligned(p, prefix.split(SEPARATOR)),
+            MatchCondition::Suffix(p) => {
+                let n = prefix.split(SEPARATOR).count();
+                n >= p.len() && aligned(p, prefix.split(SEPARATOR).skip(n - p.len()))
+            }
+        }
     }
 
     /// LangGraph's label checks on the path (its `validate_op_namespace`):

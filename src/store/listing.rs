@@ -1,0 +1,287 @@
+//! `list_namespaces`: one pass over the `(prefix, expires_at)` index, and a
+//! small cache of recent answers.
+//!
+//! An answer depends on the file and on the clock: a namespace is listed
+//! while one of its items has not expired. So each answer is read with the
+//! time until which it stays true without a write: the earliest instant at
+//! which one of the namespaces it counts (those it returns and those its
+//! offset skips) loses its last live item. A lone `list_namespaces` is
+//! answered from the cache while the file's generation (moved by every
+//! commit, by any connection or process) is the one the answer was read at
+//! and that instant has not come; any other call reads the file.
+
+use std::sync::{LazyLock, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::types::ValueRef;
+use rusqlite::{params_from_iter, Connection};
+
+use super::exec::alive;
+use super::namespace::{self, MatchCondition, Namespace};
+use super::ops::ListNamespaces;
+use crate::checkpoint::id::civil_from_days;
+use crate::db::Db;
+use crate::error::Result;
+
+/// Answers kept, most recent last.
+const ANSWERS: usize = 8;
+/// Longer answers are not kept (they would hold their namespaces alive).
+const MAX_CACHED_NAMESPACES: usize = 16_384;
+
+/// A `list_namespaces` answer and how long it holds without a write.
+struct Listed {
+    namespaces: Vec<Namespace>,
+    /// The answer holds while the clock, as SQLite's `strftime('%Y-%m-%d
+    /// %H:%M:%f', 'now')` text, is at most this; `None`: until a write.
+    until: Option<String>,
+}
+
+struct Answer {
+    query: ListNamespaces,
+    generation: u64,
+    listed: Listed,
+}
+
+/// Recent answers of lone `list_namespaces` calls.
+#[derive(Default)]
+pub(crate) struct ListCache(Mutex<Vec<Answer>>);
+
+impl ListCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Answer>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The answer to `l`, from the cache when it still holds.
+    pub(crate) fn list(&self, db: &Db, l: &ListNamespaces) -> Result<Vec<Namespace>> {
+        let hit = |generation: u64| {
+            let answers = self.lock();
+            let a = answers.iter().rev().find(|a| a.generation == generation && a.query == *l)?;
+            let holds = a.listed.until.as_deref().is_none_or(|u| u >= now_text().as_str());
+            holds.then(|| a.listed.namespaces.clone())
+        };
+        db.cached_snapshot(hit, |conn, generation| {
+            let listed = read(conn, l)?;
+            let out = listed.namespaces.clone();
+            if listed.namespaces.len() <= MAX_CACHED_NAMESPACES {
+                let mut answers = self.lock();
+                answers.retain(|a| a.query != *l && a.generation == generation);
+                if answers.len() == ANSWERS {
+                    answers.remove(0);
+                }
+                answers.push(Answer { query: l.clone(), generation, listed });
+            }
+            Ok(out)
+        })
+    }
+}
+
+/// Now as SQLite's `strftime('%Y-%m-%d %H:%M:%f', 'now')` writes it
+/// (milliseconds, UTC): the text `expires_at` is compared with.
+fn now_text() -> String {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (y, m, day) = civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{day:02} {:02}:{:02}:{:02}.{:03}",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// The namespaces of `l` as the file holds them now (no cache).
+pub(crate) fn list(conn: &Connection, l: &ListNamespaces) -> Result<Vec<Namespace>> {
+    Ok(read(conn, l)?.namespaces)
+}
+
+/// The labels of an encoded prefix cut to `depth` labels.
+fn cut(p: &str, depth: Option<usize>) -> &str {
+    match depth {
+        Some(0) => "",
+        Some(d) => p.match_indices(namespace::SEPARATOR).nth(d - 1).map_or(p, |(i, _)| &p[..i]),
+        None => p,
+    }
+}
+
+/// How long one listed namespace stays listed, from the expiries of its
+/// live rows: while its latest expiry has not passed, or until a write if
+/// one of them never expires (NULL; also a BLOB, which sorts after every
+/// text and so is never below the clock).
+#[derive(Default)]
+struct Group {
+    never: bool,
+    latest: Option<String>,
+}
+
+impl Group {
+    fn add(&mut self, expires_at: ValueRef<'_>) {
+        match expires_at {
+            ValueRef::Text(t) => {
+                let t = String::from_utf8_lossy(t);
+                if self.latest.as_deref().is_none_or(|l| *t > *l) {
+                    self.latest = Some(t.into_owned());
+                }
+            }
+            // (A number sorts below every text: such a row is never alive
+            // and never read here.)
+            _ => self.never = true,
+        }
+    }
+
+    fn merge(&mut self, other: Group) {
+        self.never |= other.never;
+        if other.latest > self.latest {
+            self.latest = other.latest;
+        }
+    }
+}
+
+/// The earliest instant one of the groups seen stops being listed.
+#[derive(Default)]
+struct Until(Option<String>);
+
+impl Until {
+    fn add(&mut self, g: &Group) {
+        if g.never {
+            return;
+        }
+        if let Some(t) = &g.latest {
+            if self.0.as_ref().is_none_or(|u| t < u) {
+                self.0 = Some(t.clone());
+            }
+        }
+    }
+}
+
+fn read(conn: &Connection, l: &ListNamespaces) -> Result<Listed> {
+    if l.limit == 0 {
+        return Ok(Listed { namespaces: vec![], until: None });
+    }
+    // Push one literal prefix down to the index as a range (a bound GLOB
+    // pattern would make SQLite re-prepare the statement on every call);
+    // match the rest on the encoded text.
+    let pushed = l.conditions.iter().position(|c| c.literal_prefix().is_some());
+    let (exact, below) = match pushed.and_then(|i| l.conditions[i].literal_prefix()) {
+        Some(lit) if !lit.is_empty() => {
+            let exact = namespace::encode_prefix(&lit);
+            (Some(exact.clone()), format!("{exact}{}", namespace::SEPARATOR))
+        }
+        _ => (None, String::new()),
+    };
+    let rest: Vec<&MatchCondition> =
+        l.conditions.iter().enumerate().filter(|(i, _)| Some(*i) != pushed).map(|(_, c)| c).collect();
+    let holds = |p: &str| {
+        exact.as_ref().is_none_or(|e| p == e.as_str() || p.starts_with(&below))
+            && rest.iter().all(|c| c.matches_encoded(p))
+    };
+    // Index order: by prefix, then expiry (NULL first).
+    static ALL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT prefix, expires_at FROM store s INDEXED BY agentstate_store_prefix_expires \
+             WHERE {} ORDER BY prefix, expires_at",
+            alive("s")
+        )
+    });
+    static RANGE: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT prefix, expires_at FROM store s INDEXED BY agentstate_store_prefix_expires \
+             WHERE {} AND s.prefix >= ?1 AND s.prefix < ?2 ORDER BY prefix, expires_at",
+            alive("s")
+        )
+    });
+    let mut stmt = conn.prepare_cached(if exact.is_some() { &RANGE } else { &ALL })?;
+    let upper = exact.as_ref().map(|e| format!("{e}/"));
+    let args: Vec<&str> = exact.iter().chain(&upper).map(String::as_str).collect();
+    // SQLite returns byte order, which is tuple order unless a label holds a
+    // byte that sorts below the '.' separator. While no namespace seen has
+    // one, no later one can sort before those seen: decode the page as the
+    // rows come and stop at the first row after it. Otherwise collect
+    // everything and sort.
+    let want = l.offset.saturating_add(l.limit);
+    let mut page: Vec<Namespace> = Vec::with_capacity(l.limit.min(1024));
+    let mut until = Until::default();
+    let mut group = Group::default();
+    let mut last = String::new();
+    // The last prefix that passed, as stored: its further rows (one per
+    // item) only add their expiry.
+    let mut last_row: Vec<u8> = vec![];
+    let mut distinct = 0usize;
+    let mut unusual = false;
+    let mut full = false;
+    {
+        let mut rows = stmt.query(params_from_iter(&args))?;
+        while let Some(r) = rows.next()? {
+            let raw = r.get_ref(0)?;
+            if matches!(raw, ValueRef::Text(t) if distinct > 0 && t == last_row.as_slice()) {
+                group.add(r.get_ref(1)?);
+                continue;
+            }
+            let p = raw.as_str().map_err(rusqlite::Error::from)?;
+            if !holds(p) {
+                continue;
+            }
+            last_row.clear();
+            last_row.extend_from_slice(p.as_bytes());
+            if p.bytes().any(|b| b < b'.') {
+                unusual = true;
+                break;
+            }
+            let c = cut(p, l.max_depth);
+            if distinct == 0 || last != c {
+                if distinct > 0 {
+                    until.add(&std::mem::take(&mut group));
+                }
+                if distinct >= want {
+                    full = true;
+                    break;
+                }
+                last.clear();
+                last.push_str(c);
+                if distinct >= l.offset {
+                    page.push(decode(c));
+                }
+                distinct += 1;
+            }
+            group.add(r.get_ref(1)?);
+        }
+    }
+    if !unusual {
+        if distinct > 0 && !full {
+            until.add(&group);
+        }
+        return Ok(Listed { namespaces: page, until: until.0 });
+    }
+    let mut found: Vec<(String, Group)> = vec![];
+    let mut rows = stmt.query(params_from_iter(&args))?;
+    while let Some(r) = rows.next()? {
+        let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+        if holds(p) {
+            let mut g = Group::default();
+            g.add(r.get_ref(1)?);
+            found.push((cut(p, l.max_depth).to_string(), g));
+        }
+    }
+    found.sort_by(|a, b| namespace::cmp_encoded(&a.0, &b.0));
+    let mut groups: Vec<(String, Group)> = vec![];
+    for (c, g) in found {
+        match groups.last_mut() {
+            Some(last) if last.0 == c => last.1.merge(g),
+            _ => groups.push((c, g)),
+        }
+    }
+    groups.truncate(want);
+    let mut until = Until::default();
+    groups.iter().for_each(|g| until.add(&g.1));
+    let namespaces = groups.iter().skip(l.offset).map(|g| decode(&g.0)).collect();
+    Ok(Listed { namespaces, until: until.0 })
+}
+
+/// An encoded prefix as a namespace (`""`: the empty namespace).
+fn decode(p: &str) -> Namespace {
+    if p.is_empty() {
+        return Namespace::from_labels(vec![]);
+    }
+    Namespace::from_labels(namespace::decode_prefix(p))
+}
