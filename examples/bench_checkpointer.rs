@@ -337,7 +337,8 @@ fn main() -> Result<()> {
     }
     if let Some(i) = args.iter().position(|a| a == "--cold-read") {
         let n: usize = args[i + 3].parse().expect("--cold-read PATH THREAD N");
-        let us = cold_read_us(std::path::Path::new(&args[i + 1]), &CheckpointConfig::thread(&args[i + 2]), n)?;
+        let us =
+            cold_read_us(std::path::Path::new(&args[i + 1]), &CheckpointConfig::thread(&args[i + 2]), n)?;
         println!("{}", json!({"thread": args[i + 2], "cold_us": us}));
         return Ok(());
     }

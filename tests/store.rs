@@ -1361,8 +1361,11 @@ fn repeated_list_namespaces_drop_what_expires_meanwhile() {
     let soon = "strftime('%Y-%m-%d %H:%M:%f', 'now', '+1.5 seconds')";
     let later = "strftime('%Y-%m-%d %H:%M:%f', 'now', '+600 seconds')";
     let set = |prefix: &str, key: &str, at: &str| {
-        conn.execute(&format!("UPDATE store SET expires_at = {at} WHERE prefix = ?1 AND key = ?2"), [prefix, key])
-            .unwrap();
+        conn.execute(
+            &format!("UPDATE store SET expires_at = {at} WHERE prefix = ?1 AND key = ?2"),
+            [prefix, key],
+        )
+        .unwrap();
     };
     for (p, k) in [("a", "k"), ("b", "k"), ("x.1", "k"), ("y.1", "k")] {
         set(p, k, soon);

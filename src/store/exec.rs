@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::cache::{self, normalise, Fit};
 use super::config::ttl_minutes;
 use super::embed::{embed_documents_checked, embed_query_checked};
-use super::listing;
 use super::item::{parse_time, time_column, Item, SearchItem};
+use super::listing;
 use super::namespace::{self, validate_labels, validate_namespace, Namespace};
 use super::ops::{Get, IndexChoice, Op, OpResult, Search, TtlChoice};
 use super::path::{field_texts, per_put_fields};
@@ -195,15 +195,23 @@ impl Store {
                     OpResult::Items(hits) => hits.iter_mut().map(|h| &mut h.item).collect(),
                     _ => vec![],
                 };
-                for it in items {
-                    let id = (namespace::encode_prefix(it.namespace.labels()), it.key.clone());
-                    if let Some(at) = refreshed.get(&id) {
-                        it.expires_at = Some(*at);
-                    }
-                }
+                patch_refreshed(items, &refreshed);
             }
         }
         Ok(out)
+    }
+
+    /// A lone get: the batch's steps for one read, without its bookkeeping
+    /// (a get is a few microseconds).
+    pub(super) fn get_one(&self, g: &Get) -> Result<Option<Item>> {
+        validate_namespace(&g.namespace)?;
+        let mut refresh = vec![];
+        let mut item = self.inner.db.read(|conn| self.do_get(conn, g, &mut refresh))?;
+        if !refresh.is_empty() {
+            let refreshed = super::refresh::refresh_if_free(&self.inner.db, &refresh)?;
+            patch_refreshed(item.iter_mut(), &refreshed);
+        }
+        Ok(item)
     }
 
     fn refresh(&self, flag: Option<bool>) -> bool {
@@ -251,12 +259,15 @@ impl Store {
                 alive("s")
             )
         });
-        let row = conn.prepare_cached(&SQL)?.query_row([&prefix, &g.key], ItemRow::read).optional()?;
-        let Some(row) = row else { return Ok(None) };
-        if row.has_ttl && self.refresh(g.refresh_ttl) {
-            refresh.push((prefix.clone(), g.key.clone()));
+        let mut stmt = conn.prepare_cached(&SQL)?;
+        let mut rows = stmt.query([&prefix, &g.key])?;
+        let Some(r) = rows.next()? else { return Ok(None) };
+        let (item, has_ttl) =
+            item_at(r, Namespace::from_labels(g.namespace.clone()), &prefix, g.key.clone())?;
+        if has_ttl && self.refresh(g.refresh_ttl) {
+            refresh.push((prefix, g.key.clone()));
         }
-        row.into_item(Namespace::from_labels(g.namespace.clone()), &prefix, g.key.clone()).map(Some)
+        Ok(Some(item))
     }
 
     /// Search through the in-memory cache (see `cache`): the prefixes under
@@ -336,10 +347,10 @@ impl Store {
         )?;
         let mut out = Vec::with_capacity(hits.len());
         for (prefix, key, score) in hits {
-            let row = stmt.query_row([&prefix, &key], ItemRow::read)?;
-            let has_ttl = row.has_ttl;
-            let item =
-                row.into_item(Namespace::from_labels(namespace::decode_prefix(&prefix)), &prefix, key)?;
+            let mut rows = stmt.query([&prefix, &key])?;
+            let r = rows.next()?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+            let (item, has_ttl) =
+                item_at(r, Namespace::from_labels(namespace::decode_prefix(&prefix)), &prefix, key)?;
             if wants_refresh && has_ttl {
                 refresh.push((prefix, item.key.clone()));
             }
@@ -349,41 +360,40 @@ impl Store {
     }
 }
 
-/// An item's row as `get` and the streamed search read it: `value` as text,
-/// `created_at`, `updated_at`, `expires_at`, whether it has a TTL.
-struct ItemRow {
-    value: String,
-    created_at: Option<String>,
-    updated_at: Option<String>,
-    expires_at: Option<String>,
-    has_ttl: bool,
+/// Items whose TTL a read refreshed get their new expiry.
+fn patch_refreshed<'a>(
+    items: impl IntoIterator<Item = &'a mut Item>,
+    refreshed: &HashMap<(String, String), std::time::SystemTime>,
+) {
+    for it in items {
+        let id = (namespace::encode_prefix(it.namespace.labels()), it.key.clone());
+        if let Some(at) = refreshed.get(&id) {
+            it.expires_at = Some(*at);
+        }
+    }
 }
 
-impl ItemRow {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<ItemRow> {
-        Ok(ItemRow {
-            value: r.get(0)?,
-            created_at: r.get(1)?,
-            updated_at: r.get(2)?,
-            expires_at: r.get(3)?,
-            has_ttl: r.get(4)?,
-        })
-    }
-
-    /// The item; `Corrupt` if its value is not JSON or a time does not parse.
-    fn into_item(self, namespace: Namespace, prefix: &str, key: String) -> Result<Item> {
-        let value: Value = serde_json::from_str(&self.value)
-            .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))?;
-        let time = |t: Option<String>, col: &str| time_column(t.as_deref().unwrap_or(""), col, prefix, &key);
-        Ok(Item {
-            namespace,
-            value,
-            created_at: time(self.created_at, "created_at")?,
-            updated_at: time(self.updated_at, "updated_at")?,
-            expires_at: self.expires_at.map(|e| time(Some(e), "expires_at")).transpose()?,
-            key,
-        })
-    }
+/// An item from a row of `CAST(value AS TEXT), created_at, updated_at,
+/// expires_at, ttl_minutes IS NOT NULL`, parsed straight from SQLite's
+/// buffers, and whether it has a TTL. `Corrupt` if its value is not JSON or
+/// a time does not parse.
+fn item_at(r: &rusqlite::Row<'_>, namespace: Namespace, prefix: &str, key: String) -> Result<(Item, bool)> {
+    let text = |i: usize| -> Result<Option<&str>> {
+        Ok(r.get_ref(i)?.as_str_or_null().map_err(rusqlite::Error::from)?)
+    };
+    let value: Value = serde_json::from_str(text(0)?.unwrap_or_default())
+        .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))?;
+    let time = |i: usize, col: &str| -> Result<std::time::SystemTime> {
+        time_column(text(i)?.unwrap_or(""), col, prefix, &key)
+    };
+    let created_at = time(1, "created_at")?;
+    let updated_at = time(2, "updated_at")?;
+    let expires_at = match text(3)? {
+        Some(_) => Some(time(3, "expires_at")?),
+        None => None,
+    };
+    let has_ttl: bool = r.get(4)?;
+    Ok((Item { namespace, value, created_at, updated_at, expires_at, key }, has_ttl))
 }
 
 /// The live expiry of one item (TTL refreshes do not move the cache's

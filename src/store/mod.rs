@@ -189,10 +189,7 @@ impl Store {
     /// # Errors
     /// As [`get`](Self::get).
     pub fn get_with(&self, get: Get) -> Result<Option<Item>> {
-        match self.batch(vec![Op::Get(get)])?.pop() {
-            Some(OpResult::Item(item)) => Ok(item),
-            _ => Ok(None),
-        }
+        self.get_one(&get)
     }
 
     /// Stores `value` (a JSON object) at (`namespace`, `key`) with the
