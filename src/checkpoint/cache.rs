@@ -25,6 +25,11 @@ pub(crate) type BlobKey = (String, String, String, String);
 /// Decoded values: `None` for an empty channel.
 pub(crate) type ValueCache = BlobCache<Option<ChannelValue>>;
 
+/// Where a list's last delta starts, for the versions stored as a delta:
+/// (the delta row's type tag, the index of its first element). A pending
+/// write that shares the delta's bytes is the list's elements from there.
+pub(crate) type StartCache = BlobCache<(String, usize)>;
+
 /// Full stored bytes, deltas reassembled: (type tag, bytes).
 pub(crate) type BytesCache = BlobCache<(String, Arc<Vec<u8>>)>;
 

@@ -97,6 +97,8 @@ pub struct Checkpointer {
     bases: Arc<delta::BaseCache>,
     values: Arc<cache::ValueCache>,
     /// Assembled stored bytes, for the reads of encoded values.
+    /// Where the cached values stored as deltas start their delta.
+    starts: Arc<cache::StartCache>,
     encoded: Arc<cache::BytesCache>,
     tuples: Arc<cache::TupleCache>,
     encoded_tuples: Arc<cache::TupleCache<EncodedTuple>>,
@@ -120,6 +122,7 @@ impl Db {
             serde: Arc::new(JsonPlusSerializer),
             bases: Arc::default(),
             values: Arc::new(cache::ValueCache::new(cache::DEFAULT_BUDGET)),
+            starts: Arc::new(cache::StartCache::new(cache::DEFAULT_BUDGET)),
             encoded: Arc::new(cache::BytesCache::new(cache::DEFAULT_BUDGET)),
             tuples: Arc::default(),
             encoded_tuples: Arc::default(),
@@ -156,6 +159,7 @@ impl Checkpointer {
     #[must_use]
     pub fn with_value_cache(mut self, bytes: usize) -> Checkpointer {
         self.values = Arc::new(cache::ValueCache::new(bytes));
+        self.starts = Arc::new(cache::StartCache::new(bytes));
         self.encoded = Arc::new(cache::BytesCache::new(bytes));
         self.tuples = Arc::default();
         self.encoded_tuples = Arc::default();
@@ -201,6 +205,7 @@ impl Checkpointer {
     fn forget_thread(&self, thread: &str) {
         self.bases.forget_thread(thread);
         self.values.forget_thread(thread);
+        self.starts.forget_thread(thread);
         self.encoded.forget_thread(thread);
     }
 }

@@ -426,6 +426,7 @@ impl Checkpointer {
                 else {
                     continue;
                 };
+                self.starts.insert(key_of(&version), (tag.clone(), start_len + begin), 0);
                 memo.deltas
                     .insert(key_of(&stored), Delta { tag, list: list.clone(), start: start_len + begin });
                 memo.values.insert(key_of(&version), Some(list));
@@ -434,6 +435,20 @@ impl Checkpointer {
         self.values.insert(key.clone(), Some(tip.clone()), cost);
         memo.values.insert(key.clone(), Some(tip.clone()));
         Ok(Some(tip))
+    }
+
+    /// The value of a pending write stored as the bytes of the blob row
+    /// `at` (a stored key), of type `tag`, from the value cache: the
+    /// elements of that version's list from where its delta starts, if
+    /// both are cached (the process wrote or read that version).
+    fn write_from_cache(&self, at: &BlobKey, tag: &str) -> Option<Value> {
+        let version = compact::blob_version(&at.3)?.into_owned();
+        let key = (at.0.clone(), at.1.clone(), at.2.clone(), version);
+        let (delta_tag, start) = self.starts.get(&key)?;
+        let value = self.values.get(&key)??;
+        let list = value.as_list().filter(|_| delta_tag == tag)?;
+        let items: Option<Vec<Value>> = (start..list.len()).map(|i| list.get(i).cloned()).collect();
+        items.map(Value::Array)
     }
 
     /// A value already decoded: in this read's memo, or in the cache.
@@ -460,7 +475,7 @@ impl Checkpointer {
                 Stored::Bytes(bytes) => self.serde.loads_typed(tag, bytes)?,
                 Stored::Blob(blob) => {
                     let at = (key.0.clone(), key.1.clone(), channel.clone(), blob.to_string());
-                    match memo.write_from_delta(&at, tag) {
+                    match memo.write_from_delta(&at, tag).or_else(|| self.write_from_cache(&at, tag)) {
                         Some(v) => v,
                         None => self.serde.loads_typed(tag, &shared_write(conn, &key, &channel, blob)?)?,
                     }

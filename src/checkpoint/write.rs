@@ -266,7 +266,16 @@ impl Checkpointer {
             let cost = b.full.len() + b.delta.as_ref().map_or(0, |d| d.1.len());
             match &b.value {
                 BlobValue::Empty => self.values.insert(key, None, 0),
-                BlobValue::Decoded(v) => self.values.insert(key, Some(v.clone()), cost),
+                BlobValue::Decoded(v) => {
+                    // A delta's elements end the list: it starts where they do.
+                    let appended =
+                        b.delta.as_ref().and_then(|(_, d)| rmp::decode::read_array_len(&mut &d[..]).ok());
+                    let start = appended.zip(v.as_list()).and_then(|(n, l)| l.len().checked_sub(n as usize));
+                    if let Some(start) = start {
+                        self.starts.insert(key.clone(), (b.tag.clone(), start), 0);
+                    }
+                    self.values.insert(key, Some(v.clone()), cost)
+                }
                 BlobValue::Encoded => {}
             }
             if b.appendable {
