@@ -316,7 +316,7 @@ impl Store {
             let time = |t: &str, col: &str| time_column(t, col, prefix, &it.key);
             out.push(SearchItem {
                 item: Item {
-                    namespace: Namespace::from_labels(namespace::decode_prefix(prefix)),
+                    namespace: Namespace::from_encoded(prefix),
                     key: it.key.clone(),
                     value: it.value.clone(),
                     created_at: time(&it.created_at, "created_at")?,
@@ -349,8 +349,7 @@ impl Store {
         for (prefix, key, score) in hits {
             let mut rows = stmt.query([&prefix, &key])?;
             let r = rows.next()?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
-            let (item, has_ttl) =
-                item_at(r, Namespace::from_labels(namespace::decode_prefix(&prefix)), &prefix, key)?;
+            let (item, has_ttl) = item_at(r, Namespace::from_encoded(&prefix), &prefix, key)?;
             if wants_refresh && has_ttl {
                 refresh.push((prefix, item.key.clone()));
             }

@@ -283,5 +283,5 @@ fn decode(p: &str) -> Namespace {
     if p.is_empty() {
         return Namespace::from_labels(vec![]);
     }
-    Namespace::from_labels(namespace::decode_prefix(p))
+    Namespace::from_encoded(p)
 }

@@ -76,7 +76,7 @@ impl Namespace {
     /// [`Error::InvalidNamespace`] if the decoded labels break the rules of
     /// [`Namespace::new`] (for example an empty prefix, or `"a..b"`).
     pub(crate) fn from_prefix(prefix: &str) -> Result<Namespace> {
-        Namespace::new(decode_prefix(prefix))
+        Namespace::new(Namespace::from_encoded(prefix).iter().cloned())
     }
 
     /// The labels, root first.
@@ -92,6 +92,17 @@ impl Namespace {
     /// The labels as read from the file or a query, without validation.
     pub(crate) fn from_labels(labels: Vec<String>) -> Namespace {
         Namespace(labels.into())
+    }
+
+    /// The namespace of a `prefix` column value: its labels split back
+    /// (Python's `tuple(prefix.split("."))`; `""` gives `[""]`). No
+    /// validation: a file may hold anything.
+    pub(crate) fn from_encoded(prefix: &str) -> Namespace {
+        let n = prefix.bytes().filter(|&b| b == b'.').count() + 1;
+        let mut labels = prefix.split(SEPARATOR);
+        // A range maps to an iterator of known length: `collect` sizes the
+        // shared slice once.
+        Namespace((0..n).map(|_| labels.next().unwrap_or_default().to_owned()).collect())
     }
 
     /// The number of labels.
@@ -330,13 +341,6 @@ pub(crate) fn encode_prefix<S: AsRef<str>>(labels: &[S]) -> String {
         out.push_str(l.as_ref());
     }
     out
-}
-
-/// Splits a `prefix` column value back into labels (Python's
-/// `tuple(prefix.split("."))`; `""` gives `[""]`). No validation: a file may
-/// hold anything.
-pub(crate) fn decode_prefix(prefix: &str) -> Vec<String> {
-    prefix.split(SEPARATOR).map(str::to_owned).collect()
 }
 
 /// Compares two encoded prefixes in **tuple order**: as if each were split on

@@ -123,10 +123,10 @@ fn namespace_type() {
 #[test]
 fn prefix_encoding_round_trips() {
     for labels in [ns(&["a"]), ns(&["users", "alice", "memories"]), ns(&["x y", "é", "*"])] {
-        assert_eq!(decode_prefix(&encode_prefix(&labels)), labels);
+        assert_eq!(Namespace::from_encoded(&encode_prefix(&labels)).to_vec(), labels);
     }
     assert_eq!(encode_prefix(&["a", "b"]), "a.b");
-    assert_eq!(decode_prefix(""), [""]);
+    assert_eq!(Namespace::from_encoded("").to_vec(), [""]);
 }
 
 #[test]
@@ -248,7 +248,7 @@ fn sql_prefix_matches(all: &[Vec<String>], prefix: &[&str]) -> Vec<Vec<String>> 
     let mut stmt =
         conn.prepare(&format!("SELECT prefix FROM t WHERE {sql} ORDER BY ns_key(prefix)")).unwrap();
     let rows = stmt.query_map(rusqlite::params_from_iter(params), |r| r.get::<_, String>(0)).unwrap();
-    rows.map(|r| decode_prefix(&r.unwrap())).collect()
+    rows.map(|r| Namespace::from_encoded(&r.unwrap()).to_vec()).collect()
 }
 
 #[test]
