@@ -2,7 +2,7 @@
 //! and timestamps.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use uuid::Uuid;
 
@@ -131,77 +131,123 @@ pub(crate) fn uuid6_after(clock_seq: Option<i64>, after: Option<&str>) -> crate:
 /// integer or a string version continues its counter.
 pub fn next_version(current: Option<&ChannelVersion>) -> ChannelVersion {
     let r = (random_u64() >> 11) as f64 / (1u64 << 53) as f64;
-    ChannelVersion::Str(format!("{}.{:0>16}", next_counter(current), python_float_repr(r)))
+    // One buffer, filled in place: a step makes a version per changed
+    // channel, and `format!`'s padding writes one character at a time.
+    let mut out = String::with_capacity(52);
+    push_next_counter(&mut out, current);
+    out.push('.');
+    let start = out.len();
+    push_python_float_repr(&mut out, r);
+    let len = out.len() - start;
+    if len < 16 {
+        out.insert_str(start, &ZEROS_16[..16 - len]);
+    }
+    ChannelVersion::Str(out)
 }
 
-/// The counter after `current`'s, zero-padded to 32 characters (Python's
-/// `f"{n:032}"`). Python's counters are unbounded integers: so are these (an
-/// integer version past `i64`, a string counter of any length of digits).
-/// A string counter that is not a number counts from 0.
-fn next_counter(current: Option<&ChannelVersion>) -> String {
+const ZEROS_16: &str = "0000000000000000";
+
+/// Pushes the counter after `current`'s, zero-padded to 32 characters
+/// (Python's `f"{n:032}"`). Python's counters are unbounded integers: so
+/// are these (an integer version past `i64`, a string counter of any length
+/// of digits). A string counter that is not a number counts from 0.
+fn push_next_counter(out: &mut String, current: Option<&ChannelVersion>) {
     let text = match current {
-        None => return format!("{:032}", 1),
-        Some(ChannelVersion::Int(n)) => return format!("{:032}", i128::from(*n) + 1),
+        None => "0",
+        Some(ChannelVersion::Int(n)) => {
+            out.push_str(&format!("{:032}", i128::from(*n) + 1));
+            return;
+        }
         Some(ChannelVersion::Str(s)) => s.split('.').next().unwrap_or(""),
     };
-    if let Some(n) = text.parse::<i128>().ok().and_then(|n| n.checked_add(1)) {
-        return format!("{n:032}");
-    }
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return format!("{:032}", 1);
-    }
-    // Past i128: add one to the digits.
-    let mut digits = text.trim_start_matches('0').as_bytes().to_vec();
-    let mut i = digits.len();
-    loop {
-        if i == 0 {
-            digits.insert(0, b'1');
-            break;
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        // Plain digits (LangGraph's own counters): add one to the text.
+        let digits = text.trim_start_matches('0');
+        let carry = digits.bytes().rev().take_while(|&b| b == b'9').count();
+        let len = if carry == digits.len() { digits.len() + 1 } else { digits.len() };
+        for _ in len..32 {
+            out.push('0');
         }
-        i -= 1;
-        if digits[i] == b'9' {
-            digits[i] = b'0';
+        if carry == digits.len() {
+            out.push('1');
         } else {
-            digits[i] += 1;
-            break;
+            out.push_str(&digits[..digits.len() - carry - 1]);
+            out.push(char::from(digits.as_bytes()[digits.len() - carry - 1] + 1));
         }
+        for _ in 0..carry {
+            out.push('0');
+        }
+        return;
     }
-    format!("{:0>32}", String::from_utf8_lossy(&digits))
+    match text.parse::<i128>().ok().and_then(|n| n.checked_add(1)) {
+        // A sign (`-3`, `+3`): Python's int() reads it.
+        Some(n) => out.push_str(&format!("{n:032}")),
+        None => out.push_str(&format!("{:032}", 1)),
+    }
 }
 
-/// Python's `repr` of a float in `[0, 1)`: shortest round-trip digits,
-/// scientific below `1e-4` with a two-digit exponent.
-fn python_float_repr(x: f64) -> String {
+/// Pushes Python's `repr` of a float in `[0, 1)`: shortest round-trip
+/// digits, scientific below `1e-4` with a two-digit exponent.
+fn push_python_float_repr(out: &mut String, x: f64) {
+    use std::fmt::Write;
     if x == 0.0 {
-        return "0.0".into();
-    }
-    if x >= 1e-4 {
-        return format!("{x}");
-    }
-    let s = format!("{x:e}");
-    match s.split_once('e') {
-        Some((mant, exp)) => {
-            let (sign, digits) = exp.strip_prefix('-').map(|d| ("-", d)).unwrap_or(("+", exp));
-            format!("{mant}e{sign}{digits:0>2}")
+        out.push_str("0.0");
+    } else if x >= 1e-4 {
+        let _ = write!(out, "{x}");
+    } else {
+        let s = format!("{x:e}");
+        match s.split_once('e') {
+            Some((mant, exp)) => {
+                let (sign, digits) = exp.strip_prefix('-').map(|d| ("-", d)).unwrap_or(("+", exp));
+                let _ = write!(out, "{mant}e{sign}{digits:0>2}");
+            }
+            None => out.push_str(&s),
         }
-        None => s,
     }
+}
+
+#[cfg(test)]
+fn python_float_repr(x: f64) -> String {
+    let mut out = String::new();
+    push_python_float_repr(&mut out, x);
+    out
 }
 
 /// Now as `2024-05-04T06:32:42.235444+00:00` (Python's
 /// `datetime.now(timezone.utc).isoformat()`).
 pub(crate) fn now_iso8601() -> String {
-    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    iso8601(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default())
+}
+
+/// `d` after the epoch as `2024-05-04T06:32:42.235444+00:00`, by hand:
+/// every checkpoint gets one, and `format!`'s padding writes one character
+/// at a time.
+fn iso8601(d: Duration) -> String {
     let secs = d.as_secs() as i64;
     let (y, m, day) = civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:06}+00:00",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60,
-        d.subsec_micros()
-    )
+    let rem = secs.rem_euclid(86_400) as u64;
+    let micros = u64::from(d.subsec_micros());
+    if !(0..=9999).contains(&y) {
+        let (h, mi, s) = (rem / 3600, (rem / 60) % 60, rem % 60);
+        return format!("{y:04}-{m:02}-{day:02}T{h:02}:{mi:02}:{s:02}.{micros:06}+00:00");
+    }
+    let mut out = *b"0000-00-00T00:00:00.000000+00:00";
+    for (n, end, width) in [
+        (y as u64, 4, 4),
+        (u64::from(m), 7, 2),
+        (u64::from(day), 10, 2),
+        (rem / 3600, 13, 2),
+        ((rem / 60) % 60, 16, 2),
+        (rem % 60, 19, 2),
+        (micros, 26, 6),
+    ] {
+        let mut n = n;
+        for at in (end - width..end).rev() {
+            out[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Days since 1970-01-01 -> (year, month, day), proleptic Gregorian.
@@ -280,6 +326,15 @@ mod tests {
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
         let ts = now_iso8601();
         assert_eq!(ts.len(), "2024-05-04T06:32:42.235444+00:00".len(), "{ts}");
+        for (secs, micros) in [(0, 0), (951_782_400, 999_999), (1_714_804_362, 235_444), (253_402_300_799, 1)]
+        {
+            let d = Duration::new(secs, micros * 1000);
+            let (y, m, day) = civil_from_days((secs / 86_400) as i64);
+            let rem = secs % 86_400;
+            let (h, mi, s) = (rem / 3600, (rem / 60) % 60, rem % 60);
+            assert_eq!(iso8601(d), format!("{y:04}-{m:02}-{day:02}T{h:02}:{mi:02}:{s:02}.{micros:06}+00:00"));
+        }
+        assert_eq!(iso8601(Duration::new(1_714_804_362, 235_444_000)), "2024-05-04T06:32:42.235444+00:00");
     }
 }
 

@@ -285,13 +285,29 @@ fn push_padded(out: &mut String, mut n: u64, width: usize) {
 fn langgraph_version(s: &str) -> Option<(u64, u64, u8)> {
     let (counter, rest) = s.split_at_checked(32)?;
     let digits = rest.strip_prefix(".0.")?;
-    if !DIGITS.contains(&digits.len())
-        || !counter.bytes().all(|c| c.is_ascii_digit())
-        || !digits.bytes().all(|c| c.is_ascii_digit())
-    {
+    if !DIGITS.contains(&digits.len()) {
         return None;
     }
-    Some((counter.parse().ok()?, digits.parse().ok()?, digits.len() as u8))
+    // A counter is mostly padding: skip the zeros before reading digits.
+    let counter = match counter.trim_start_matches('0') {
+        "" => 0,
+        significant => decimal(significant)?,
+    };
+    Some((counter, decimal(digits)?, digits.len() as u8))
+}
+
+/// The value of a non-empty run of ASCII digits that fits a `u64` (checked
+/// and read in one pass: every version of a checkpoint row goes through
+/// here).
+fn decimal(s: &str) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    s.bytes().try_fold(0u64, |n, b| {
+        let d = b.wrapping_sub(b'0');
+        (d <= 9).then_some(())?;
+        n.checked_mul(10)?.checked_add(u64::from(d))
+    })
 }
 
 fn read_version(rd: &mut Cursor<&[u8]>) -> Option<ChannelVersion> {
