@@ -695,14 +695,13 @@ impl CompiledGraph {
     }
 
     /// Persists `cp` after `parent` through the step API: every channel
-    /// whose version moved since `persisted` gets its new value (or is
-    /// cleared) at exactly that version; changed `versions_seen` entries,
+    /// whose version moved since `parent` (the state as last stored) gets
+    /// its new value (or is cleared) at exactly that version; changed `versions_seen` entries,
     /// LangGraph's `updated_channels` and metadata are given explicitly.
     pub(crate) fn commit(
         &self,
         parent: Option<&CheckpointTuple>,
         thread: &CheckpointConfig,
-        persisted: &CpState,
         cp: &CpState,
         channels: &Channels,
         save: &Save<'_>,
@@ -716,7 +715,7 @@ impl CompiledGraph {
             s = s.parent_writes(task.as_str(), path.as_str(), writes);
         }
         for (chan, version) in &cp.versions {
-            if persisted.versions.get(chan) == Some(version) {
+            if parent.and_then(|p| p.checkpoint.channel_versions.get(chan)) == Some(version) {
                 continue;
             }
             let old = parent.and_then(|p| p.checkpoint.channel_values.get(chan));
@@ -748,7 +747,7 @@ impl CompiledGraph {
             s = s.id(id);
         }
         for (node, seen) in &cp.seen {
-            if persisted.seen.get(node) != Some(seen) {
+            if parent.and_then(|p| p.checkpoint.versions_seen.get(node)) != Some(seen) {
                 s = s.seen(node.clone(), seen.clone());
             }
         }

@@ -107,7 +107,6 @@ impl CompiledGraph {
         let writes = self
             .node_writes(&task, Update::from(values), &loaded.channels)
             .map_err(|e| Error::InvalidUpdate(e.message().to_string()))?;
-        let persisted = loaded.cp.clone();
         let mut tw = [TaskWrites {
             path: task.path.as_str(),
             name: &task.name,
@@ -126,8 +125,7 @@ impl CompiledGraph {
             writes: None,
         };
         let thread = CheckpointConfig::thread(&config.thread_id);
-        let (tuple, _) =
-            self.commit(Some(&saved), &thread, &persisted, &loaded.cp, &loaded.channels, &save)?;
+        let (tuple, _) = self.commit(Some(&saved), &thread, &loaded.cp, &loaded.channels, &save)?;
         Ok(tuple.config)
     }
 }

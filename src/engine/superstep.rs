@@ -38,12 +38,11 @@ struct RunOne<'a> {
 /// ends.
 struct Cursor<'a> {
     thread: CheckpointConfig,
+    /// The last checkpoint stored: what the next one is diffed against.
     parent: Option<CheckpointTuple>,
     /// The file's generation right after `parent` was stored by this run,
     /// if known (see `Step::commit_tagged`).
     tag: Option<u64>,
-    /// The state as last stored (what the next checkpoint is diffed against).
-    persisted: CpState,
     exit: bool,
     /// Sync mode: each write is durable before the run goes on, also on a
     /// `Db` whose checkpoint writes are queued (write-behind).
@@ -103,7 +102,6 @@ impl CompiledGraph {
             thread: thread.clone(),
             parent: tuple,
             tag: None,
-            persisted: cp.clone(),
             exit: ctx.durability == Durability::Exit,
             sync: ctx.durability == Durability::Sync,
             unsaved: None,
@@ -432,17 +430,16 @@ impl CompiledGraph {
         }
         let writes = cur.last.take();
         let save = Save { source, step, updated, fork, parents: cur.parents, id: None, writes };
-        let (tuple, tag) =
-            match self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save) {
-                Ok(committed) => committed,
-                Err(e) => {
-                    // The task's writes were in the failed transaction: store
-                    // them alone (the error is the run's).
-                    cur.last = save.writes;
-                    let _ = self.store_last(cur);
-                    return Err(e);
-                }
-            };
+        let (tuple, tag) = match self.commit(cur.parent.as_ref(), &cur.thread, cp, channels, &save) {
+            Ok(committed) => committed,
+            Err(e) => {
+                // The task's writes were in the failed transaction: store
+                // them alone (the error is the run's).
+                cur.last = save.writes;
+                let _ = self.store_last(cur);
+                return Err(e);
+            }
+        };
         // Async (LangGraph's `durability="async"`): the commit thread writes
         // the checkpoint while the next superstep runs, with whatever else
         // queues within its short wait; the run's end writes what is still
@@ -452,7 +449,6 @@ impl CompiledGraph {
         }
         mark_stored(channels);
         cp.id.clone_from(&tuple.checkpoint.id);
-        cur.persisted = cp.clone();
         cur.parent = Some(tuple);
         cur.tag = tag;
         Ok(())
@@ -531,8 +527,7 @@ impl CompiledGraph {
                 id: Some(&cp.id),
                 writes: None,
             };
-            let (tuple, tag) =
-                self.commit(cur.parent.as_ref(), &cur.thread, &cur.persisted, cp, channels, &save)?;
+            let (tuple, tag) = self.commit(cur.parent.as_ref(), &cur.thread, cp, channels, &save)?;
             mark_stored(channels);
             id.clone_from(&tuple.checkpoint.id);
             cur.parent = Some(tuple);
