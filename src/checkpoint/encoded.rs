@@ -23,7 +23,7 @@ use super::cache::BlobKey;
 use super::chain::{blob_bytes, Pieces};
 use super::delta;
 use super::list::ListIter;
-use super::read::{for_each_write, parse_row, row_configs, shared_write, Memo, Row, RowKey, Stored};
+use super::read::{for_each_write, parse_row, row_configs, shared_write, Memo, Row, Stored};
 use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, ListQuery, Metadata};
 use super::value::ChannelValue;
 use super::write::{BlobValue, PlannedBlob};
@@ -221,17 +221,17 @@ impl Checkpointer {
         cache: bool,
         share: bool,
     ) -> Result<Vec<EncodedTuple>> {
-        let mut writes: std::collections::HashMap<RowKey, Vec<EncodedWrite>> = Default::default();
-        for_each_write(conn, &rows, |key, task_id, channel, tag, stored| {
+        let mut writes: Vec<Vec<EncodedWrite>> = rows.iter().map(|_| Vec::new()).collect();
+        for_each_write(conn, &rows, |i, task_id, channel, tag, stored| {
             let value = match stored {
                 Stored::Bytes(bytes) => TypedBytes::new(tag, bytes),
-                Stored::Blob(at) => TypedBytes::new(tag, shared_write(conn, &key, &channel, at)?),
+                Stored::Blob(at) => TypedBytes::new(tag, shared_write(conn, &rows[i], &channel, at)?),
             };
-            writes.entry(key).or_default().push(EncodedWrite { task_id, channel, value });
+            writes[i].push(EncodedWrite { task_id, channel, value });
             Ok(())
         })?;
         let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
+        for (row, pending_writes) in rows.into_iter().zip(writes) {
             let (mut stored, metadata) = parse_row(&row)?;
             let mut inline = std::mem::take(&mut stored.channel_values);
             let mut channel_values = BTreeMap::new();
@@ -270,8 +270,6 @@ impl Checkpointer {
             }
             let checkpoint = stored.into_checkpoint(channel_values);
             let (config, parent_config) = row_configs(&row);
-            let key = (row.thread_id, row.ns, row.id);
-            let pending_writes = writes.remove(&key).unwrap_or_default();
             out.push(EncodedTuple {
                 config,
                 checkpoint,

@@ -305,10 +305,9 @@ impl Checkpointer {
                 pending_writes: Vec::new(),
             });
         }
-        let mut writes = self.load_writes(conn, &rows, memo)?;
-        for (t, row) in out.iter_mut().zip(&rows) {
-            let key = (row.thread_id.clone(), row.ns.clone(), row.id.clone());
-            t.pending_writes = writes.remove(&key).unwrap_or_default();
+        let writes = self.load_writes(conn, &rows, memo)?;
+        for (t, w) in out.iter_mut().zip(writes) {
+            t.pending_writes = w;
         }
         Ok(out)
     }
@@ -463,25 +462,21 @@ impl Checkpointer {
 
     /// The pending writes of every row, in one query, ordered by
     /// (task_path, task_id, idx) within a checkpoint (LangGraph's `writes_sort_key`).
-    fn load_writes(
-        &self,
-        conn: &Connection,
-        rows: &[Row],
-        memo: &Memo,
-    ) -> Result<HashMap<RowKey, Vec<PendingWrite>>> {
-        let mut out: HashMap<RowKey, Vec<PendingWrite>> = HashMap::new();
-        for_each_write(conn, rows, |key, task_id, channel, tag, stored| {
+    fn load_writes(&self, conn: &Connection, rows: &[Row], memo: &Memo) -> Result<Vec<Vec<PendingWrite>>> {
+        let mut out: Vec<Vec<PendingWrite>> = rows.iter().map(|_| Vec::new()).collect();
+        for_each_write(conn, rows, |i, task_id, channel, tag, stored| {
             let value = match stored {
                 Stored::Bytes(bytes) => self.serde.loads_typed(tag, bytes)?,
                 Stored::Blob(blob) => {
-                    let at = (key.0.clone(), key.1.clone(), channel.clone(), blob.to_string());
+                    let row = &rows[i];
+                    let at = (row.thread_id.clone(), row.ns.clone(), channel.clone(), blob.to_string());
                     match memo.write_from_delta(&at, tag).or_else(|| self.write_from_cache(&at, tag)) {
                         Some(v) => v,
-                        None => self.serde.loads_typed(tag, &shared_write(conn, &key, &channel, blob)?)?,
+                        None => self.serde.loads_typed(tag, &shared_write(conn, row, &channel, blob)?)?,
                     }
                 }
             };
-            out.entry(key).or_default().push(PendingWrite { task_id, channel, value });
+            out[i].push(PendingWrite { task_id, channel, value });
             Ok(())
         })?;
         Ok(out)
@@ -500,9 +495,6 @@ struct DeltaName {
 /// was read now (stored whole) rather than already known.
 type Start = (Option<ChannelValue>, Option<(String, usize)>);
 
-/// (thread, namespace, checkpoint id) of a row.
-pub(super) type RowKey = (String, String, String);
-
 /// Where a pending write's bytes are.
 pub(super) enum Stored<'a> {
     /// Here.
@@ -512,25 +504,27 @@ pub(super) enum Stored<'a> {
     Blob(&'a str),
 }
 
-/// Calls `f(row, task_id, channel, type tag, bytes)` for the pending writes
-/// of every row, in one query, ordered by (task_path, task_id, idx),
-/// LangGraph's `writes_sort_key` within a row.
+/// Calls `f(i, task_id, channel, type tag, bytes)` for the pending writes
+/// of every row (`i`: its index in `rows`), in one query, rows in order,
+/// each row's ordered by (task_path, task_id, idx), LangGraph's
+/// `writes_sort_key`.
 pub(super) fn for_each_write(
     conn: &Connection,
     rows: &[Row],
-    mut f: impl FnMut(RowKey, String, String, &str, Stored<'_>) -> Result<()>,
+    mut f: impl FnMut(usize, String, String, &str, Stored<'_>) -> Result<()>,
 ) -> Result<()> {
-    // Columns from `at`: task_id, writes.
-    let mut call = |key: RowKey, r: &rusqlite::Row<'_>, at: usize| -> Result<()> {
-        let task_id: String = r.get(at)?;
-        let column = r.get_ref(at + 1)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
-        let entries = packed::unpack_row(column, &key.0, &key.2, &task_id)?;
+    // Columns: task_id, writes.
+    let mut call = |i: usize, r: &rusqlite::Row<'_>| -> Result<()> {
+        let row = rows.get(i).ok_or_else(|| Error::corrupt("a pending write of no row asked for"))?;
+        let task_id: String = r.get(0)?;
+        let column = r.get_ref(1)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
+        let entries = packed::unpack_row(column, &row.thread_id, &row.id, &task_id)?;
         for packed::Entry { channel, tag, bytes, blob, .. } in entries {
             let stored = match &blob {
                 None => Stored::Bytes(&bytes),
                 Some(at) => Stored::Blob(at),
             };
-            f(key.clone(), task_id.clone(), channel, tag.as_deref().unwrap_or("null"), stored)?;
+            f(i, task_id.clone(), channel, tag.as_deref().unwrap_or("null"), stored)?;
         }
         Ok(())
     };
@@ -546,7 +540,7 @@ pub(super) fn for_each_write(
         };
         let mut q = stmt.query(params![row.thread_id, row.ns, row.id])?;
         while let Some(r) = q.next()? {
-            call((row.thread_id.clone(), row.ns.clone(), row.id.clone()), r, 0)?;
+            call(0, r)?;
         }
         return Ok(());
     }
@@ -560,7 +554,7 @@ pub(super) fn for_each_write(
     )
     .to_string();
     let stmt = conn.prepare_cached(
-        "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.writes \
+        "SELECT w.task_id, w.writes, k.key \
          FROM json_each(?1) AS k \
          JOIN checkpoint_writes AS w ON w.thread_id = k.value ->> 0 AND w.checkpoint_ns = k.value ->> 1 \
                                       AND w.checkpoint_id = k.value ->> 2 \
@@ -572,7 +566,8 @@ pub(super) fn for_each_write(
     };
     let mut q = stmt.query([keys])?;
     while let Some(r) = q.next()? {
-        call((r.get(0)?, r.get(1)?, r.get(2)?), r, 3)?;
+        let i: i64 = r.get(2)?;
+        call(usize::try_from(i).unwrap_or(usize::MAX), r)?;
     }
     Ok(())
 }
@@ -584,18 +579,18 @@ pub(super) fn for_each_write(
 ///
 /// # Errors
 /// [`Error::Corrupt`] if there is no such row; database errors.
-pub(super) fn shared_write(conn: &Connection, key: &RowKey, channel: &str, version: &str) -> Result<Vec<u8>> {
+pub(super) fn shared_write(conn: &Connection, row: &Row, channel: &str, version: &str) -> Result<Vec<u8>> {
     // The first row of a chain walk is the row itself (one statement for
     // every blob read: a fresh connection prepares it once).
     let mut bytes = None;
-    chain::walk(conn, (&key.0, &key.1, channel), version, |link| {
+    chain::walk(conn, (&row.thread_id, &row.ns, channel), version, |link| {
         bytes = Some(link.bytes.to_vec());
         Ok(false)
     })?;
     bytes.ok_or_else(|| {
         Error::corrupt(format!(
             "a pending write on checkpoint {} of thread '{}' is the value of {channel}@{version}, which is missing",
-            key.2, key.0
+            row.id, row.thread_id
         ))
     })
 }
@@ -615,19 +610,18 @@ fn no_packed_writes(e: &rusqlite::Error) -> bool {
 fn for_each_legacy_write(
     conn: &Connection,
     rows: &[Row],
-    mut f: impl FnMut(RowKey, String, String, &str, Stored<'_>) -> Result<()>,
+    mut f: impl FnMut(usize, String, String, &str, Stored<'_>) -> Result<()>,
 ) -> Result<()> {
     let mut stmt = conn.prepare_cached(
         "SELECT task_id, channel, type, blob FROM checkpoint_writes \
          WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_path, task_id, idx",
     )?;
-    for row in rows {
+    for (i, row) in rows.iter().enumerate() {
         let mut q = stmt.query(params![row.thread_id, row.ns, row.id])?;
         while let Some(r) = q.next()? {
             let tag: Option<String> = r.get(2)?;
             let bytes = r.get_ref(3)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
-            let key = (row.thread_id.clone(), row.ns.clone(), row.id.clone());
-            f(key, r.get(0)?, r.get(1)?, tag.as_deref().unwrap_or("null"), Stored::Bytes(bytes))?;
+            f(i, r.get(0)?, r.get(1)?, tag.as_deref().unwrap_or("null"), Stored::Bytes(bytes))?;
         }
     }
     Ok(())

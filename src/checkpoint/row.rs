@@ -264,20 +264,30 @@ fn langgraph_text(counter: u64, digits: u64, len: u8) -> String {
 
 /// `n` in decimal, left-padded with zeros to `width`.
 fn push_padded(out: &mut String, mut n: u64, width: usize) {
-    let mut buf = [b'0'; 20];
+    // Two digits per division; the buffer starts as the padding.
+    const PAIRS: &[u8; 200] =
+        b"00010203040506070809101112131415161718192021222324252627282930313233343536373839\
+        40414243444546474849505152535455565758596061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
+    let mut buf = [b'0'; 32];
     let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+    while n >= 100 {
+        let r = (n % 100) as usize * 2;
+        n /= 100;
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&PAIRS[r..r + 2]);
     }
-    const ZEROS: &str = "00000000000000000000000000000000";
-    out.push_str(&ZEROS[..width.saturating_sub(buf.len() - at).min(ZEROS.len())]);
+    if n >= 10 {
+        let r = n as usize * 2;
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&PAIRS[r..r + 2]);
+    } else {
+        at -= 1;
+        buf[at] = b'0' + n as u8;
+    }
+    let start = at.min(buf.len().saturating_sub(width));
     // ASCII digits.
-    out.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
+    out.push_str(std::str::from_utf8(&buf[start..]).unwrap_or_default());
 }
 
 /// `(counter, digits, number of digits)` if `s` is exactly
@@ -462,6 +472,17 @@ mod tests {
             format!("{:032}.0.00003e-05000000", 7),
         ] {
             assert_eq!(langgraph_version(&s), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn padded_numbers_are_formats_padding() {
+        for n in [0, 7, 10, 99, 100, 1000, 6719961538567775, 9_999_999_999_999_999_999, u64::MAX] {
+            for width in [1, 2, 14, 16, 19, 32] {
+                let mut out = String::from("x");
+                push_padded(&mut out, n, width);
+                assert_eq!(out, format!("x{n:0width$}"));
+            }
         }
     }
 
