@@ -1394,6 +1394,104 @@ mod list_namespaces_model {
     /// Labels that sort around the `.` separator: `-` and ` ` sort below it.
     const LABELS: [&str; 5] = ["a", "a-b", "a b", "b", "ab"];
 
+    /// One step of a store's life between listings.
+    #[derive(Clone, Debug)]
+    enum Act {
+        /// Put item `key` in the namespace (indexes into LABELS).
+        Put(Vec<usize>, u8),
+        /// Delete it.
+        Delete(Vec<usize>, u8),
+        /// Expire it (its `expires_at` in the past, by another connection).
+        Expire(Vec<usize>, u8),
+        /// List twice with nothing in between (the second may be a recent
+        /// answer): (prefix, max_depth, offset, limit).
+        List(Option<Vec<usize>>, Option<usize>, usize, usize),
+    }
+
+    fn act() -> impl Strategy<Value = Act> {
+        let ns = || prop::collection::vec(0..LABELS.len(), 1..4);
+        prop_oneof![
+            (ns(), 0..3u8).prop_map(|(n, k)| Act::Put(n, k)),
+            (ns(), 0..3u8).prop_map(|(n, k)| Act::Delete(n, k)),
+            (ns(), 0..3u8).prop_map(|(n, k)| Act::Expire(n, k)),
+            (
+                prop::option::of(prop::collection::vec(0..LABELS.len(), 0..3)),
+                prop::option::of(0..4usize),
+                0..3usize,
+                1..6usize
+            )
+                .prop_map(|(p, d, o, l)| Act::List(p, d, o, l)),
+        ]
+    }
+
+    fn labels(n: &[usize]) -> Vec<String> {
+        n.iter().map(|&i| LABELS[i].to_string()).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Whatever happens between listings (puts and deletes by the store,
+        /// expiries written by another connection), a lone list_namespaces,
+        /// asked twice, answers what a batch (which reads the file) answers,
+        /// and what a model of the live items gives.
+        #[test]
+        fn repeated_lists_match_the_file_and_a_model(acts in prop::collection::vec(act(), 1..24)) {
+            let (_d, s, conn) = literal_store(&[]);
+            let mut live: std::collections::BTreeSet<(Vec<String>, u8)> = Default::default();
+            for a in acts {
+                match a {
+                    Act::Put(n, k) => {
+                        s.put(&labels(&n), &format!("k{k}"), json!({})).unwrap();
+                        live.insert((labels(&n), k));
+                    }
+                    Act::Delete(n, k) => {
+                        s.delete(&labels(&n), &format!("k{k}")).unwrap();
+                        live.remove(&(labels(&n), k));
+                    }
+                    Act::Expire(n, k) => {
+                        conn.execute(
+                            "UPDATE store SET expires_at = '2000-01-01 00:00:00' WHERE prefix = ?1 AND key = ?2",
+                            [labels(&n).join("."), format!("k{k}")],
+                        )
+                        .unwrap();
+                        live.remove(&(labels(&n), k));
+                    }
+                    Act::List(prefix, depth, offset, limit) => {
+                        let mut list = ListNamespaces::new().offset(offset).limit(limit);
+                        if let Some(p) = &prefix {
+                            list = list.prefix(&labels(p));
+                        }
+                        if let Some(d) = depth {
+                            list = list.max_depth(d);
+                        }
+                        let prefix = prefix.map(|p| labels(&p));
+                        let mut want: Vec<Vec<String>> = live
+                            .iter()
+                            .map(|(n, _)| n)
+                            .filter(|n| prefix.as_ref().is_none_or(|p| n.starts_with(p)))
+                            .map(|n| match depth { Some(d) => n.iter().take(d).cloned().collect(), None => n.clone() })
+                            .collect();
+                        want.sort();
+                        want.dedup();
+                        let want: Vec<Vec<String>> = want.into_iter().skip(offset).take(limit).collect();
+                        let got = |s: &Store| -> Vec<Vec<String>> {
+                            s.list_namespaces(list.clone()).unwrap().into_iter().map(|n| n.to_vec()).collect()
+                        };
+                        prop_assert_eq!(got(&s), want.clone());
+                        prop_assert_eq!(got(&s), want.clone());
+                        let batch = s.batch(vec![list.clone().into(), list.clone().into()]).unwrap();
+                        for r in batch {
+                            let OpResult::Namespaces(n) = r else { panic!("not namespaces") };
+                            let n: Vec<Vec<String>> = n.into_iter().map(|n| n.to_vec()).collect();
+                            prop_assert_eq!(n, want.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
