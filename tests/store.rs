@@ -1408,6 +1408,10 @@ mod list_namespaces_model {
         List(Option<Vec<usize>>, Option<usize>, usize, usize),
     }
 
+    /// A few queries, asked again and again between writes.
+    const QUERIES: [(Option<&[usize]>, Option<usize>, usize, usize); 4] =
+        [(None, None, 0, 5), (Some(&[0]), None, 0, 5), (None, Some(1), 0, 5), (None, None, 1, 2)];
+
     fn act() -> impl Strategy<Value = Act> {
         let ns = || prop::collection::vec(0..LABELS.len(), 1..4);
         prop_oneof![
@@ -1421,6 +1425,14 @@ mod list_namespaces_model {
                 1..6usize
             )
                 .prop_map(|(p, d, o, l)| Act::List(p, d, o, l)),
+            (0..QUERIES.len()).prop_map(|q| {
+                let (p, d, o, l) = QUERIES[q];
+                Act::List(p.map(<[usize]>::to_vec), d, o, l)
+            }),
+            (0..QUERIES.len()).prop_map(|q| {
+                let (p, d, o, l) = QUERIES[q];
+                Act::List(p.map(<[usize]>::to_vec), d, o, l)
+            }),
         ]
     }
 
