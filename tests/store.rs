@@ -1408,8 +1408,11 @@ mod list_namespaces_model {
         List(Option<Vec<usize>>, Option<usize>, usize, usize),
     }
 
+    /// A query: (prefix, max_depth, offset, limit).
+    type Query = (Option<&'static [usize]>, Option<usize>, usize, usize);
+
     /// A few queries, asked again and again between writes.
-    const QUERIES: [(Option<&[usize]>, Option<usize>, usize, usize); 4] =
+    const QUERIES: [Query; 4] =
         [(None, None, 0, 5), (Some(&[0]), None, 0, 5), (None, Some(1), 0, 5), (None, None, 1, 2)];
 
     fn act() -> impl Strategy<Value = Act> {
