@@ -39,6 +39,13 @@ fn random_u64() -> u64 {
     })
 }
 
+/// A random (version 4) UUID from this thread's stream (see `random_u64`):
+/// no system call per id, as LangGraph's message ids need none either.
+pub(crate) fn uuid4() -> Uuid {
+    let bytes = (u128::from(random_u64()) << 64 | u128::from(random_u64())).to_le_bytes();
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
+}
+
 /// A new UUIDv6, built the way LangGraph's `uuid6(clock_seq=...)` builds it.
 ///
 /// Ids are strictly increasing within the process (a clock that does not
@@ -317,6 +324,13 @@ mod tests {
         assert_eq!(python_float_repr(0.08839345909685259), "0.08839345909685259");
         assert_eq!(python_float_repr(5e-5), "5e-05");
         assert_eq!(python_float_repr(1.25e-7), "1.25e-07");
+    }
+
+    #[test]
+    fn uuid4_is_a_random_version_4_uuid() {
+        let ids: std::collections::HashSet<Uuid> = (0..1000).map(|_| uuid4()).collect();
+        assert_eq!(ids.len(), 1000);
+        assert!(ids.iter().all(|u| u.get_version_num() == 4 && u.get_variant() == uuid::Variant::RFC4122));
     }
 
     #[test]

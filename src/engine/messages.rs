@@ -108,7 +108,7 @@ fn is_remove(v: &Value) -> bool {
 fn ensure_id(mut v: Value) -> Value {
     if id_of(&v).is_none() {
         if let Some(args) = v.pointer_mut("/__ext__/args").and_then(Value::as_object_mut) {
-            args.insert("id".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+            args.insert("id".into(), Value::String(crate::checkpoint::id::uuid4().to_string()));
         }
     }
     v
