@@ -47,7 +47,7 @@ pub struct Step<'a> {
     saver: &'a Checkpointer,
     thread: String,
     ns: String,
-    parent: Option<&'a CheckpointTuple>,
+    parent: Option<Parent<'a>>,
     updates: BTreeMap<String, Update>,
     seen: BTreeMap<String, ChannelVersions>,
     metadata: Option<Metadata>,
@@ -56,6 +56,23 @@ pub struct Step<'a> {
     updated: Option<Option<Vec<String>>>,
     id: Option<String>,
     parent_writes: Vec<TaskWrites>,
+}
+
+/// The checkpoint a step continues: the caller's, or handed over (the
+/// engine's, which the step's result replaces: its state is moved into the
+/// new checkpoint instead of copied).
+enum Parent<'a> {
+    Borrowed(&'a CheckpointTuple),
+    Owned(Box<CheckpointTuple>),
+}
+
+impl Parent<'_> {
+    fn get(&self) -> &CheckpointTuple {
+        match self {
+            Parent::Borrowed(p) => p,
+            Parent::Owned(p) => p,
+        }
+    }
 }
 
 /// The parent's pending writes of one task stored with a step: (task id,
@@ -73,7 +90,7 @@ impl std::fmt::Debug for Step<'_> {
         f.debug_struct("Step")
             .field("thread", &self.thread)
             .field("ns", &self.ns)
-            .field("parent", &self.parent.and_then(|p| p.config.checkpoint_id.as_deref()))
+            .field("parent", &self.parent().and_then(|p| p.config.checkpoint_id.as_deref()))
             .field("channels", &self.updates.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
@@ -94,13 +111,25 @@ impl Checkpointer {
     /// no longer the newest checkpoint of its thread and namespace (another
     /// writer continued it), unless the step is a [`fork`](Step::fork).
     pub fn step<'a>(&'a self, parent: &'a CheckpointTuple) -> Step<'a> {
-        Step::new(self, &parent.config.thread_id, &parent.config.checkpoint_ns, Some(parent))
+        Step::new(
+            self,
+            &parent.config.thread_id,
+            &parent.config.checkpoint_ns,
+            Some(Parent::Borrowed(parent)),
+        )
+    }
+
+    /// [`step`](Self::step) after a parent the caller gives up (the engine's
+    /// last checkpoint, which the step's result replaces).
+    pub(crate) fn step_from(&self, parent: CheckpointTuple) -> Step<'_> {
+        let (thread, ns) = (parent.config.thread_id.clone(), parent.config.checkpoint_ns.clone());
+        Step::new(self, &thread, &ns, Some(Parent::Owned(Box::new(parent))))
     }
 }
 
 impl<'a> Step<'a> {
     /// An empty step of (`thread`, `ns`) after `parent` (none: a root).
-    fn new(saver: &'a Checkpointer, thread: &str, ns: &str, parent: Option<&'a CheckpointTuple>) -> Step<'a> {
+    fn new(saver: &'a Checkpointer, thread: &str, ns: &str, parent: Option<Parent<'a>>) -> Step<'a> {
         Step {
             saver,
             thread: thread.to_string(),
@@ -115,6 +144,11 @@ impl<'a> Step<'a> {
             id: None,
             parent_writes: Vec::new(),
         }
+    }
+
+    /// The checkpoint this step continues.
+    pub(crate) fn parent(&self) -> Option<&CheckpointTuple> {
+        self.parent.as_ref().map(Parent::get)
     }
 
     /// Sets `channel` to `value` (a new version even if the value is equal:
@@ -286,7 +320,8 @@ impl<'a> Step<'a> {
             )));
         }
         let mut versions = self.versions;
-        let parent_writes = match self.parent {
+        let parent = self.parent.as_ref().map(Parent::get);
+        let parent_writes = match parent {
             Some(p) => {
                 let mut jobs = Vec::with_capacity(self.parent_writes.len());
                 for (task, path, writes) in &self.parent_writes {
@@ -305,20 +340,21 @@ impl<'a> Step<'a> {
                 ))
             }
         };
-        let parent_id = self.parent.and_then(|p| p.config.checkpoint_id.clone());
-        let step = match (&self.metadata, self.parent) {
+        let parent_id = parent.and_then(|p| p.config.checkpoint_id.clone());
+        let step = match (&self.metadata, parent) {
             (Some(m), _) => m.step().unwrap_or(-1),
             (None, Some(p)) => p.metadata.step().map_or(0, |s| s.saturating_add(1)),
             (None, None) => -1,
         };
         let metadata = self.metadata.clone().unwrap_or_else(|| {
             Metadata::new()
-                .with("source", if self.parent.is_some() { "loop" } else { "input" })
+                .with("source", if parent.is_some() { "loop" } else { "input" })
                 .with("step", step)
                 .with("parents", Value::Object(Map::new()))
         });
         let mut cp = match self.parent {
-            Some(p) => p.checkpoint.clone(),
+            Some(Parent::Borrowed(p)) => p.checkpoint.clone(),
+            Some(Parent::Owned(p)) => p.checkpoint,
             None => Checkpoint::with_id(String::new()),
         };
         cp.id = match self.id {

@@ -700,25 +700,29 @@ impl CompiledGraph {
     /// LangGraph's `updated_channels` and metadata are given explicitly.
     pub(crate) fn commit(
         &self,
-        parent: Option<&CheckpointTuple>,
+        parent: Option<CheckpointTuple>,
         thread: &CheckpointConfig,
         cp: &CpState,
         channels: &Channels,
         save: &Save<'_>,
     ) -> Result<(CheckpointTuple, Option<u64>)> {
+        // The step takes the parent over: its state moves into the new
+        // checkpoint (which replaces it in the run) instead of being copied.
         let mut s = match parent {
-            Some(p) if save.fork => self.saver.step(p).fork(),
-            Some(p) => self.saver.step(p),
+            Some(p) if save.fork => self.saver.step_from(p).fork(),
+            Some(p) => self.saver.step_from(p),
             None => self.saver.start(thread),
         };
         if let Some((task, path, writes)) = &save.writes {
             s = s.parent_writes(task.as_str(), path.as_str(), writes);
         }
         for (chan, version) in &cp.versions {
-            if parent.and_then(|p| p.checkpoint.channel_versions.get(chan)) == Some(version) {
+            let stored = s.parent().map(|p| &p.checkpoint);
+            if stored.and_then(|c| c.channel_versions.get(chan)) == Some(version) {
                 continue;
             }
-            let old = parent.and_then(|p| p.checkpoint.channel_values.get(chan));
+            let old_len =
+                stored.and_then(|c| c.channel_values.get(chan)).and_then(|o| o.as_list()).map(|l| l.len());
             let Some(channel) = channels.get(chan) else {
                 s = s.clear(chan.clone());
                 s = s.version(chan.clone(), version.clone());
@@ -728,10 +732,8 @@ impl CompiledGraph {
             // add_messages appending, an accumulating topic) stores only its
             // new items: the channel knows how many of its items the parent
             // holds, nothing is compared.
-            let tail = match (channel.list_ref(), channel.stored_len(), old.and_then(|o| o.as_list())) {
-                (Some(new), Some(n), Some(old)) if n > 0 && old.len() == n && n <= new.len() => {
-                    Some(&new[n..])
-                }
+            let tail = match (channel.list_ref(), channel.stored_len(), old_len) {
+                (Some(new), Some(n), Some(old)) if n > 0 && old == n && n <= new.len() => Some(&new[n..]),
                 _ => None,
             };
             s = match tail {
@@ -747,7 +749,7 @@ impl CompiledGraph {
             s = s.id(id);
         }
         for (node, seen) in &cp.seen {
-            if parent.and_then(|p| p.checkpoint.versions_seen.get(node)) != Some(seen) {
+            if s.parent().and_then(|p| p.checkpoint.versions_seen.get(node)) != Some(seen) {
                 s = s.seen(node.clone(), seen.clone());
             }
         }

@@ -125,7 +125,7 @@ impl CompiledGraph {
             writes: None,
         };
         let thread = CheckpointConfig::thread(&config.thread_id);
-        let (tuple, _) = self.commit(Some(&saved), &thread, &loaded.cp, &loaded.channels, &save)?;
+        let (tuple, _) = self.commit(Some(saved), &thread, &loaded.cp, &loaded.channels, &save)?;
         Ok(tuple.config)
     }
 }

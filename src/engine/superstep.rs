@@ -430,13 +430,20 @@ impl CompiledGraph {
         }
         let writes = cur.last.take();
         let save = Save { source, step, updated, fork, parents: cur.parents, id: None, writes };
-        let (tuple, tag) = match self.commit(cur.parent.as_ref(), &cur.thread, cp, channels, &save) {
+        // The commit takes the parent over (its state moves into the new
+        // checkpoint); a failed one leaves its config for the task's writes.
+        let parent_config = cur.parent.as_ref().map(|p| p.config.clone());
+        let (tuple, tag) = match self.commit(cur.parent.take(), &cur.thread, cp, channels, &save) {
             Ok(committed) => committed,
             Err(e) => {
                 // The task's writes were in the failed transaction: store
                 // them alone (the error is the run's).
-                cur.last = save.writes;
-                let _ = self.store_last(cur);
+                if let (Some((task, path, writes)), Some(config)) = (save.writes, parent_config) {
+                    let _ = self.saver.put_writes(&config, &writes, &task, &path);
+                    if cur.sync {
+                        let _ = self.saver.db().flush();
+                    }
+                }
                 return Err(e);
             }
         };
@@ -527,7 +534,7 @@ impl CompiledGraph {
                 id: Some(&cp.id),
                 writes: None,
             };
-            let (tuple, tag) = self.commit(cur.parent.as_ref(), &cur.thread, cp, channels, &save)?;
+            let (tuple, tag) = self.commit(cur.parent.take(), &cur.thread, cp, channels, &save)?;
             mark_stored(channels);
             id.clone_from(&tuple.checkpoint.id);
             cur.parent = Some(tuple);
