@@ -407,9 +407,10 @@ impl WritesJob {
     /// delta row of `appended` (same channel) refers to that row instead of
     /// holding the bytes again.
     pub(super) fn apply_sharing(&self, tx: &Connection, appended: &[StoredDelta]) -> Result<()> {
-        // The versions of the checkpoint the writes are pending on, read
-        // once if a write could be one of its lists' appended elements.
-        let mut target: Option<Option<ChannelVersions>> = self.target.clone().map(Some);
+        // The versions of the checkpoint the writes are pending on (given,
+        // or read once if a write could be one of its lists' appended
+        // elements).
+        let mut read: Option<Option<ChannelVersions>> = None;
         let mut new: Vec<Entry> = Vec::with_capacity(self.rows.len());
         for (channel, idx, tag, bytes) in &self.rows {
             let mut shared = appended
@@ -417,16 +418,17 @@ impl WritesJob {
                 .find(|(c, _, t, b)| c == channel && Some(t) == tag.as_ref() && b == bytes)
                 .map(|(_, key, _, _)| key.clone());
             if shared.is_none() && tag.as_deref() == Some("msgpack") && delta::array_header(bytes).is_some() {
-                if target.is_none() {
+                if self.target.is_none() && read.is_none() {
                     let config = CheckpointConfig::thread(self.thread.clone())
                         .ns(self.ns.clone())
                         .at(self.checkpoint_id.clone());
-                    target = Some(match find_row(tx, &config)? {
+                    read = Some(match find_row(tx, &config)? {
                         Some(row) => parse_row(&row).ok().map(|(stored, _)| stored.channel_versions),
                         None => None,
                     });
                 }
-                if let Some(version) = target.as_ref().and_then(|t| t.as_ref()).and_then(|t| t.get(channel)) {
+                let target = self.target.as_ref().or(read.as_ref().and_then(Option::as_ref));
+                if let Some(version) = target.and_then(|t| t.get(channel)) {
                     shared = self.own_delta(tx, channel, &version.to_string(), bytes)?;
                 }
             }
