@@ -37,6 +37,8 @@ pub(crate) const SEPARATOR: char = '.';
 /// labels as they are, and can be passed straight back to every Store call;
 /// a `list_namespaces` with `max_depth(0)` returns the empty namespace.
 ///
+/// Cloning one is cheap: the labels are shared.
+///
 /// Namespaces order in **tuple order** (label by label), like Python tuples:
 /// `("a", "b") < ("a*",)`. [`fmt::Display`] shows the dot-joined form used in
 /// the file (`users.alice`).
