@@ -15,6 +15,23 @@ fn count(db: &std::path::Path, sql: &str) -> i64 {
     c.query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
+/// A checkpoint's `created_at` (what age-based retention reads) is the
+/// time of its commit in SQLite's `strftime('%Y-%m-%d %H:%M:%f', 'now')`
+/// form, as the column's default would have written it.
+#[test]
+fn created_at_is_the_commit_time_in_sqlite_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.db");
+    let saver = Db::open(&path).unwrap().checkpointer();
+    let first = saver.start(&CheckpointConfig::thread("t")).set("x", json!(1)).commit().unwrap();
+    saver.step(&first).set("x", json!(2)).commit().unwrap();
+    assert_eq!(
+        count(&path, "SELECT COUNT(*) FROM checkpoints WHERE created_at GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9]'"),
+        2
+    );
+    assert_eq!(count(&path, "SELECT COUNT(*) FROM checkpoints WHERE abs(julianday(created_at) - julianday('now')) * 86400 < 60"), 2);
+}
+
 #[test]
 fn a_step_versions_what_changed_and_keeps_the_rest() {
     let saver = Db::open_in_memory().unwrap().checkpointer();

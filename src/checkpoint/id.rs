@@ -226,19 +226,33 @@ pub(crate) fn now_iso8601() -> String {
     iso8601(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default())
 }
 
-/// `d` after the epoch as `2024-05-04T06:32:42.235444+00:00`, by hand:
-/// every checkpoint gets one, and `format!`'s padding writes one character
-/// at a time.
+/// `d` after the epoch as `2024-05-04T06:32:42.235444+00:00`.
 fn iso8601(d: Duration) -> String {
+    timestamp(d, b'T', 6, "+00:00")
+}
+
+/// Now as SQLite's `strftime('%Y-%m-%d %H:%M:%f', 'now')` writes it
+/// (`2024-05-04 06:32:42.235`: milliseconds, UTC), the form of the file's
+/// `created_at` and `expires_at` columns.
+pub(crate) fn sqlite_now() -> String {
+    timestamp(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default(), b' ', 3, "")
+}
+
+/// `d` after the epoch as `YYYY-MM-DD{sep}HH:MM:SS.{fraction}{suffix}`
+/// with `digits` (3 or 6) digits of fraction, by hand: every checkpoint gets
+/// one, and `format!`'s padding writes one character at a time.
+fn timestamp(d: Duration, sep: u8, digits: usize, suffix: &str) -> String {
     let secs = d.as_secs() as i64;
     let (y, m, day) = civil_from_days(secs.div_euclid(86_400));
     let rem = secs.rem_euclid(86_400) as u64;
-    let micros = u64::from(d.subsec_micros());
+    let fraction = if digits == 3 { u64::from(d.subsec_millis()) } else { u64::from(d.subsec_micros()) };
     if !(0..=9999).contains(&y) {
         let (h, mi, s) = (rem / 3600, (rem / 60) % 60, rem % 60);
-        return format!("{y:04}-{m:02}-{day:02}T{h:02}:{mi:02}:{s:02}.{micros:06}+00:00");
+        let sep = char::from(sep);
+        return format!("{y:04}-{m:02}-{day:02}{sep}{h:02}:{mi:02}:{s:02}.{fraction:0digits$}{suffix}");
     }
-    let mut out = *b"0000-00-00T00:00:00.000000+00:00";
+    let mut out = *b"0000-00-00T00:00:00.000000";
+    out[10] = sep;
     for (n, end, width) in [
         (y as u64, 4, 4),
         (u64::from(m), 7, 2),
@@ -246,7 +260,7 @@ fn iso8601(d: Duration) -> String {
         (rem / 3600, 13, 2),
         ((rem / 60) % 60, 16, 2),
         (rem % 60, 19, 2),
-        (micros, 26, 6),
+        (fraction, 20 + digits, digits),
     ] {
         let mut n = n;
         for at in (end - width..end).rev() {
@@ -254,7 +268,9 @@ fn iso8601(d: Duration) -> String {
             n /= 10;
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    let mut text = String::from_utf8_lossy(&out[..20 + digits]).into_owned();
+    text.push_str(suffix);
+    text
 }
 
 /// Days since 1970-01-01 -> (year, month, day), proleptic Gregorian.
@@ -349,6 +365,11 @@ mod tests {
             assert_eq!(iso8601(d), format!("{y:04}-{m:02}-{day:02}T{h:02}:{mi:02}:{s:02}.{micros:06}+00:00"));
         }
         assert_eq!(iso8601(Duration::new(1_714_804_362, 235_444_000)), "2024-05-04T06:32:42.235444+00:00");
+        assert_eq!(
+            timestamp(Duration::new(1_714_804_362, 235_944_000), b' ', 3, ""),
+            "2024-05-04 06:32:42.235"
+        );
+        assert_eq!(sqlite_now().len(), "2024-05-04 06:32:42.235".len());
     }
 }
 

@@ -784,12 +784,15 @@ pub(super) fn insert_checkpoint(
     checkpoint_row: &[u8],
 ) -> Result<()> {
     tx.prepare_cached(
-        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, metadata, checkpoint) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+        "INSERT INTO checkpoints \
+         (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, metadata, checkpoint, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
          ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) \
          DO UPDATE SET type = excluded.type, checkpoint = excluded.checkpoint, metadata = excluded.metadata",
     )?
-    .execute(params![thread, ns, id, parent, row::TYPE, metadata_json, checkpoint_row])?;
+    // The column's default, `strftime('%Y-%m-%d %H:%M:%f', 'now')`, made
+    // here: SQLite parses that format on every insert.
+    .execute(params![thread, ns, id, parent, row::TYPE, metadata_json, checkpoint_row, super::id::sqlite_now()])?;
     Ok(())
 }
 

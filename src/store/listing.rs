@@ -11,7 +11,6 @@
 //! and that instant has not come; any other call reads the file.
 
 use std::sync::{LazyLock, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
@@ -19,7 +18,6 @@ use rusqlite::{params_from_iter, Connection};
 use super::exec::alive;
 use super::namespace::{self, MatchCondition, Namespace};
 use super::ops::ListNamespaces;
-use crate::checkpoint::id::civil_from_days;
 use crate::db::Db;
 use crate::error::Result;
 
@@ -56,7 +54,8 @@ impl ListCache {
         let hit = |generation: u64| {
             let answers = self.lock();
             let a = answers.iter().rev().find(|a| a.generation == generation && a.query == *l)?;
-            let holds = a.listed.until.as_deref().is_none_or(|u| u >= now_text().as_str());
+            let holds =
+                a.listed.until.as_deref().is_none_or(|u| u >= crate::checkpoint::id::sqlite_now().as_str());
             holds.then(|| a.listed.namespaces.clone())
         };
         db.cached_snapshot(hit, |conn, generation| {
@@ -73,22 +72,6 @@ impl ListCache {
             Ok(out)
         })
     }
-}
-
-/// Now as SQLite's `strftime('%Y-%m-%d %H:%M:%f', 'now')` writes it
-/// (milliseconds, UTC): the text `expires_at` is compared with.
-fn now_text() -> String {
-    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (y, m, day) = civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{day:02} {:02}:{:02}:{:02}.{:03}",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60,
-        d.subsec_millis()
-    )
 }
 
 /// The namespaces of `l` as the file holds them now (no cache).
