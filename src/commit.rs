@@ -28,14 +28,14 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rusqlite::Transaction;
+use rusqlite::Connection;
 
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 
 /// A write the committer runs inside a transaction (it may run more than
 /// once if the transaction is retried).
-pub(crate) type Job = Box<dyn Fn(&Transaction<'_>) -> Result<()> + Send>;
+pub(crate) type Job = Box<dyn Fn(&Connection) -> Result<()> + Send>;
 
 struct Queued {
     job: Job,
@@ -298,7 +298,7 @@ fn write_batch(pool: &Pool, busy: Duration, batch: &[Queued]) -> Vec<Result<()>>
 }
 
 /// Runs one job; a panic is that job's error.
-fn run_job(q: &Queued, tx: &Transaction<'_>) -> Result<()> {
+fn run_job(q: &Queued, tx: &Connection) -> Result<()> {
     catch_unwind(AssertUnwindSafe(|| (q.job)(tx)))
         .unwrap_or_else(|_| Err(Error::corrupt("a write job panicked; it was rolled back")))
 }

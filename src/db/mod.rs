@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags};
 
 use crate::commit::{Committer, Job};
 use crate::error::{Error, Result};
@@ -409,7 +409,7 @@ impl Db {
     /// Runs `f` inside a `BEGIN IMMEDIATE` transaction and commits; any error
     /// rolls everything back. If the database stays busy (another writer),
     /// the whole transaction is retried until the busy timeout has passed.
-    pub(crate) fn write<T>(&self, f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+    pub(crate) fn write<T>(&self, f: impl FnMut(&Connection) -> Result<T>) -> Result<T> {
         self.settle();
         let mut conn = self.conn()?;
         write_on(&mut conn, self.inner.busy_timeout, f)
@@ -493,7 +493,7 @@ fn in_read_transaction<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Resu
 pub(crate) fn write_on<T>(
     conn: &mut Pooled<'_>,
     busy: Duration,
-    mut f: impl FnMut(&rusqlite::Transaction<'_>) -> Result<T>,
+    mut f: impl FnMut(&Connection) -> Result<T>,
 ) -> Result<T> {
     // Writers of this process take turns before SQLite's lock (see
     // `Pool::write_turn`).
@@ -501,12 +501,24 @@ pub(crate) fn write_on<T>(
     let deadline = Instant::now() + busy;
     let mut pause = Duration::from_millis(1);
     loop {
+        // BEGIN and COMMIT through cached statements (`execute_batch`, as
+        // rusqlite's `Transaction` uses, parses them on every write).
         let attempt = (|| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let out = f(&tx)?;
-            tx.commit()?;
-            conn.pool().committed();
-            Ok(out)
+            conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+            let out = f(conn).and_then(|out| Ok(conn.prepare_cached("COMMIT")?.execute([]).map(|_| out)?));
+            match out {
+                Ok(out) => {
+                    conn.pool().committed();
+                    Ok(out)
+                }
+                Err(e) => {
+                    // (A failed COMMIT may have ended the transaction.)
+                    if !conn.is_autocommit() {
+                        let _ = conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
+                    }
+                    Err(e)
+                }
+            }
         })();
         match attempt {
             Err(Error::Busy) if Instant::now() < deadline => {
