@@ -8,7 +8,8 @@
 //! offset skips) loses its last live item. A lone `list_namespaces` is
 //! answered from the cache while the file's generation (moved by every
 //! commit, by any connection or process) is the one the answer was read at
-//! and that instant has not come; any other call reads the file.
+//! and that instant has not come (nor has the clock been set back before
+//! the read); any other call reads the file.
 
 use std::sync::{LazyLock, Mutex};
 
@@ -18,6 +19,7 @@ use rusqlite::{params_from_iter, Connection};
 use super::exec::alive;
 use super::namespace::{self, MatchCondition, Namespace};
 use super::ops::ListNamespaces;
+use crate::checkpoint::id::sqlite_now;
 use crate::db::Db;
 use crate::error::Result;
 
@@ -37,7 +39,18 @@ struct Listed {
 struct Answer {
     query: ListNamespaces,
     generation: u64,
+    /// The clock when it was read: a clock set back before it (items that
+    /// had expired would be live again) does not use it.
+    read_at: String,
     listed: Listed,
+}
+
+impl Answer {
+    /// Whether the answer is still true at `now` (SQLite's text form), the
+    /// file unchanged.
+    fn holds_at(&self, now: &str) -> bool {
+        self.read_at.as_str() <= now && self.listed.until.as_deref().is_none_or(|u| u >= now)
+    }
 }
 
 /// Recent answers of lone `list_namespaces` calls.
@@ -54,11 +67,10 @@ impl ListCache {
         let hit = |generation: u64| {
             let answers = self.lock();
             let a = answers.iter().rev().find(|a| a.generation == generation && a.query == *l)?;
-            let holds =
-                a.listed.until.as_deref().is_none_or(|u| u >= crate::checkpoint::id::sqlite_now().as_str());
-            holds.then(|| a.listed.namespaces.clone())
+            a.holds_at(&sqlite_now()).then(|| a.listed.namespaces.clone())
         };
         db.cached_snapshot(hit, |conn, generation| {
+            let read_at = sqlite_now();
             let listed = read(conn, l)?;
             let out = listed.namespaces.clone();
             if listed.namespaces.len() <= MAX_CACHED_NAMESPACES {
@@ -67,7 +79,7 @@ impl ListCache {
                 if answers.len() == ANSWERS {
                     answers.remove(0);
                 }
-                answers.push(Answer { query: l.clone(), generation, listed });
+                answers.push(Answer { query: l.clone(), generation, read_at, listed });
             }
             Ok(out)
         })
@@ -267,4 +279,30 @@ fn decode(p: &str) -> Namespace {
         return Namespace::from_labels(vec![]);
     }
     Namespace::from_encoded(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(read_at: &str, until: Option<&str>) -> Answer {
+        Answer {
+            query: ListNamespaces::new(),
+            generation: 1,
+            read_at: read_at.into(),
+            listed: Listed { namespaces: vec![], until: until.map(Into::into) },
+        }
+    }
+
+    #[test]
+    fn an_answer_holds_from_its_read_until_its_first_expiry() {
+        let (before, at, after) =
+            ("2026-12-01 10:00:00.000", "2026-12-01 10:00:05.000", "2026-12-01 10:00:09.999");
+        assert!(answer(before, None).holds_at(after));
+        assert!(answer(before, Some(at)).holds_at(at));
+        assert!(!answer(before, Some(at)).holds_at(after));
+        // A clock set back before the read: items that had expired are
+        // live again.
+        assert!(!answer(at, None).holds_at(before));
+    }
 }
