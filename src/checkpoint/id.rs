@@ -6,7 +6,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use uuid::Uuid;
 
+use super::row::push_padded;
 use super::types::ChannelVersion;
+use crate::store::python::python_float_repr;
 
 /// 100 ns ticks between 1582-10-15 (the UUID epoch) and 1970-01-01.
 const GREGORIAN_OFFSET: u64 = 0x01B2_1DD2_1381_4000;
@@ -193,31 +195,16 @@ fn push_next_counter(out: &mut String, current: Option<&ChannelVersion>) {
     }
 }
 
-/// Pushes Python's `repr` of a float in `[0, 1)`: shortest round-trip
-/// digits, scientific below `1e-4` with a two-digit exponent.
+/// Pushes Python's `repr` of a float in `[0, 1)`: Rust's shortest
+/// round-trip digits where they are written the same way (`0.0001` and
+/// up), [`python_float_repr`] for the rest (`0.0`, `5e-05`).
 fn push_python_float_repr(out: &mut String, x: f64) {
     use std::fmt::Write;
-    if x == 0.0 {
-        out.push_str("0.0");
-    } else if x >= 1e-4 {
+    if x >= 1e-4 {
         let _ = write!(out, "{x}");
     } else {
-        let s = format!("{x:e}");
-        match s.split_once('e') {
-            Some((mant, exp)) => {
-                let (sign, digits) = exp.strip_prefix('-').map(|d| ("-", d)).unwrap_or(("+", exp));
-                let _ = write!(out, "{mant}e{sign}{digits:0>2}");
-            }
-            None => out.push_str(&s),
-        }
+        out.push_str(&python_float_repr(x));
     }
-}
-
-#[cfg(test)]
-fn python_float_repr(x: f64) -> String {
-    let mut out = String::new();
-    push_python_float_repr(&mut out, x);
-    out
 }
 
 /// Now as `2024-05-04T06:32:42.235444+00:00` (Python's
@@ -228,49 +215,40 @@ pub(crate) fn now_iso8601() -> String {
 
 /// `d` after the epoch as `2024-05-04T06:32:42.235444+00:00`.
 fn iso8601(d: Duration) -> String {
-    timestamp(d, b'T', 6, "+00:00")
+    timestamp(d, 'T', 6, "+00:00")
 }
 
 /// Now as SQLite's `strftime('%Y-%m-%d %H:%M:%f', 'now')` writes it
 /// (`2024-05-04 06:32:42.235`: milliseconds, UTC), the form of the file's
 /// `created_at` and `expires_at` columns.
 pub(crate) fn sqlite_now() -> String {
-    timestamp(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default(), b' ', 3, "")
+    timestamp(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default(), ' ', 3, "")
 }
 
 /// `d` after the epoch as `YYYY-MM-DD{sep}HH:MM:SS.{fraction}{suffix}`
 /// with `digits` (3 or 6) digits of fraction, by hand: every checkpoint gets
 /// one, and `format!`'s padding writes one character at a time.
-fn timestamp(d: Duration, sep: u8, digits: usize, suffix: &str) -> String {
-    let secs = d.as_secs() as i64;
-    let (y, m, day) = civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400) as u64;
+fn timestamp(d: Duration, sep: char, digits: usize, suffix: &str) -> String {
+    let secs = d.as_secs();
+    let (y, m, day) = civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
     let fraction = if digits == 3 { u64::from(d.subsec_millis()) } else { u64::from(d.subsec_micros()) };
-    if !(0..=9999).contains(&y) {
-        let (h, mi, s) = (rem / 3600, (rem / 60) % 60, rem % 60);
-        let sep = char::from(sep);
-        return format!("{y:04}-{m:02}-{day:02}{sep}{h:02}:{mi:02}:{s:02}.{fraction:0digits$}{suffix}");
-    }
-    let mut out = *b"0000-00-00T00:00:00.000000";
-    out[10] = sep;
-    for (n, end, width) in [
-        (y as u64, 4, 4),
-        (u64::from(m), 7, 2),
-        (u64::from(day), 10, 2),
-        (rem / 3600, 13, 2),
-        ((rem / 60) % 60, 16, 2),
-        (rem % 60, 19, 2),
-        (fraction, 20 + digits, digits),
+    let mut out = String::with_capacity(32);
+    // (A year after the epoch is positive; past 9999 it takes more digits.)
+    for (n, width, then) in [
+        (y as u64, 4, '-'),
+        (u64::from(m), 2, '-'),
+        (u64::from(day), 2, sep),
+        (rem / 3600, 2, ':'),
+        ((rem / 60) % 60, 2, ':'),
+        (rem % 60, 2, '.'),
     ] {
-        let mut n = n;
-        for at in (end - width..end).rev() {
-            out[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-        }
+        push_padded(&mut out, n, width);
+        out.push(then);
     }
-    let mut text = String::from_utf8_lossy(&out[..20 + digits]).into_owned();
-    text.push_str(suffix);
-    text
+    push_padded(&mut out, fraction, digits);
+    out.push_str(suffix);
+    out
 }
 
 /// Days since 1970-01-01 -> (year, month, day), proleptic Gregorian.
@@ -366,7 +344,7 @@ mod tests {
         }
         assert_eq!(iso8601(Duration::new(1_714_804_362, 235_444_000)), "2024-05-04T06:32:42.235444+00:00");
         assert_eq!(
-            timestamp(Duration::new(1_714_804_362, 235_944_000), b' ', 3, ""),
+            timestamp(Duration::new(1_714_804_362, 235_944_000), ' ', 3, ""),
             "2024-05-04 06:32:42.235"
         );
         assert_eq!(sqlite_now().len(), "2024-05-04 06:32:42.235".len());

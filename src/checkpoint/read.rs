@@ -204,10 +204,16 @@ impl Memo {
     /// the same elements, copied (a write's value is owned).
     fn write_from_delta(&self, key: &BlobKey, tag: &str) -> Option<Value> {
         let d = self.deltas.get(key).filter(|d| d.tag == tag)?;
-        let list = d.list.as_list()?;
-        let items: Option<Vec<Value>> = (d.start..list.len()).map(|i| list.get(i).cloned()).collect();
-        items.map(Value::Array)
+        elements_from(&d.list, d.start)
     }
+}
+
+/// The elements of the list `value` from `start` on, copied into an array:
+/// the value of a pending write that shares a delta's bytes.
+fn elements_from(value: &ChannelValue, start: usize) -> Option<Value> {
+    let list = value.as_list()?;
+    let items: Option<Vec<Value>> = (start..list.len()).map(|i| list.get(i).cloned()).collect();
+    items.map(Value::Array)
 }
 
 impl Checkpointer {
@@ -425,10 +431,15 @@ impl Checkpointer {
                 else {
                     continue;
                 };
-                self.starts.insert(key_of(&version), (tag.clone(), start_len + begin), 0);
+                let named = key_of(&version);
+                if named == *key {
+                    // The tip goes to the value cache (below): so does
+                    // where its delta starts.
+                    self.starts.insert(named.clone(), (tag.clone(), start_len + begin), 0);
+                }
                 memo.deltas
                     .insert(key_of(&stored), Delta { tag, list: list.clone(), start: start_len + begin });
-                memo.values.insert(key_of(&version), Some(list));
+                memo.values.insert(named, Some(list));
             }
         }
         self.values.insert(key.clone(), Some(tip.clone()), cost);
@@ -444,10 +455,10 @@ impl Checkpointer {
         let version = compact::blob_version(&at.3)?.into_owned();
         let key = (at.0.clone(), at.1.clone(), at.2.clone(), version);
         let (delta_tag, start) = self.starts.get(&key)?;
-        let value = self.values.get(&key)??;
-        let list = value.as_list().filter(|_| delta_tag == tag)?;
-        let items: Option<Vec<Value>> = (start..list.len()).map(|i| list.get(i).cloned()).collect();
-        items.map(Value::Array)
+        if delta_tag != tag {
+            return None;
+        }
+        elements_from(&self.values.get(&key)??, start)
     }
 
     /// A value already decoded: in this read's memo, or in the cache.

@@ -263,7 +263,7 @@ fn langgraph_text(counter: u64, digits: u64, len: u8) -> String {
 }
 
 /// `n` in decimal, left-padded with zeros to `width`.
-fn push_padded(out: &mut String, mut n: u64, width: usize) {
+pub(super) fn push_padded(out: &mut String, mut n: u64, width: usize) {
     // Two digits per division; the buffer starts as the padding.
     const PAIRS: &[u8; 200] =
         b"00010203040506070809101112131415161718192021222324252627282930313233343536373839\

@@ -268,9 +268,8 @@ impl Checkpointer {
                 BlobValue::Empty => self.values.insert(key, None, 0),
                 BlobValue::Decoded(v) => {
                     // A delta's elements end the list: it starts where they do.
-                    let appended =
-                        b.delta.as_ref().and_then(|(_, d)| rmp::decode::read_array_len(&mut &d[..]).ok());
-                    let start = appended.zip(v.as_list()).and_then(|(n, l)| l.len().checked_sub(n as usize));
+                    let appended = b.delta.as_ref().and_then(|(_, d)| delta::array_header(d));
+                    let start = appended.zip(v.as_list()).and_then(|((n, _), l)| l.len().checked_sub(n));
                     if let Some(start) = start {
                         self.starts.insert(key.clone(), (b.tag.clone(), start), 0);
                     }

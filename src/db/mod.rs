@@ -476,15 +476,21 @@ impl Db {
 
 /// Runs `f` inside a read (deferred) transaction on `conn`.
 fn in_read_transaction<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-    conn.prepare_cached("BEGIN")?.execute([])?;
-    let out = f(conn);
-    let end =
-        conn.prepare_cached(if out.is_ok() { "COMMIT" } else { "ROLLBACK" }).and_then(|mut s| s.execute([]));
-    match (out, end) {
-        (Ok(v), Ok(_)) => Ok(v),
-        (Err(e), _) => Err(e),
-        (Ok(_), Err(e)) => Err(e.into()),
+    in_transaction(conn, "BEGIN", f)
+}
+
+/// Runs `f` between `begin` and `COMMIT`, both through cached statements
+/// (`execute_batch`, as rusqlite's `Transaction` uses, parses them every
+/// time: this sits on every read and write path). An error of `f` or of the
+/// commit rolls back.
+fn in_transaction<T>(conn: &Connection, begin: &str, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    conn.prepare_cached(begin)?.execute([])?;
+    let out = f(conn).and_then(|out| Ok(conn.prepare_cached("COMMIT")?.execute([]).map(|_| out)?));
+    // (A failed COMMIT may have ended the transaction.)
+    if out.is_err() && !conn.is_autocommit() {
+        let _ = conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
     }
+    out
 }
 
 /// Runs `f` inside a `BEGIN IMMEDIATE` transaction on `conn` and commits; any
@@ -501,25 +507,10 @@ pub(crate) fn write_on<T>(
     let deadline = Instant::now() + busy;
     let mut pause = Duration::from_millis(1);
     loop {
-        // BEGIN and COMMIT through cached statements (`execute_batch`, as
-        // rusqlite's `Transaction` uses, parses them on every write).
-        let attempt = (|| {
-            conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-            let out = f(conn).and_then(|out| Ok(conn.prepare_cached("COMMIT")?.execute([]).map(|_| out)?));
-            match out {
-                Ok(out) => {
-                    conn.pool().committed();
-                    Ok(out)
-                }
-                Err(e) => {
-                    // (A failed COMMIT may have ended the transaction.)
-                    if !conn.is_autocommit() {
-                        let _ = conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
-                    }
-                    Err(e)
-                }
-            }
-        })();
+        let attempt = in_transaction(conn, "BEGIN IMMEDIATE", &mut f);
+        if attempt.is_ok() {
+            conn.pool().committed();
+        }
         match attempt {
             Err(Error::Busy) if Instant::now() < deadline => {
                 std::thread::sleep(pause);

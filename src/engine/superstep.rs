@@ -438,12 +438,7 @@ impl CompiledGraph {
             Err(e) => {
                 // The task's writes were in the failed transaction: store
                 // them alone (the error is the run's).
-                if let (Some((task, path, writes)), Some(config)) = (save.writes, parent_config) {
-                    let _ = self.saver.put_writes(&config, &writes, &task, &path);
-                    if cur.sync {
-                        let _ = self.saver.db().flush();
-                    }
-                }
+                let _ = self.store_writes(parent_config.as_ref(), save.writes, cur.sync);
                 return Err(e);
             }
         };
@@ -507,11 +502,23 @@ impl CompiledGraph {
     /// Stores the writes of the task that finished last, if they are still
     /// held for the next checkpoint.
     fn store_last(&self, cur: &mut Cursor<'_>) -> Result<()> {
-        let (Some((task, path, writes)), Some(parent)) = (cur.last.take(), &cur.parent) else {
+        let parent = cur.parent.as_ref().map(|p| &p.config);
+        self.store_writes(parent, cur.last.take(), cur.sync)
+    }
+
+    /// Stores a finished task's writes on the checkpoint `at` (the run's
+    /// last), durably first in sync mode.
+    fn store_writes(
+        &self,
+        at: Option<&CheckpointConfig>,
+        held: Option<HeldWrites>,
+        sync: bool,
+    ) -> Result<()> {
+        let (Some((task, path, writes)), Some(at)) = (held, at) else {
             return Ok(());
         };
-        self.saver.put_writes(&parent.config, &writes, &task, &path)?;
-        if cur.sync {
+        self.saver.put_writes(at, &writes, &task, &path)?;
+        if sync {
             self.saver.db().flush()?;
         }
         Ok(())

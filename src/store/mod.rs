@@ -39,7 +39,7 @@ pub(crate) mod namespace;
 mod ops;
 mod partial;
 mod path;
-mod python;
+pub(crate) mod python;
 mod quantised;
 mod refresh;
 mod reindex;
