@@ -19,16 +19,16 @@ static LAST_TS100: AtomicU64 = AtomicU64::new(0);
 /// (a v4 UUID's 122 random bits): a version's random suffix and an id's node
 /// need to differ between writers, not to be secret, and one `getrandom`
 /// system call per version cost more than the rest of making it. The stream
-/// is seeded again in a forked child (its process id differs), so parent
-/// and child never continue the same stream.
+/// is seeded again in a forked child (see `forks`), so parent and child never
+/// continue the same stream.
 fn random_u64() -> u64 {
     thread_local! {
-        static STREAM: std::cell::Cell<(u32, u64)> = const { std::cell::Cell::new((0, 0)) };
+        static STREAM: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
     }
     STREAM.with(|cell| {
-        let (pid, mut state) = cell.get();
-        let now = std::process::id();
-        if pid != now {
+        let (seeded_in, mut state) = cell.get();
+        let now = forks();
+        if seeded_in != now {
             let x = Uuid::new_v4().as_u128();
             state = (x >> 64) as u64 ^ x as u64;
         }
@@ -39,6 +39,44 @@ fn random_u64() -> u64 {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     })
+}
+
+/// A number that differs in every process, starting at 1, and changes in a
+/// forked child before it runs any code of ours. On Unix a `pthread_atfork`
+/// child handler counts forks (one atomic load per call, where asking for
+/// the process id was a system call per version and id); elsewhere there is
+/// no `fork` and the number stays 1.
+fn forks() -> u64 {
+    static FORKS: AtomicU64 = AtomicU64::new(1);
+    #[cfg(unix)]
+    {
+        extern "C" fn forked() {
+            FORKS.fetch_add(1, Ordering::Relaxed);
+        }
+        extern "C" {
+            fn pthread_atfork(
+                prepare: Option<extern "C" fn()>,
+                parent: Option<extern "C" fn()>,
+                child: Option<extern "C" fn()>,
+            ) -> std::ffi::c_int;
+        }
+        static REGISTERED: std::sync::Once = std::sync::Once::new();
+        REGISTERED.call_once(|| {
+            // SAFETY: the handler only increments an atomic, which is
+            // async-signal-safe, as code run in a forked child must be.
+            if unsafe { pthread_atfork(None, None, Some(forked)) } != 0 {
+                // Not registered (out of memory): fall back to asking for
+                // the process id on every call.
+                FORKS.store(0, Ordering::Relaxed);
+            }
+        });
+        match FORKS.load(Ordering::Relaxed) {
+            0 => u64::from(std::process::id()) | 1 << 32,
+            n => n,
+        }
+    }
+    #[cfg(not(unix))]
+    FORKS.load(Ordering::Relaxed)
 }
 
 /// A random (version 4) UUID from this thread's stream (see `random_u64`):
