@@ -203,15 +203,55 @@ impl CompiledGraph {
                 (0..tasks.len()).filter(|&i| !done.contains_key(&tasks[i].id)).collect();
             let shared_resume = Arc::new(Mutex::new(null_resume.take()));
             let run = RunOne { ctx, cp_id: &cp.id, thread_id: &config.thread_id, resuming, loaded: &loaded };
-            // The tasks of a superstep run concurrently (one thread each when
-            // there are several), as in LangGraph; each task's writes are
-            // stored as soon as it finishes, the last one's with the
-            // checkpoint that follows (`write`).
-            std::thread::scope(|scope| {
-                let (tx, rx) = mpsc::channel();
-                if let [only] = runnable[..] {
-                    let _ = tx.send((only, self.run_one(&run, &tasks[only], &channels, &shared_resume)));
-                } else {
+            // What becomes of a finished task (`remaining`: how many are
+            // still running): its writes are stored as soon as it finishes,
+            // the last one's with the checkpoint that follows (`write`).
+            let mut finished = |i: usize, outcome: Result<TaskResult>, remaining: usize| {
+                let task = &tasks[i];
+                let path = task.path.as_str();
+                let (result, pad) = match outcome {
+                    Ok(done) => done,
+                    Err(e) => {
+                        fatal.get_or_insert(e);
+                        return;
+                    }
+                };
+                let stored = match result {
+                    Ok(mut writes) => {
+                        if pad.used_resume {
+                            writes.insert(0, (RESUME.to_string(), Value::Array(pad.resume.clone())));
+                        }
+                        outputs[i] = Some(writes.clone());
+                        self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
+                    }
+                    Err(e) if e.is_interrupt() => {
+                        let values = e.interrupts().to_vec();
+                        let mut writes = vec![(INTERRUPT.to_string(), Value::Array(values.clone()))];
+                        if pad.used_resume {
+                            writes.push((RESUME.to_string(), Value::Array(pad.resume.clone())));
+                        }
+                        interrupts.push((i, values));
+                        self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
+                    }
+                    Err(e) => {
+                        let writes = vec![(ERROR.to_string(), Value::String(e.repr()))];
+                        if failure.as_ref().is_none_or(|(j, _)| i < *j) {
+                            failure = Some((i, e));
+                        }
+                        self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
+                    }
+                };
+                if let Err(e) = stored {
+                    fatal.get_or_insert(e);
+                }
+            };
+            if let [only] = runnable[..] {
+                // One task runs in this thread: no thread, no channel.
+                finished(only, self.run_one(&run, &tasks[only], &channels, &shared_resume), 0);
+            } else {
+                // Several run concurrently, one thread each, as in LangGraph.
+                std::thread::scope(|scope| {
+                    let (tx, rx) = mpsc::channel();
                     for &i in &runnable {
                         let (tx, run, task, channels, shared) =
                             (tx.clone(), &run, &tasks[i], &channels, &shared_resume);
@@ -225,50 +265,14 @@ impl CompiledGraph {
                             let _ = tx.send((i, self.run_one(run, task, channels, shared)));
                         });
                     }
-                }
-                drop(tx);
-                let mut remaining = runnable.len();
-                for (i, outcome) in rx {
-                    remaining -= 1;
-                    let task = &tasks[i];
-                    let path = task.path.as_str();
-                    let (result, pad) = match outcome {
-                        Ok(done) => done,
-                        Err(e) => {
-                            fatal.get_or_insert(e);
-                            continue;
-                        }
-                    };
-                    let stored = match result {
-                        Ok(mut writes) => {
-                            if pad.used_resume {
-                                writes.insert(0, (RESUME.to_string(), Value::Array(pad.resume.clone())));
-                            }
-                            outputs[i] = Some(writes.clone());
-                            self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
-                        }
-                        Err(e) if e.is_interrupt() => {
-                            let values = e.interrupts().to_vec();
-                            let mut writes = vec![(INTERRUPT.to_string(), Value::Array(values.clone()))];
-                            if pad.used_resume {
-                                writes.push((RESUME.to_string(), Value::Array(pad.resume.clone())));
-                            }
-                            interrupts.push((i, values));
-                            self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
-                        }
-                        Err(e) => {
-                            let writes = vec![(ERROR.to_string(), Value::String(e.repr()))];
-                            if failure.as_ref().is_none_or(|(j, _)| i < *j) {
-                                failure = Some((i, e));
-                            }
-                            self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
-                        }
-                    };
-                    if let Err(e) = stored {
-                        fatal.get_or_insert(e);
+                    drop(tx);
+                    let mut remaining = runnable.len();
+                    for (i, outcome) in rx {
+                        remaining -= 1;
+                        finished(i, outcome, remaining);
                     }
-                }
-            });
+                });
+            }
             if let Some(e) = fatal {
                 // What finished is kept (the error is the run's).
                 let _ = self.store_last(&mut cur);
