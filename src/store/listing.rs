@@ -71,7 +71,14 @@ impl ListCache {
         };
         db.cached_snapshot(hit, |conn, generation| {
             let read_at = sqlite_now();
-            let listed = read(conn, l)?;
+            // The last answer to the same query, even if stale: namespaces
+            // it shares with the new one are handed out again, not rebuilt
+            // (after a write, most often all of them are the same).
+            // (Copied, not taken: another thread may have cached a fresh
+            // answer to the same query meanwhile, which must stay whole.)
+            let previous =
+                self.lock().iter().rev().find(|a| a.query == *l).map(|a| a.listed.namespaces.clone());
+            let listed = read(conn, l, &mut Reuse::new(previous.as_deref().unwrap_or_default()))?;
             let out = listed.namespaces.clone();
             if listed.namespaces.len() <= MAX_CACHED_NAMESPACES {
                 let mut answers = self.lock();
@@ -88,7 +95,65 @@ impl ListCache {
 
 /// The namespaces of `l` as the file holds them now (no cache).
 pub(crate) fn list(conn: &Connection, l: &ListNamespaces) -> Result<Vec<Namespace>> {
-    Ok(read(conn, l)?.namespaces)
+    Ok(read(conn, l, &mut Reuse::new(&[]))?.namespaces)
+}
+
+/// Namespaces of an earlier answer, in the order it listed them, to be
+/// handed out again where a new answer lists the same ones in that order.
+struct Reuse<'a> {
+    earlier: &'a [Namespace],
+    next: usize,
+}
+
+impl<'a> Reuse<'a> {
+    fn new(earlier: &'a [Namespace]) -> Reuse<'a> {
+        Reuse { earlier, next: 0 }
+    }
+
+    /// The namespace encoded as `p`: the earlier answer's if it comes next
+    /// there (earlier ones that sort before `p` in byte order are passed
+    /// over: answers are in that order), otherwise decoded.
+    fn get(&mut self, p: &str) -> Namespace {
+        while let Some(ns) = self.earlier.get(self.next) {
+            match cmp_encoded_bytes(ns, p) {
+                std::cmp::Ordering::Less => self.next += 1,
+                std::cmp::Ordering::Equal => {
+                    self.next += 1;
+                    return ns.clone();
+                }
+                std::cmp::Ordering::Greater => break,
+            }
+        }
+        decode(p)
+    }
+}
+
+/// How a namespace's encoded form (its labels joined by the separator)
+/// compares with `p` byte by byte, without building it.
+fn cmp_encoded_bytes(ns: &Namespace, p: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let mut rest = p.as_bytes();
+    for (i, label) in ns.labels().iter().enumerate() {
+        if i > 0 {
+            let Some((&b, after)) = rest.split_first() else { return Greater };
+            if b != namespace::SEPARATOR as u8 {
+                return (namespace::SEPARATOR as u8).cmp(&b);
+            }
+            rest = after;
+        }
+        let label = label.as_bytes();
+        let n = label.len().min(rest.len());
+        match label[..n].cmp(&rest[..n]) {
+            Equal if label.len() > n => return Greater,
+            Equal => rest = &rest[n..],
+            other => return other,
+        }
+    }
+    if rest.is_empty() {
+        Equal
+    } else {
+        Less
+    }
 }
 
 /// The labels of an encoded prefix cut to `depth` labels.
@@ -150,7 +215,7 @@ impl Until {
     }
 }
 
-fn read(conn: &Connection, l: &ListNamespaces) -> Result<Listed> {
+fn read(conn: &Connection, l: &ListNamespaces, reuse: &mut Reuse<'_>) -> Result<Listed> {
     if l.limit == 0 {
         return Ok(Listed { namespaces: vec![], until: None });
     }
@@ -235,7 +300,7 @@ fn read(conn: &Connection, l: &ListNamespaces) -> Result<Listed> {
                 last.clear();
                 last.push_str(c);
                 if distinct >= l.offset {
-                    page.push(decode(c));
+                    page.push(reuse.get(c));
                 }
                 distinct += 1;
             }
@@ -304,5 +369,55 @@ mod tests {
         // A clock set back before the read: items that had expired are
         // live again.
         assert!(!answer(at, None).holds_at(before));
+    }
+
+    fn ns(labels: &[&str]) -> Namespace {
+        Namespace::from_labels(labels.iter().map(|l| l.to_string()).collect())
+    }
+
+    #[test]
+    fn a_namespace_compares_with_an_encoded_prefix_as_its_joined_bytes() {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        let cases: &[(&[&str], &str)] = &[
+            (&[], ""),
+            (&[], "a"),
+            (&["a"], ""),
+            (&["a"], "a"),
+            (&["a"], "a.b"),
+            (&["a", "b"], "a"),
+            (&["a", "b"], "a.b"),
+            (&["a", "b"], "ab"),
+            (&["ab"], "a.b"),
+            (&["a", "b"], "a.c"),
+            (&["a", "bc"], "a.b"),
+            (&["a", "b"], "a-b"),
+            (&["a", "b"], "a."),
+            (&["users", "u1", "memories"], "users.u1.memories"),
+            (&["users", "u1", "memories"], "users.u10.memories"),
+        ];
+        for (labels, p) in cases {
+            let joined = labels.join(".");
+            let want = joined.as_bytes().cmp(p.as_bytes());
+            assert_eq!(cmp_encoded_bytes(&ns(labels), p), want, "{labels:?} vs {p:?}");
+        }
+        assert_eq!(cmp_encoded_bytes(&ns(&["a", "b"]), "a.b"), Equal);
+        assert_eq!(cmp_encoded_bytes(&ns(&["a"]), "a.b"), Less);
+        assert_eq!(cmp_encoded_bytes(&ns(&["b"]), "a.b"), Greater);
+    }
+
+    #[test]
+    fn an_earlier_answer_hands_out_the_namespaces_it_shares_and_only_those() {
+        let earlier = vec![ns(&["a"]), ns(&["a", "x"]), ns(&["b"]), ns(&["d"])];
+        let mut reuse = Reuse::new(&earlier);
+        let got: Vec<Namespace> = ["a", "a.y", "b", "c", "d", "e"].iter().map(|p| reuse.get(p)).collect();
+        assert_eq!(got, vec![ns(&["a"]), ns(&["a", "y"]), ns(&["b"]), ns(&["c"]), ns(&["d"]), ns(&["e"])]);
+        // Shared, not rebuilt: the same allocation.
+        for (i, j) in [(0, 0), (2, 2), (4, 3)] {
+            assert!(std::ptr::eq(got[i].labels().as_ptr(), earlier[j].labels().as_ptr()));
+        }
+        assert!(!std::ptr::eq(got[1].labels().as_ptr(), earlier[1].labels().as_ptr()));
+        // The empty namespace (max_depth 0) is one too.
+        let empty = vec![ns(&[])];
+        assert_eq!(Reuse::new(&empty).get(""), ns(&[]));
     }
 }
