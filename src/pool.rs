@@ -45,7 +45,7 @@ pub(crate) struct Pool {
     timeout: Duration,
     open: Open,
     /// Whether a writer of this pool has its turn.
-    writing: Mutex<bool>,
+    writing: Mutex<Turns>,
     turn_over: Condvar,
     generation: AtomicU64,
     /// Commits through this pool, and the thread that checkpoints the WAL
@@ -72,6 +72,16 @@ struct Seen {
     header: Option<[u32; 12]>,
 }
 
+/// The write turn of a pool's writers.
+#[derive(Default)]
+struct Turns {
+    /// A writer has it.
+    writing: bool,
+    /// Writers waiting for it (ending a turn wakes one only if some wait:
+    /// waking costs a system call on every commit).
+    waiting: usize,
+}
+
 struct State {
     idle: Vec<Slot>,
     /// Connections that exist: idle, lent out, or being opened.
@@ -95,7 +105,7 @@ impl Pool {
             max: max.max(1),
             timeout,
             open,
-            writing: Mutex::new(false),
+            writing: Mutex::default(),
             turn_over: Condvar::new(),
             generation: AtomicU64::new(0),
             commits: AtomicU64::new(0),
@@ -136,19 +146,18 @@ impl Pool {
     /// writer that somehow waits on itself is delayed, never deadlocked).
     pub(crate) fn write_turn(&self, timeout: Duration) -> WriteTurn<'_> {
         let deadline = Instant::now() + timeout;
-        let mut writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
-        while *writing {
+        let mut turns = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        while turns.writing {
             let now = Instant::now();
             if now >= deadline {
                 return WriteTurn { pool: None };
             }
-            writing = self
-                .turn_over
-                .wait_timeout(writing, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            turns.waiting += 1;
+            turns =
+                self.turn_over.wait_timeout(turns, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+            turns.waiting -= 1;
         }
-        *writing = true;
+        turns.writing = true;
         WriteTurn { pool: Some(self) }
     }
 
@@ -226,8 +235,13 @@ pub(crate) struct WriteTurn<'a> {
 impl Drop for WriteTurn<'_> {
     fn drop(&mut self) {
         if let Some(pool) = self.pool {
-            *pool.writing.lock().unwrap_or_else(PoisonError::into_inner) = false;
-            pool.turn_over.notify_one();
+            let mut turns = pool.writing.lock().unwrap_or_else(PoisonError::into_inner);
+            turns.writing = false;
+            let wake = turns.waiting > 0;
+            drop(turns);
+            if wake {
+                pool.turn_over.notify_one();
+            }
         }
     }
 }
