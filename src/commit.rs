@@ -56,6 +56,10 @@ struct State {
     /// nobody else starts one.
     running: bool,
     stop: bool,
+    /// The thread waits on `work` (waking it is a system call: only then).
+    sleeping: bool,
+    /// Callers waiting on `done`.
+    blocked: usize,
 }
 
 /// How long the thread waits for more write-behind jobs before committing a
@@ -117,9 +121,13 @@ impl Shared {
         if st.error.is_none() {
             st.error = behind_error;
         }
-        self.done.notify_all();
+        if st.blocked > 0 {
+            self.done.notify_all();
+        }
         // The thread may have work that queued meanwhile.
-        self.work.notify_one();
+        if st.sleeping && !st.queue.is_empty() {
+            self.work.notify_one();
+        }
         st
     }
 }
@@ -170,7 +178,7 @@ impl Committer {
             st.submitted += 1;
             // The thread sleeps without work, or lingers until its deadline
             // or a full batch: wake it only then.
-            (st.error.take(), st.queue.len() == 1 || st.queue.len() >= FULL_BATCH)
+            (st.error.take(), st.sleeping && (st.queue.len() == 1 || st.queue.len() >= FULL_BATCH))
         };
         if wake {
             self.shared.work.notify_one();
@@ -205,7 +213,9 @@ impl Committer {
             if !st.running && !st.queue.is_empty() {
                 st = shared.write_queue(st);
             } else {
+                st.blocked += 1;
                 st = shared.done.wait(st).unwrap_or_else(PoisonError::into_inner);
+                st.blocked -= 1;
             }
         }
         st.waiters -= 1;
@@ -230,7 +240,9 @@ fn run(shared: &Shared) {
             if st.stop && !st.running && st.queue.is_empty() {
                 return;
             }
+            st.sleeping = true;
             st = shared.work.wait(st).unwrap_or_else(PoisonError::into_inner);
+            st.sleeping = false;
             continue;
         }
         // Nobody waits: let more jobs join this transaction. (A caller who
@@ -241,7 +253,9 @@ fn run(shared: &Shared) {
             if now >= deadline {
                 break;
             }
+            st.sleeping = true;
             st = shared.work.wait_timeout(st, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+            st.sleeping = false;
         }
         if st.running || st.queue.is_empty() {
             continue;
