@@ -145,7 +145,7 @@ impl Store {
             let mut out = Vec::with_capacity(ops.len());
             for (i, op) in ops.iter().enumerate() {
                 out.push(match op {
-                    Op::Get(g) => OpResult::Item(self.do_get(conn, g, refresh)?),
+                    Op::Get(g) => OpResult::Item(self.do_get(conn, g.clone(), refresh)?),
                     Op::Search(s) => OpResult::Items(self.do_search(
                         conn,
                         s,
@@ -203,7 +203,7 @@ impl Store {
 
     /// A lone get: the batch's steps for one read, without its bookkeeping
     /// (a get is a few microseconds).
-    pub(super) fn get_one(&self, g: &Get) -> Result<Option<Item>> {
+    pub(super) fn get_one(&self, g: Get) -> Result<Option<Item>> {
         validate_namespace(&g.namespace)?;
         let mut refresh = vec![];
         let mut item = self.inner.db.read(|conn| self.do_get(conn, g, &mut refresh))?;
@@ -249,7 +249,8 @@ impl Store {
         Ok(())
     }
 
-    fn do_get(&self, conn: &Connection, g: &Get, refresh: &mut Refresh) -> Result<Option<Item>> {
+    /// A get; the item takes over its labels and key.
+    fn do_get(&self, conn: &Connection, g: Get, refresh: &mut Refresh) -> Result<Option<Item>> {
         let prefix = namespace::encode_prefix(&g.namespace);
         // Built once: a get is too cheap to format its SQL every time.
         static SQL: LazyLock<String> = LazyLock::new(|| {
@@ -262,10 +263,10 @@ impl Store {
         let mut stmt = conn.prepare_cached(&SQL)?;
         let mut rows = stmt.query([&prefix, &g.key])?;
         let Some(r) = rows.next()? else { return Ok(None) };
-        let (item, has_ttl) =
-            item_at(r, Namespace::from_labels(g.namespace.clone()), &prefix, g.key.clone())?;
-        if has_ttl && self.refresh(g.refresh_ttl) {
-            refresh.push((prefix, g.key.clone()));
+        let refresh_ttl = self.refresh(g.refresh_ttl);
+        let (item, has_ttl) = item_at(r, Namespace::from_labels(g.namespace), &prefix, g.key)?;
+        if has_ttl && refresh_ttl {
+            refresh.push((prefix, item.key.clone()));
         }
         Ok(Some(item))
     }

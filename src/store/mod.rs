@@ -189,7 +189,7 @@ impl Store {
     /// # Errors
     /// As [`get`](Self::get).
     pub fn get_with(&self, get: Get) -> Result<Option<Item>> {
-        self.get_one(&get)
+        self.get_one(get)
     }
 
     /// Stores `value` (a JSON object) at (`namespace`, `key`) with the
