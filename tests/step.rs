@@ -3,11 +3,20 @@
 //! that would lose data" and "Checkpoint storage").
 
 use agentstate::checkpoint::ChannelVersion;
-use agentstate::{CheckpointConfig, CheckpointTuple, Db, Error, ListQuery, Metadata};
+use agentstate::{CheckpointConfig, CheckpointTuple, Checkpointer, Db, Error, ListQuery, Metadata};
 use serde_json::{json, Value};
 
 fn msg(i: usize) -> Value {
     json!({"role": if i % 2 == 0 { "user" } else { "ai" }, "content": format!("message {i} {}", "x".repeat(100))})
+}
+
+/// A checkpointer on a new file (the directory lives as long as the first
+/// value).
+fn on_file(name: &str) -> (tempfile::TempDir, std::path::PathBuf, Checkpointer) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    let saver = Db::open(&path).unwrap().checkpointer();
+    (dir, path, saver)
 }
 
 fn count(db: &std::path::Path, sql: &str) -> i64 {
@@ -20,9 +29,7 @@ fn count(db: &std::path::Path, sql: &str) -> i64 {
 /// form, as the column's default would have written it.
 #[test]
 fn created_at_is_the_commit_time_in_sqlite_form() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.db");
-    let saver = Db::open(&path).unwrap().checkpointer();
+    let (_dir, path, saver) = on_file("c.db");
     let first = saver.start(&CheckpointConfig::thread("t")).set("x", json!(1)).commit().unwrap();
     saver.step(&first).set("x", json!(2)).commit().unwrap();
     assert_eq!(
@@ -125,9 +132,7 @@ fn only_the_head_can_be_continued_and_a_thread_has_one_root() {
 
 #[test]
 fn two_threads_racing_on_one_head_commit_exactly_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("race.db");
-    let saver = Db::open(&path).unwrap().checkpointer();
+    let (_dir, path, saver) = on_file("race.db");
     let mut head = saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit().unwrap();
     for round in 1..=20 {
         let results: Vec<Result<CheckpointTuple, Error>> = std::thread::scope(|s| {
@@ -195,9 +200,7 @@ fn an_appended_list_stores_each_element_once_and_reads_back_cold() {
 
 #[test]
 fn a_missing_blob_is_an_error_never_an_absent_channel() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("m.db");
-    let saver = Db::open(&path).unwrap().checkpointer();
+    let (_dir, path, saver) = on_file("m.db");
     let head = saver.start(&CheckpointConfig::thread("t")).set("state", json!({"k": 1})).commit().unwrap();
     rusqlite::Connection::open(&path).unwrap().execute("DELETE FROM checkpoint_blobs", []).unwrap();
     let fresh = Db::open(&path).unwrap().checkpointer();
@@ -284,9 +287,7 @@ fn parent_writes_are_stored_as_put_writes_would_store_them() {
 
 #[test]
 fn parent_writes_of_a_step_that_fails_are_not_stored() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("a.db");
-    let saver = Db::open(&path).unwrap().checkpointer();
+    let (_dir, path, saver) = on_file("a.db");
     let root = saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit().unwrap();
     let head = saver.step(&root).set("n", json!(1)).commit().unwrap();
     // `root` is no longer the head: the step is a conflict, and its writes
