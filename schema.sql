@@ -139,6 +139,12 @@ INSERT INTO checkpoint_writes_packed (thread_id, checkpoint_ns, checkpoint_id, t
 DROP TABLE checkpoint_writes;
 ALTER TABLE checkpoint_writes_packed RENAME TO checkpoint_writes;
 
+-- migration: checkpoint_migrations 8
+-- No new tables: MessagePack checkpoint rows may now mark a channel that
+-- has a version and no value as empty in their `values` map (docs/format.md)
+-- instead of storing an `empty` row in checkpoint_blobs. The number keeps
+-- binaries that do not know the mark from opening files that hold it.
+
 -- migration: store_migrations 0
 CREATE TABLE IF NOT EXISTS store (
     prefix text NOT NULL,

@@ -183,6 +183,9 @@ fn filter(n: usize) -> Value {
 struct Row {
     parent: Option<String>,
     inline: Map<String, Value>,
+    /// Channels a step's row marks empty (no blob is read or kept for
+    /// them; `put` stores an `empty` blob instead).
+    empty: BTreeSet<String>,
     versions: ChannelVersions,
     meta: Map<String, Value>,
     ts: String,
@@ -223,6 +226,7 @@ impl Model {
         for (ch, ver) in &row.versions {
             if let Some(v) = row.inline.get(ch) {
                 values.insert(ch.clone(), v.clone());
+            } else if row.empty.contains(ch) {
             } else if let Some(Some(v)) =
                 self.blobs.get(&(t.clone(), ns.clone(), ch.clone(), ver.to_string()))
             {
@@ -293,7 +297,8 @@ impl Model {
     }
 
     /// `put`: blobs first (a version is never overwritten), then the row (a
-    /// re-put keeps its parent).
+    /// re-put keeps its parent). A `step`'s row marks its channels without
+    /// a value empty instead of storing `empty` blobs.
     #[allow(clippy::too_many_arguments)]
     fn put(
         &mut self,
@@ -305,13 +310,18 @@ impl Model {
         meta: &Map<String, Value>,
         new: &ChannelVersions,
         updated: Option<Vec<String>>,
+        step: bool,
     ) {
         let mut inline = Map::new();
+        let mut empty = BTreeSet::new();
         let values = cp.values_json();
         for (ch, ver) in &cp.channel_versions {
             match values.get(ch) {
                 Some(v) if is_primitive(v) => {
                     inline.insert(ch.clone(), v.clone());
+                }
+                None if step => {
+                    empty.insert(ch.clone());
                 }
                 value if new.contains_key(ch) => {
                     self.blobs
@@ -326,6 +336,7 @@ impl Model {
         let row = Row {
             parent,
             inline,
+            empty,
             versions: cp.channel_versions.clone(),
             meta: meta.clone(),
             ts: cp.ts.clone(),
@@ -340,7 +351,10 @@ impl Model {
             .iter()
             .filter(|((kt, _, _), _)| kt == t)
             .flat_map(|((_, ns, _), r)| {
-                r.versions.iter().map(move |(ch, v)| (ns.clone(), ch.clone(), v.to_string()))
+                r.versions
+                    .iter()
+                    .filter(|(ch, _)| !r.empty.contains(*ch))
+                    .map(move |(ch, v)| (ns.clone(), ch.clone(), v.to_string()))
             })
             .collect();
         self.blobs.retain(|(bt, ns, ch, v), _| {
@@ -477,7 +491,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 }
                 let out = result.map_err(fail)?;
                 prop_assert_eq!(out, CheckpointConfig::thread(t).ns(n).at(&id));
-                m.put(t, n, &id, parent, &cp, &meta.0, &new, None);
+                m.put(t, n, &id, parent, &cp, &meta.0, &new, None, false);
             }
             Step::Writes { thread, ns, target, task, writes } => {
                 let (t, n) = (THREADS[thread], NSS[ns]);
@@ -559,7 +573,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 cp.channel_versions = want_versions;
                 let new: ChannelVersions =
                     values.keys().map(|ch| (ch.clone(), cp.channel_versions[ch].clone())).collect();
-                m.put(t, n, &cp.id, Some(base_id), &cp, &meta.0, &new, Some(updated));
+                m.put(t, n, &cp.id, Some(base_id), &cp, &meta.0, &new, Some(updated), true);
                 prop_assert_eq!(got, m.tuple(&(t.into(), n.into(), cp.id.clone())));
             }
             Step::DeleteThread { thread } => {
@@ -681,7 +695,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                         continue;
                     }
                     result.map_err(fail)?;
-                    m.put(t, n, &cp.id, base_id, &cp, &meta.0, &new, None);
+                    m.put(t, n, &cp.id, base_id, &cp, &meta.0, &new, None, false);
                     continue;
                 }
                 let parent = match &base_id {
@@ -718,7 +732,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 let new: ChannelVersions = [("log".to_string(), ver)].into();
                 cp.id = got.checkpoint.id.clone();
                 cp.ts = got.checkpoint.ts.clone();
-                m.put(t, n, &cp.id, base_id, &cp, &meta.0, &new, Some(vec!["log".into()]));
+                m.put(t, n, &cp.id, base_id, &cp, &meta.0, &new, Some(vec!["log".into()]), true);
                 prop_assert_eq!(got, m.tuple(&(t.into(), n.into(), cp.id.clone())));
             }
             Step::Reopen => {

@@ -458,7 +458,7 @@ fn stats_and_check() {
     assert_eq!(s["vectors"]["vectors"], 4);
     assert_eq!(s["vectors"]["dims"], json!([64]));
     assert_eq!(s["vectors"]["embedder"], "agentstate-hash-v1/64");
-    assert_eq!(s["schema"]["checkpoint_migrations"], 7);
+    assert_eq!(s["schema"]["checkpoint_migrations"], 8);
     let text = ok(p, &["stats"]);
     assert!(text.contains("checkpoint_blobs") && text.contains("embedder agentstate-hash-v1/64"), "{text}");
     assert!(text.contains("1 expired (not yet swept)"), "{text}");

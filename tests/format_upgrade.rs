@@ -55,7 +55,7 @@ fn sql<T: rusqlite::types::FromSql>(path: &std::path::Path, q: &str) -> T {
 
 /// What every upgraded file must look like, whatever version wrote it.
 fn assert_current_format(path: &std::path::Path) {
-    assert_eq!(sql::<i64>(path, "SELECT max(v) FROM checkpoint_migrations"), 7);
+    assert_eq!(sql::<i64>(path, "SELECT max(v) FROM checkpoint_migrations"), 8);
     let ddl: String = sql(path, "SELECT sql FROM sqlite_master WHERE name = 'checkpoint_writes'");
     assert!(
         ddl.contains("WITHOUT ROWID") && ddl.contains("writes BLOB") && !ddl.contains("created_at"),

@@ -73,6 +73,55 @@ fn a_step_versions_what_changed_and_keeps_the_rest() {
     assert_eq!(read, third);
 }
 
+/// A channel a step clears (or carries over empty) is marked empty in the
+/// checkpoint row itself: no blob row is written for it (docs/format.md,
+/// migration 8), it reads back as "version, no value" in every handle, the
+/// file checks clean, and pruning keeps nothing for it. An `empty` row that
+/// an earlier `put` wrote still reads the same.
+#[test]
+fn an_empty_channel_costs_a_step_no_blob_row() {
+    let (_dir, path, saver) = on_file("empty.db");
+    let blob_rows = || count(&path, "SELECT COUNT(*) FROM checkpoint_blobs WHERE channel = 'route'");
+    let first = saver.start(&CheckpointConfig::thread("t")).set("route", json!(["agent"])).commit().unwrap();
+    assert_eq!(blob_rows(), 1);
+    let cleared = saver.step(&first).clear("route").set("n", json!(1)).commit().unwrap();
+    let carried = saver.step(&cleared).set("n", json!(2)).commit().unwrap();
+    assert_eq!(blob_rows(), 1, "only the value's row");
+    let fresh = Db::open(&path).unwrap().checkpointer();
+    for t in [&cleared, &carried] {
+        for s in [&saver, &fresh] {
+            let read = s.get_tuple(&t.config).unwrap().unwrap();
+            assert_eq!(&read, t);
+            assert!(!read.checkpoint.channel_values.contains_key("route"));
+            assert_eq!(
+                read.checkpoint.channel_versions["route"],
+                cleared.checkpoint.channel_versions["route"]
+            );
+        }
+    }
+    assert!(fresh.db().check().unwrap().is_ok());
+    // Keeping only the newest: the first checkpoint's value goes, and no
+    // blob is needed for the empty channel.
+    saver.prune(&["t"], agentstate::checkpoint::PruneStrategy::KeepLatest).unwrap();
+    assert_eq!(blob_rows(), 0);
+    assert_eq!(saver.get_tuple(&carried.config).unwrap().unwrap(), carried);
+
+    // A put that lists a channel without a value stores an `empty` row (its
+    // caller may leave out values its versions already stored); a step
+    // after it marks the channel in its row.
+    let mut cp = carried.checkpoint.clone();
+    cp.id = agentstate::checkpoint::uuid6(Some(5)).to_string();
+    let v = agentstate::checkpoint::next_version(cp.channel_versions.get("route"));
+    cp.channel_versions.insert("route".into(), v.clone());
+    let put = saver.put(&carried.config, &cp, &Metadata::new(), &[("route".to_string(), v)].into()).unwrap();
+    assert_eq!(count(&path, "SELECT COUNT(*) FROM checkpoint_blobs WHERE type = 'empty'"), 1);
+    let head = saver.get_tuple(&put).unwrap().unwrap();
+    assert!(!head.checkpoint.channel_values.contains_key("route"));
+    let next = saver.step(&head).set("n", json!(3)).commit().unwrap();
+    assert_eq!(saver.get_tuple(&next.config).unwrap().unwrap(), next);
+    assert!(saver.db().check().unwrap().is_ok());
+}
+
 /// A step's returned tuple is what a read returns, in the writing handle
 /// and in a fresh one; any later change, here or in another process, is
 /// seen.

@@ -69,6 +69,10 @@ pub(super) struct StoredRow {
     pub(super) ts: String,
     #[serde(default)]
     pub(super) channel_values: Map<String, Value>,
+    /// Channels the row marks empty (MessagePack rows since migration 8;
+    /// older rows store an `empty` blob instead).
+    #[serde(skip)]
+    pub(super) empty: Vec<String>,
     #[serde(default)]
     pub(super) channel_versions: ChannelVersions,
     #[serde(default)]
@@ -127,6 +131,7 @@ pub(super) fn parse_row(row: &Row) -> Result<(StoredRow, Metadata)> {
                 id: String::new(),
                 ts: d.ts,
                 channel_values: d.channel_values,
+                empty: d.empty,
                 channel_versions: d.channel_versions,
                 versions_seen: d.versions_seen,
                 updated_channels: d.updated_channels,
@@ -294,6 +299,9 @@ impl Checkpointer {
             for (ch, version) in &stored.channel_versions {
                 if let Some(v) = inline.remove(ch) {
                     values.insert(ch.clone(), ChannelValue::from(v));
+                    continue;
+                }
+                if stored.empty.contains(ch) {
                     continue;
                 }
                 let key = (row.thread_id.clone(), row.ns.clone(), ch.clone(), version.to_string());

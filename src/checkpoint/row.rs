@@ -8,7 +8,9 @@
 //!   row a channel is named by its index there (an integer), or by its name
 //!   (a string) if it is not one of them;
 //! - `versions`: one version per name of `channels`;
-//! - `values`: a map from channel to the inline (primitive) value;
+//! - `values`: a map from channel to the inline (primitive) value, or to
+//!   [`EMPTY`] for a channel that has a version and no value (migration 8;
+//!   before, such a channel had a blob row of type `empty`);
 //! - `seen`: a map from node to a map from channel to version
 //!   (`versions_seen`);
 //! - `updated`: `updated_channels` (nil when absent);
@@ -33,6 +35,10 @@ use crate::json::MAX_STORED_DEPTH;
 
 /// The `type` of a checkpoint row in this format.
 pub(crate) const TYPE: &str = "msgpack";
+
+/// The `values` entry of a channel with a version and no value: a
+/// MessagePack ext of type 0 with no data (`c7 00 00`).
+pub(crate) const EMPTY: [u8; 3] = [0xc7, 0x00, 0x00];
 
 /// How a row's `checkpoint` column is stored (its `type` column).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +70,8 @@ pub(crate) struct Decoded {
     pub(crate) v: i64,
     pub(crate) ts: String,
     pub(crate) channel_values: Map<String, Value>,
+    /// Channels with a version and no value, in `channel_versions` order.
+    pub(crate) empty: Vec<String>,
     pub(crate) channel_versions: ChannelVersions,
     pub(crate) versions_seen: BTreeMap<String, ChannelVersions>,
     pub(crate) updated_channels: Option<Vec<String>>,
@@ -71,8 +79,9 @@ pub(crate) struct Decoded {
 }
 
 /// The row of `checkpoint`, its primitive channel values inline (the others
-/// are blobs).
-pub(crate) fn encode(checkpoint: &Checkpoint) -> Vec<u8> {
+/// are blobs) and, with `mark_empty`, every channel of `channel_versions`
+/// without a value in `channel_values` as [`EMPTY`].
+pub(crate) fn encode(checkpoint: &Checkpoint, mark_empty: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(512);
     let names: Vec<&str> = checkpoint.channel_versions.keys().map(String::as_str).collect();
     let index: BTreeMap<&str, u32> = names.iter().enumerate().map(|(i, n)| (*n, i as u32)).collect();
@@ -102,10 +111,16 @@ pub(crate) fn encode(checkpoint: &Checkpoint) -> Vec<u8> {
         .filter(|(_, v)| v.is_primitive())
         .map(|(k, v)| (k, v.to_value()))
         .collect();
-    let _ = encode::write_map_len(&mut out, inline.len() as u32);
+    let empty: Vec<&str> =
+        names.iter().copied().filter(|n| mark_empty && !checkpoint.channel_values.contains_key(*n)).collect();
+    let _ = encode::write_map_len(&mut out, (inline.len() + empty.len()) as u32);
     for (k, v) in &inline {
         channel(&mut out, k);
         write_value(&mut out, v);
+    }
+    for k in empty {
+        channel(&mut out, k);
+        out.extend_from_slice(&EMPTY);
     }
     let _ = encode::write_map_len(&mut out, checkpoint.versions_seen.len() as u32);
     for (node, seen) in &checkpoint.versions_seen {
@@ -167,8 +182,18 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, String> {
     };
     let n = map_len(rd).ok_or_else(|| bad("values"))?;
     let mut channel_values = Map::new();
+    let mut empty = Vec::new();
     for _ in 0..n {
         let k = channel(rd).ok_or_else(|| bad("values"))?;
+        let at = rd.position() as usize;
+        if bytes.get(at..at + EMPTY.len()) == Some(&EMPTY[..]) {
+            rd.set_position((at + EMPTY.len()) as u64);
+            if !channel_versions.contains_key(&k) {
+                return Err(bad("an empty channel without a version"));
+            }
+            empty.push(k);
+            continue;
+        }
         let v = read_value(rd, 0).filter(is_primitive).ok_or_else(|| bad("values"))?;
         channel_values.insert(k, v);
     }
@@ -204,7 +229,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, String> {
     if rd.position() as usize != bytes.len() {
         return Err(bad("trailing bytes"));
     }
-    Ok(Decoded { v, ts, channel_values, channel_versions, versions_seen, updated_channels, extra })
+    Ok(Decoded { v, ts, channel_values, empty, channel_versions, versions_seen, updated_channels, extra })
 }
 
 /// Installs two SQL functions over a row of this format (NULL for a row
@@ -518,7 +543,7 @@ mod tests {
         cp.channel_values.insert("list".into(), json!([1]).into());
         cp.updated_channels = Some(vec!["c1".into(), "elsewhere".into()]);
         cp.extra.insert("deep".into(), json!({"a": [1, 2.5, {"b": null}], "z": -3}));
-        let d = decode(&encode(&cp)).unwrap();
+        let d = decode(&encode(&cp, true)).unwrap();
         assert_eq!(d.v, cp.v);
         assert_eq!(d.ts, cp.ts);
         assert_eq!(d.channel_versions, cp.channel_versions);
@@ -532,6 +557,10 @@ mod tests {
             .map(|(k, v)| (k.clone(), v.to_value()))
             .collect();
         assert_eq!(d.channel_values, inline);
+        // c5 has a version and no value: empty, in the row itself.
+        assert_eq!(d.empty, ["c5"]);
+        let d = decode(&encode(&cp, false)).unwrap();
+        assert!(d.empty.is_empty(), "not marked: its blob holds what it is");
     }
 
     #[test]
@@ -539,7 +568,9 @@ mod tests {
         let mut cp = Checkpoint::with_id("x");
         cp.channel_versions.insert("a".into(), ChannelVersion::Str(format!("{:032}.0.2500000000000001", 3)));
         cp.channel_values.insert("a".into(), json!(1).into());
-        let good = encode(&cp);
+        cp.channel_versions.insert("b".into(), ChannelVersion::Int(1));
+        let good = encode(&cp, true);
+        assert_eq!(decode(&good).map(|d| d.empty), Ok(vec!["b".to_string()]));
         assert!(decode(&good).is_ok());
         for cut in 0..good.len() {
             assert!(decode(&good[..cut]).is_err(), "cut at {cut}");

@@ -380,9 +380,9 @@ impl<'a> Step<'a> {
             let old = cp.channel_versions.insert(ch.clone(), version.clone());
             let version = version.to_string();
             match update {
+                // The row marks it empty (see `encode_row`): no blob.
                 Update::Clear => {
                     cp.channel_values.remove(&ch);
-                    blobs.push(PlannedBlob::empty(&ch, version));
                 }
                 Update::Set(value) => {
                     if !value.is_primitive() {
@@ -413,7 +413,7 @@ impl<'a> Step<'a> {
             Some(given) => given,
             None => Some(sorted(changed)),
         };
-        let (checkpoint_row, metadata_json) = encode_row(&cp, &metadata.0)?;
+        let (checkpoint_row, metadata_json) = encode_row(&cp, &metadata.0, true)?;
         let (thread, ns) = (&self.thread, &self.ns);
         let head = match (&parent_id, self.fork) {
             (Some(p), true) => Head::Exists(p.clone()),

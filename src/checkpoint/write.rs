@@ -52,9 +52,17 @@ pub(super) enum BlobValue {
 /// A checkpoint row (in the [`row`](super::row) format: the row's
 /// `checkpoint_id` is the checkpoint's id) and the JSON of its metadata,
 /// refusing what could not be read back.
+///
+/// With `mark_empty` (a step: its checkpoint is its parent's plus its
+/// updates, so a channel without a value is empty), the row marks every
+/// channel without a value empty and no blob row is needed for it. `put`
+/// does not: its caller may leave out a value its version already stored
+/// (LangGraph's Postgres saver reads that blob), so it stores an `empty`
+/// row for a listed channel without a value, as that saver's readers expect.
 pub(super) fn encode_row(
     checkpoint: &Checkpoint,
     metadata: &Map<String, Value>,
+    mark_empty: bool,
 ) -> Result<(Vec<u8>, String)> {
     // Both are stored as JSON objects: their values sit one level down.
     if let Some((key, _)) =
@@ -65,7 +73,7 @@ pub(super) fn encode_row(
              {MAX_STORED_DEPTH} levels of objects and arrays (deeper JSON could not be read back)"
         )));
     }
-    Ok((row::encode(checkpoint), serde_json::to_string(metadata)?))
+    Ok((row::encode(checkpoint, mark_empty), serde_json::to_string(metadata)?))
 }
 
 impl Checkpointer {
@@ -166,7 +174,7 @@ impl Checkpointer {
             }
         }
         let metadata = merge_metadata(config, metadata);
-        let (checkpoint_row, metadata_json) = encode_row(checkpoint, &metadata)?;
+        let (checkpoint_row, metadata_json) = encode_row(checkpoint, &metadata, false)?;
         let job = CheckpointJob {
             thread: thread.clone(),
             ns: ns.clone(),

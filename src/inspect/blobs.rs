@@ -69,6 +69,9 @@ struct VersionsOnly {
     channel_versions: Map<String, Value>,
     #[serde(default)]
     channel_values: Map<String, Value>,
+    /// Channels the row marks empty (no blob).
+    #[serde(skip)]
+    empty: Vec<String>,
 }
 
 /// Reads a TEXT column that may have been written as a BLOB of UTF-8.
@@ -161,6 +164,7 @@ impl BlobScan {
                             })
                             .collect(),
                         channel_values: d.channel_values,
+                        empty: d.empty,
                     })
                 }
                 _ => serde_json::from_str::<VersionsOnly>(&text(r, 3)?).map_err(|e| e.to_string()),
@@ -183,6 +187,9 @@ impl BlobScan {
                 }
             }
             for (channel, version) in &parsed.channel_versions {
+                if parsed.empty.contains(channel) {
+                    continue;
+                }
                 let version = match version {
                     Value::String(s) if compact => compact::expand(s)
                         .map(|v| v.into_owned())
