@@ -92,7 +92,10 @@ impl Checkpointer {
         // descending is a total order; within one thread and namespace the
         // id alone is (and lets SQLite seek in the primary key).
         let one_chain = query.thread_id.is_some() && ns.is_some();
-        let order = " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT ?";
+        // The page's size is written into the SQL, not bound: SQLite plans
+        // with a bound LIMIT's value, so it compiles a statement again each
+        // time one is bound (about 190k instructions, most of a short list).
+        let order = format!(" ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT {LIMIT}");
         let before = if query.before.is_some() { " AND checkpoint_id < ?" } else { "" };
         let (first_page, next_page) = if one_chain {
             let page =
@@ -152,6 +155,15 @@ impl Checkpointer {
     }
 }
 
+/// Where a page's SQL takes its `LIMIT` (see [`with_limit`]).
+const LIMIT: &str = "{limit}";
+
+/// `sql` with its page size: one statement per size (at most [`PAGE`]) in
+/// the connection's statement cache.
+fn with_limit(sql: &str, n: usize) -> String {
+    sql.replacen(LIMIT, &n.to_string(), 1)
+}
+
 /// Makes a page of items from rows (with the read's decoded values and raw
 /// blob rows to share).
 pub(super) type Assemble<T> =
@@ -162,6 +174,8 @@ pub(super) type Assemble<T> =
 /// [`Checkpointer::list_encoded`] ([`EncodedTuple`](super::EncodedTuple)s).
 pub struct ListIter<T = CheckpointTuple> {
     saver: Checkpointer,
+    /// The SQL of the first page and of the next ones, `LIMIT` left to
+    /// [`with_limit`].
     first_page: String,
     next_page: String,
     args: Vec<rusqlite::types::Value>,
@@ -207,11 +221,11 @@ impl<T> ListIter<T> {
                 &self.next_page
             }
         };
-        args.push((want as i64).into());
+        let sql = with_limit(sql, want);
         let saver = &self.saver;
         let tuples = saver.db.snapshot(|tx| {
             let rows = tx
-                .prepare_cached(sql)?
+                .prepare_cached(&sql)?
                 .query_map(params_from_iter(args.iter()), read_row)?
                 .collect::<rusqlite::Result<Vec<Row>>>()?;
             (self.assemble)(saver, tx, rows, &mut self.memo, &mut self.pieces)
@@ -265,6 +279,43 @@ impl<T> Iterator for ListIter<T> {
                 self.done = true;
                 Some(Err(e))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Db;
+    use rusqlite::StatementStatus;
+    use serde_json::json;
+
+    /// A page's statement is compiled once: SQLite compiles a statement
+    /// again each time a value is bound to a `LIMIT` it planned with, so the
+    /// page size is written into the SQL.
+    #[test]
+    fn pages_are_not_compiled_again_per_list() {
+        let db = Db::open_in_memory().unwrap();
+        let saver = db.checkpointer();
+        let mut head = saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit().unwrap();
+        for i in 1..5 {
+            head = saver.step(&head).set("n", json!(i)).commit().unwrap();
+        }
+        for query in [
+            ListQuery::thread("t").filter(json!({"step": 1})),
+            ListQuery::all().filter(json!({"source": "loop"})).limit(2),
+        ] {
+            let pages = saver.list_iter(&query).unwrap();
+            let sql = with_limit(&pages.first_page, 2);
+            db.read(|conn| {
+                let mut stmt = conn.prepare(&sql)?;
+                for _ in 0..3 {
+                    stmt.query(params_from_iter(pages.args.iter()))?.next()?;
+                }
+                assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0, "{sql}");
+                Ok(())
+            })
+            .unwrap();
         }
     }
 }
