@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rusqlite::{params_from_iter, Connection};
 use serde_json::Value;
 
-use super::namespace::{prefix_glob, PrefixGlob};
+use super::namespace::{prefix_range, PrefixRange};
 use super::partial::Head;
 use super::quantised::{row_bytes, Rows};
 use crate::error::{Error, Result};
@@ -150,11 +150,10 @@ impl SearchCache {
     pub(crate) fn blocks(&self, conn: &Connection, prefix: &[String], dims: Option<usize>) -> Result<Fit> {
         let mut sql = String::from("SELECT prefix, gen FROM agentstate_store_gen");
         let mut args: Vec<String> = vec![];
-        if let Some(PrefixGlob { exact, glob }) = prefix_glob(prefix) {
+        if let Some(PrefixRange { exact, from, until }) = prefix_range(prefix) {
             sql.push_str(" WHERE ");
-            sql.push_str(&PrefixGlob::sql("prefix"));
-            args.push(exact);
-            args.push(glob);
+            sql.push_str(&PrefixRange::sql("prefix"));
+            args.extend([exact, from, until]);
         }
         let gens: Vec<(String, i64)> = conn
             .prepare_cached(&sql)?

@@ -525,50 +525,41 @@ impl MatchCondition {
 }
 
 /// The parameters of the index-friendly SQL condition for "the namespace is
-/// `prefix` or lies under it": `(prefix = ? OR prefix GLOB
-/// ?)` bound to [`PrefixGlob::exact`] and [`PrefixGlob::glob`].
+/// `prefix` or lies under it": `(prefix = ? OR (prefix >= ? AND prefix <
+/// ?))` bound to [`PrefixRange::exact`], [`PrefixRange::from`] and
+/// [`PrefixRange::until`]. A range, not a `GLOB` pattern: SQLite plans with a
+/// bound pattern's value, so it would compile the statement again each time
+/// one is bound.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct PrefixGlob {
+pub(crate) struct PrefixRange {
     /// The encoded prefix itself (`"a.b"`).
     pub(crate) exact: String,
-    /// The escaped prefix followed by `.*` (`"a.b.*"`), matching every
-    /// namespace strictly below it.
-    pub(crate) glob: String,
+    /// The prefix and the separator (`"a.b."`): every namespace strictly
+    /// below it starts with this...
+    pub(crate) from: String,
+    /// ...and sorts before this (`"a.b/"`, the separator's successor), in
+    /// SQLite's byte order.
+    pub(crate) until: String,
 }
 
-impl PrefixGlob {
-    /// `({column} = ? OR {column} GLOB ?)`, with two positional parameters
-    /// to bind in the order `exact`, `glob`.
+impl PrefixRange {
+    /// `({column} = ? OR ({column} >= ? AND {column} < ?))`, with three
+    /// positional parameters to bind in the order `exact`, `from`, `until`.
     pub(crate) fn sql(column: &str) -> String {
-        format!("({column} = ? OR {column} GLOB ?)")
+        format!("({column} = ? OR ({column} >= ? AND {column} < ?))")
     }
 }
 
-/// The [`PrefixGlob`] parameters for a literal prefix; `None` for an empty
+/// The [`PrefixRange`] parameters for a literal prefix; `None` for an empty
 /// prefix, which matches everything (use `TRUE`).
-pub(crate) fn prefix_glob<S: AsRef<str>>(prefix: &[S]) -> Option<PrefixGlob> {
+pub(crate) fn prefix_range<S: AsRef<str>>(prefix: &[S]) -> Option<PrefixRange> {
     if prefix.is_empty() {
         return None;
     }
     let exact = encode_prefix(prefix);
-    let glob = format!("{}{SEPARATOR}*", escape_glob(&exact));
-    Some(PrefixGlob { exact, glob })
-}
-
-/// Escapes SQLite GLOB metacharacters so that they match literally:
-/// `[` -> `[[]`, `*` -> `[*]`, `?` -> `[?]`. (`]` alone is literal in GLOB,
-/// and `%`, `_`, `+` are not GLOB metacharacters.)
-pub(crate) fn escape_glob(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '[' => out.push_str("[[]"),
-            '*' => out.push_str("[*]"),
-            '?' => out.push_str("[?]"),
-            c => out.push(c),
-        }
-    }
-    out
+    // '.' + 1: the separator is ASCII.
+    let next = char::from(SEPARATOR as u8 + 1);
+    Some(PrefixRange { from: format!("{exact}{SEPARATOR}"), until: format!("{exact}{next}"), exact })
 }
 
 #[cfg(test)]

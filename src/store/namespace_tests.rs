@@ -216,12 +216,11 @@ fn glob_and_like_metacharacters_in_labels_are_literal() {
         assert_eq!(got, [ns(&[label]), ns(&[label, "child"])], "{label}");
         assert_eq!(sql_prefix_matches(&all, &[label]), [ns(&[label]), ns(&[label, "child"])], "{label}");
     }
-    assert_eq!(escape_glob("a[b]*c?"), "a[[]b][*]c[?]");
     assert_eq!(
-        prefix_glob(&["star*", "q?m"]).unwrap(),
-        PrefixGlob { exact: "star*.q?m".into(), glob: "star[*].q[?]m.*".into() }
+        prefix_range(&["star*", "q?m"]).unwrap(),
+        PrefixRange { exact: "star*.q?m".into(), from: "star*.q?m.".into(), until: "star*.q?m/".into() }
     );
-    assert_eq!(prefix_glob::<&str>(&[]), None);
+    assert_eq!(prefix_range::<&str>(&[]), None);
     assert_eq!(MatchCondition::prefix(["a", "b"]).literal_prefix(), Some(vec!["a", "b"]));
     assert_eq!(MatchCondition::prefix(["a", "*"]).literal_prefix(), None);
     assert_eq!(MatchCondition::suffix(["a"]).literal_prefix(), None);
@@ -241,8 +240,8 @@ fn sql_prefix_matches(all: &[Vec<String>], prefix: &[&str]) -> Vec<Vec<String>> 
     for n in all {
         conn.execute("INSERT INTO t VALUES (?1)", [encode_prefix(n)]).unwrap();
     }
-    let (sql, params) = match prefix_glob(prefix) {
-        Some(g) => (PrefixGlob::sql("prefix"), vec![g.exact, g.glob]),
+    let (sql, params) = match prefix_range(prefix) {
+        Some(r) => (PrefixRange::sql("prefix"), vec![r.exact, r.from, r.until]),
         None => ("1".to_string(), vec![]),
     };
     let mut stmt =
@@ -313,4 +312,24 @@ where
         }
     }
     set.into_iter().skip(offset).take(limit).collect()
+}
+
+/// The prefix condition is compiled once per statement: SQLite compiles a
+/// statement again each time a `GLOB` pattern it planned with is bound, not
+/// a range's bounds.
+#[test]
+fn the_prefix_condition_is_not_compiled_again_per_binding() {
+    let conn = rusqlite::Connection::open_in_memory().unwrap();
+    conn.execute_batch(
+        "CREATE TABLE t (prefix TEXT PRIMARY KEY); INSERT INTO t VALUES ('a'), ('a.b'), ('b')",
+    )
+    .unwrap();
+    let mut stmt =
+        conn.prepare(&format!("SELECT count(*) FROM t WHERE {}", PrefixRange::sql("prefix"))).unwrap();
+    for (p, n) in [("a", 2), ("b", 1), ("c", 0)] {
+        let r = prefix_range(&[p]).unwrap();
+        let got: i64 = stmt.query_row([r.exact, r.from, r.until], |row| row.get(0)).unwrap();
+        assert_eq!(got, n, "{p}");
+    }
+    assert_eq!(stmt.get_status(rusqlite::StatementStatus::RePrepare), 0);
 }
