@@ -266,7 +266,29 @@ impl Model {
     /// `channel_versions`, a channel whose value is not inline, not in
     /// `new_versions` and not stored (all `InvalidArgument`); then a version
     /// in `new_versions` already stored with another value (`Conflict`).
-    fn refusal(&self, t: &str, ns: &str, cp: &Checkpoint, new: &ChannelVersions) -> Option<&'static str> {
+    /// Whether the row `parent` of (t, ns) marks `ch` empty at `ver` (a
+    /// step's row).
+    fn parent_marks_empty(
+        &self,
+        t: &str,
+        ns: &str,
+        parent: Option<&str>,
+        ch: &str,
+        ver: &ChannelVersion,
+    ) -> bool {
+        parent
+            .and_then(|p| self.rows.get(&(t.to_string(), ns.to_string(), p.to_string())))
+            .is_some_and(|r| r.empty.contains(ch) && r.versions.get(ch) == Some(ver))
+    }
+
+    fn refusal(
+        &self,
+        t: &str,
+        ns: &str,
+        parent: Option<&str>,
+        cp: &Checkpoint,
+        new: &ChannelVersions,
+    ) -> Option<&'static str> {
         let values = cp.values_json();
         if values.keys().any(|ch| !cp.channel_versions.contains_key(ch)) {
             return Some("InvalidArgument");
@@ -287,7 +309,8 @@ impl Model {
                     }
                 }
                 None => {
-                    if !value.is_some_and(is_primitive) && blob(ch, ver).is_none() {
+                    let empty_in_parent = value.is_none() && self.parent_marks_empty(t, ns, parent, ch, ver);
+                    if !value.is_some_and(is_primitive) && blob(ch, ver).is_none() && !empty_in_parent {
                         return Some("InvalidArgument");
                     }
                 }
@@ -322,6 +345,13 @@ impl Model {
                 }
                 None if step => {
                     empty.insert(ch.clone());
+                }
+                // Left out, emptied by the parent step and not stored: an
+                // `empty` blob answers for it.
+                None if !new.contains_key(ch)
+                    && self.parent_marks_empty(t, ns, parent.as_deref(), ch, ver) =>
+                {
+                    self.blobs.entry((t.into(), ns.into(), ch.clone(), ver.to_string())).or_insert(None);
                 }
                 value if new.contains_key(ch) => {
                     self.blobs
@@ -481,7 +511,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 let mut config = CheckpointConfig::thread(t).ns(n);
                 config.checkpoint_id = parent.clone();
                 let result = saver.put(&config, &cp, &meta, &new);
-                if let Some(kind) = m.refusal(t, n, &cp, &new) {
+                if let Some(kind) = m.refusal(t, n, parent.as_deref(), &cp, &new) {
                     let ok = match kind {
                         "Conflict" => matches!(result, Err(Error::Conflict(_))),
                         _ => matches!(result, Err(Error::InvalidArgument(_))),
@@ -690,7 +720,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     let mut config = CheckpointConfig::thread(t).ns(n);
                     config.checkpoint_id = base_id.clone();
                     let result = saver.put(&config, &cp, &meta, &new);
-                    if m.refusal(t, n, &cp, &new).is_some() {
+                    if m.refusal(t, n, base_id.as_deref(), &cp, &new).is_some() {
                         prop_assert!(result.is_err());
                         continue;
                     }

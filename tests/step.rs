@@ -122,6 +122,48 @@ fn an_empty_channel_costs_a_step_no_blob_row() {
     assert!(saver.db().check().unwrap().is_ok());
 }
 
+/// LangGraph (through the Python package's `put_encoded`, or `put`) may
+/// continue a history the engine wrote: its next checkpoint leaves the
+/// channel a step emptied out of `new_versions`, at the same version, with
+/// no value. The parent's row says the channel is empty there, so the put is
+/// taken (an `empty` row then answers for it); a version the parent does not
+/// mark empty, with no stored value, is still refused (its value would be
+/// lost).
+#[test]
+fn a_put_continues_a_step_that_left_a_channel_empty() {
+    use agentstate::checkpoint::{uuid6, ChannelVersions};
+    let (_dir, _path, saver) = on_file("continue.db");
+    let first = saver.start(&CheckpointConfig::thread("t")).set("route", json!(["a"])).commit().unwrap();
+    let cleared = saver.step(&first).clear("route").set("n", json!(1)).commit().unwrap();
+    // Only the cleared checkpoint is kept: no row holds "route" any more.
+    saver.prune(&["t"], agentstate::checkpoint::PruneStrategy::KeepLatest).unwrap();
+    let mut cp = cleared.checkpoint.clone();
+    cp.channel_values.insert("n".into(), json!(2).into());
+    let n = agentstate::checkpoint::next_version(cp.channel_versions.get("n"));
+    cp.channel_versions.insert("n".into(), n.clone());
+    let listed: ChannelVersions = [("n".to_string(), n)].into();
+    for (i, encoded) in [(1, false), (2, true)] {
+        cp.id = uuid6(Some(i)).to_string();
+        let put = if encoded {
+            let inline = cp.clone();
+            saver.put_encoded(&cleared.config, &inline, &Default::default(), &Metadata::new(), &listed)
+        } else {
+            saver.put(&cleared.config, &cp, &Metadata::new(), &listed)
+        }
+        .unwrap();
+        let read = saver.get_tuple(&put).unwrap().unwrap();
+        assert!(!read.checkpoint.channel_values.contains_key("route"), "encoded: {encoded}");
+        assert_eq!(read.checkpoint.channel_versions["route"], cleared.checkpoint.channel_versions["route"]);
+    }
+    assert!(saver.db().check().unwrap().is_ok());
+    // Another version of the emptied channel, never stored: refused.
+    cp.id = uuid6(Some(3)).to_string();
+    let other = agentstate::checkpoint::next_version(cp.channel_versions.get("route"));
+    cp.channel_versions.insert("route".into(), other);
+    let refused = saver.put(&cleared.config, &cp, &Metadata::new(), &listed);
+    assert!(matches!(refused, Err(Error::InvalidArgument(_))), "{refused:?}");
+}
+
 /// A step's returned tuple is what a read returns, in the writing handle
 /// and in a fresh one; any later change, here or in another process, is
 /// seen.

@@ -152,8 +152,9 @@ impl Checkpointer {
         }
         let mut blobs = Vec::new();
         let mut fill = Vec::new();
-        // Channels whose stored blob this checkpoint relies on.
-        let mut relied: Vec<(String, String)> = Vec::new();
+        // Channels whose stored blob this checkpoint relies on (and whether
+        // it has no value for them).
+        let mut relied: Vec<(String, String, bool)> = Vec::new();
         for (ch, version) in &checkpoint.channel_versions {
             let value = checkpoint.channel_values.get(ch);
             let inline = value.is_some_and(ChannelValue::is_primitive);
@@ -169,7 +170,7 @@ impl Checkpointer {
                 None if inline => {}
                 None => match unlisted(ch, version.to_string())? {
                     Some(blob) => fill.push(blob),
-                    None => relied.push((ch.clone(), version.to_string())),
+                    None => relied.push((ch.clone(), version.to_string(), value.is_none())),
                 },
             }
         }
@@ -557,8 +558,10 @@ pub(super) struct CheckpointJob {
     /// Blobs stored only if their version is not stored yet (the stored
     /// value wins): values of channels left out of `new_versions`.
     pub(super) fill: Vec<PlannedBlob>,
-    /// (channel, version) blobs that must already be stored.
-    pub(super) relied: Vec<(String, String)>,
+    /// (channel, version, the checkpoint has no value for it) blobs that
+    /// must already be stored; one without a value may instead be empty at
+    /// that version in the parent's row (see [`parent_marks_empty`]).
+    pub(super) relied: Vec<(String, String, bool)>,
     pub(super) head: Head,
     pub(super) retention: Option<Arc<Retention>>,
     /// Encodes a list whole when its planned delta cannot be stored.
@@ -614,10 +617,20 @@ impl CheckpointJob {
             "SELECT EXISTS(SELECT 1 FROM checkpoint_blobs \
              WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4)",
         )?;
-        for (ch, version) in &self.relied {
-            if !exists
-                .query_row(params![thread, ns, ch, compact::blob_key(version)], |r| r.get::<_, bool>(0))?
-            {
+        for (ch, version, valueless) in &self.relied {
+            let key = compact::blob_key(version);
+            if exists.query_row(params![thread, ns, ch, key], |r| r.get::<_, bool>(0))? {
+                continue;
+            }
+            // A step left it empty at this version without a blob row: so
+            // is this checkpoint, now with one (its row does not mark it).
+            if *valueless && parent_marks_empty(tx, thread, ns, self.parent.as_deref(), ch, version)? {
+                tx.prepare_cached(
+                    "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob, chain) \
+                     VALUES (?1, ?2, ?3, ?4, 'empty', NULL, 0)",
+                )?
+                .execute(params![thread, ns, ch, key])?;
+            } else {
                 return Err(Error::InvalidArgument(format!(
                     "channel '{ch}' is at version {version}, which no earlier put stored, and is not in \
                      new_versions: its value would be lost (list every changed channel in new_versions)"
@@ -778,6 +791,30 @@ fn same_as_stored(tx: &Connection, thread: &str, ns: &str, b: &PlannedBlob) -> R
          version",
         b.channel, b.version
     )))
+}
+
+/// Whether the checkpoint `parent` of (thread, ns) marks `channel` empty
+/// at `version` in its row (a step's row does: see [`encode_row`]).
+fn parent_marks_empty(
+    tx: &Connection,
+    thread: &str,
+    ns: &str,
+    parent: Option<&str>,
+    channel: &str,
+    version: &str,
+) -> Result<bool> {
+    let Some(parent) = parent else { return Ok(false) };
+    let bytes: Option<Vec<u8>> = tx
+        .prepare_cached(
+            "SELECT checkpoint FROM checkpoints \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND type = 'msgpack'",
+        )?
+        .query_row(params![thread, ns, parent], |r| r.get(0))
+        .optional()?;
+    Ok(bytes.and_then(|b| row::decode(&b).ok()).is_some_and(|d| {
+        d.empty.iter().any(|c| c == channel)
+            && d.channel_versions.get(channel).is_some_and(|v| v.to_string() == version)
+    }))
 }
 
 /// Inserts (or, for an existing id, replaces) a checkpoint row.
