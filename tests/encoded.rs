@@ -343,3 +343,24 @@ fn with_unstable_encoding_a_stored_version_keeps_its_first_bytes() {
         Err(Error::Conflict(_))
     ));
 }
+
+/// A channel a step emptied is marked in the checkpoint row (no blob row):
+/// the encoded reads (what the Python package reads) give it no value, as
+/// the decoded ones do, and list it whole otherwise.
+#[test]
+fn encoded_reads_take_a_channel_a_step_emptied_as_empty() {
+    let s = Db::open_in_memory().unwrap().checkpointer();
+    let first = s.start(&CheckpointConfig::thread("t")).set("route", json!(["a"])).commit().unwrap();
+    let cleared = s.step(&first).clear("route").set("n", json!(1)).commit().unwrap();
+    let got = s.get_tuple_encoded(&cleared.config).unwrap().unwrap();
+    assert!(got.values.is_empty(), "{:?}", got.values);
+    assert_eq!(got.checkpoint.channel_versions, cleared.checkpoint.channel_versions);
+    for sharing in [false, true] {
+        let q = ListQuery::thread("t");
+        let listed = if sharing { s.list_encoded_sharing(&q) } else { s.list_encoded(&q) };
+        let listed: Vec<_> = listed.unwrap().map(Result::unwrap).collect();
+        assert_eq!(listed.len(), 2);
+        assert!(listed[0].values.is_empty() && listed[0].prefixes.is_empty(), "sharing: {sharing}");
+        assert_eq!(listed[1].values.keys().collect::<Vec<_>>(), ["route"], "sharing: {sharing}");
+    }
+}

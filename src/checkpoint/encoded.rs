@@ -242,6 +242,9 @@ impl Checkpointer {
                     channel_values.insert(ch.clone(), ChannelValue::from(v));
                     continue;
                 }
+                if stored.empty.contains(ch) {
+                    continue;
+                }
                 let key: BlobKey = (row.thread_id.clone(), row.ns.clone(), ch.clone(), version.to_string());
                 if share {
                     if let Some(n) = pieces.cut_from_last(conn, &key)? {
