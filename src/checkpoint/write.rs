@@ -804,17 +804,11 @@ fn parent_marks_empty(
     version: &str,
 ) -> Result<bool> {
     let Some(parent) = parent else { return Ok(false) };
-    let bytes: Option<Vec<u8>> = tx
-        .prepare_cached(
-            "SELECT checkpoint FROM checkpoints \
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND type = 'msgpack'",
-        )?
-        .query_row(params![thread, ns, parent], |r| r.get(0))
-        .optional()?;
-    Ok(bytes.and_then(|b| row::decode(&b).ok()).is_some_and(|d| {
-        d.empty.iter().any(|c| c == channel)
-            && d.channel_versions.get(channel).is_some_and(|v| v.to_string() == version)
-    }))
+    let Some(row) = find_row(tx, &CheckpointConfig::canonical(thread, ns, parent))? else { return Ok(false) };
+    // A damaged parent marks nothing: the put is refused as it was.
+    let Ok((stored, _)) = parse_row(&row) else { return Ok(false) };
+    Ok(stored.empty.iter().any(|c| c == channel)
+        && stored.channel_versions.get(channel).is_some_and(|v| v.to_string() == version))
 }
 
 /// Inserts (or, for an existing id, replaces) a checkpoint row.
