@@ -569,34 +569,36 @@ pub(super) fn for_each_write(
     // the outer loop: SQLite would otherwise scan the thread's writes and
     // look each one up among the keys.)
     let one_chain = rows.iter().all(|r| r.thread_id == first.thread_id && r.ns == first.ns);
-    let sql = if one_chain {
-        "SELECT w.task_id, w.writes, k.key \
-         FROM json_each(?1) AS k \
-         CROSS JOIN checkpoint_writes AS w \
-              ON w.thread_id = ?2 AND w.checkpoint_ns = ?3 AND w.checkpoint_id = k.value \
-         ORDER BY k.key, w.task_path, w.task_id"
+    let (sql, keys) = if one_chain {
+        (
+            "SELECT w.task_id, w.writes, k.key \
+             FROM json_each(?1) AS k \
+             CROSS JOIN checkpoint_writes AS w \
+                  ON w.thread_id = ?2 AND w.checkpoint_ns = ?3 AND w.checkpoint_id = k.value \
+             ORDER BY k.key, w.task_path, w.task_id",
+            rows.iter().map(|r| r.id.clone().into()).collect(),
+        )
     } else {
-        "SELECT w.task_id, w.writes, k.key \
-         FROM json_each(?1) AS k \
-         JOIN checkpoint_writes AS w ON w.thread_id = k.value ->> 0 AND w.checkpoint_ns = k.value ->> 1 \
-                                      AND w.checkpoint_id = k.value ->> 2 \
-         ORDER BY k.key, w.task_path, w.task_id"
+        (
+            "SELECT w.task_id, w.writes, k.key \
+             FROM json_each(?1) AS k \
+             JOIN checkpoint_writes AS w ON w.thread_id = k.value ->> 0 AND w.checkpoint_ns = k.value ->> 1 \
+                                          AND w.checkpoint_id = k.value ->> 2 \
+             ORDER BY k.key, w.task_path, w.task_id",
+            rows.iter()
+                .map(|r| {
+                    Value::Array(vec![r.thread_id.clone().into(), r.ns.clone().into(), r.id.clone().into()])
+                })
+                .collect(),
+        )
     };
     let mut stmt = match conn.prepare_cached(sql) {
         Err(e) if no_packed_writes(&e) => return for_each_legacy_write(conn, rows, f),
         other => other?,
     };
-    let key = |r: &Row| -> Value {
-        match one_chain {
-            true => r.id.clone().into(),
-            false => Value::Array(vec![r.thread_id.clone().into(), r.ns.clone().into(), r.id.clone().into()]),
-        }
-    };
-    let keys = Value::Array(rows.iter().map(key).collect()).to_string();
-    let mut q = match one_chain {
-        true => stmt.query(params![keys, first.thread_id, first.ns])?,
-        false => stmt.query([keys])?,
-    };
+    let keys = Value::Array(keys).to_string();
+    let mut q =
+        if one_chain { stmt.query(params![keys, first.thread_id, first.ns])? } else { stmt.query([keys])? };
     while let Some(r) = q.next()? {
         let i: i64 = r.get(2)?;
         call(usize::try_from(i).unwrap_or(usize::MAX), r)?;
