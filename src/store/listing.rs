@@ -223,17 +223,12 @@ fn read(conn: &Connection, l: &ListNamespaces, reuse: &mut Reuse<'_>) -> Result<
     // pattern would make SQLite re-prepare the statement on every call);
     // match the rest on the encoded text.
     let pushed = l.conditions.iter().position(|c| c.literal_prefix().is_some());
-    let (exact, below) = match pushed.and_then(|i| l.conditions[i].literal_prefix()) {
-        Some(lit) if !lit.is_empty() => {
-            let exact = namespace::encode_prefix(&lit);
-            (Some(exact.clone()), format!("{exact}{}", namespace::SEPARATOR))
-        }
-        _ => (None, String::new()),
-    };
+    let range =
+        pushed.and_then(|i| l.conditions[i].literal_prefix()).and_then(|lit| namespace::prefix_range(&lit));
     let rest: Vec<&MatchCondition> =
         l.conditions.iter().enumerate().filter(|(i, _)| Some(*i) != pushed).map(|(_, c)| c).collect();
     let holds = |p: &str| {
-        exact.as_ref().is_none_or(|e| p == e.as_str() || p.starts_with(&below))
+        range.as_ref().is_none_or(|r| p == r.exact || p.starts_with(&r.from))
             && rest.iter().all(|c| c.matches_encoded(p))
     };
     // Index order: by prefix, then expiry (NULL first).
@@ -251,9 +246,10 @@ fn read(conn: &Connection, l: &ListNamespaces, reuse: &mut Reuse<'_>) -> Result<
             alive("s")
         )
     });
-    let mut stmt = conn.prepare_cached(if exact.is_some() { &RANGE } else { &ALL })?;
-    let upper = exact.as_ref().map(|e| format!("{e}/"));
-    let args: Vec<&str> = exact.iter().chain(&upper).map(String::as_str).collect();
+    let mut stmt = conn.prepare_cached(if range.is_some() { &RANGE } else { &ALL })?;
+    // [exact, until): the prefix and everything below it (and a few
+    // siblings such as "a.b-c", which `holds` leaves out).
+    let args: Vec<&str> = range.iter().flat_map(|r| [r.exact.as_str(), r.until.as_str()]).collect();
     // SQLite returns byte order, which is tuple order unless a label holds a
     // byte that sorts below the '.' separator. While no namespace seen has
     // one, no later one can sort before those seen: decode the page as the
