@@ -64,13 +64,19 @@ def run_rss(cmd: list[str], out_json: str | None = None) -> tuple[dict, float, f
     return data, el, ru.ru_maxrss / 1024.0
 
 
-# (metric, better, target ratio, note). better: "lower" times/sizes, "higher" rates.
-# (metric, better, target ratio, note[, Python metric if it differs]).
+# (metric, better, target ratio, note[, Python metric if it differs]). better:
+# "lower" times/sizes, "higher" rates. A checkpointer target may depend on the
+# table: {"NORMAL": x, "default": y} (Python's `--synchronous` value; default is
+# FULL) and {"steps": n} (only the n-step run). They follow the targets as the
+# issue and docs/design.md state them: the step >= 10x at Normal and >= 2x at
+# Full (one fsync per step is the floor), round robin >= 5x at Normal, the
+# file after the 1000-step workload.
 CKPT = [
-    ("single_steps_per_s", "higher", 10, "checkpoint step (step API; its 3 writes committed with the next step), 1 thread"),
+    ("single_steps_per_s", "higher", {"NORMAL": 10, "default": 2},
+     "checkpoint step (step API; its 3 writes committed with the next step), 1 thread"),
     ("single_first100_ms", "lower", None, "per-step median, first 100 steps"),
     ("single_last100_ms", "lower", None, "per-step median, last 100 steps"),
-    ("multi_steps_per_s", "higher", 5, "100 threads x 50 steps, round-robin"),
+    ("multi_steps_per_s", "higher", {"NORMAL": 5}, "100 threads x 50 steps, round-robin"),
     ("get_tuple_latest_us", "lower", 10, "get_tuple latest (long thread), warm: the writing process"),
     ("get_tuple_by_id_mid_us", "lower", 10, "get_tuple by id (middle), warm"),
     ("multi_get_tuple_latest_us", "lower", 10, "get_tuple latest, 50-step thread, warm"),
@@ -83,7 +89,7 @@ CKPT = [
     ("list_limit10_ms", "lower", 10, "list(limit=10)"),
     ("list_filter_ms", "lower", 20, "list(filter={source, step}) on the thread"),
     ("list_filter_allthreads_ms", "lower", None, "same filter, all threads"),
-    ("single_db_bytes_after_close", "lower", 80, "file size after the run"),
+    ("single_db_bytes_after_close", "lower", {"steps": 1000, "ratio": 80}, "file size after the run"),
 ]
 STORE = [
     ("put_batch_us_per_item_excl_embed", "lower", 5, "batch put of 100, per item, embedding excluded"),
@@ -122,11 +128,21 @@ def fmt(x: float) -> str:
     return f"{x:.3f}"
 
 
-def table(title: str, rows, py_runs, rs_runs, extra_rows=()):
+def target_for(target, sync: str | None, steps: int | None):
+    """A row's target ratio in one table (None: the row has none there)."""
+    if not isinstance(target, dict):
+        return target
+    if "steps" in target:
+        return target["ratio"] if steps == target["steps"] else None
+    return target.get(sync)
+
+
+def table(title: str, rows, py_runs, rs_runs, extra_rows=(), sync: str | None = None, steps: int | None = None):
     lines = [f"\n### {title}\n", "| metric | Python median | Rust median | ratio | target | met |",
              "|---|---:|---:|---:|---:|:-:|"]
     for row in rows:
         key, better, target, note = row[:4]
+        target = target_for(target, sync, steps)
         pkey = row[4] if len(row) > 4 else key
         pv = [r[pkey] for r in py_runs if pkey in r]
         rv = [r[key] for r in rs_runs if key in r]
@@ -293,7 +309,8 @@ def main():
                              f"(`concurrent_steps_per_s`) | {fmt(pst)} | {fmt(conc)} | {conc / pst:.1f}x | "
                              f"{'>= 5x' if tgt else ''} | {('yes' if conc / pst >= 5 else '**no**') if tgt else ''} |")
                 raw[f"ckpt_{steps}_{sync}"]["variants"] = variants
-                report.append(table(f"Checkpointer, {steps} steps, {mode}", CKPT, py_runs, rs_runs, extra))
+                report.append(table(f"Checkpointer, {steps} steps, {mode}", CKPT, py_runs, rs_runs, extra,
+                                    sync=sync, steps=steps))
         report.append(long_runs(rs_ck, args.out))
     if "store" in sections:
         py_runs, rs_runs, py_rss, rs_rss = [], [], [], []
