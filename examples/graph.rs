@@ -4,8 +4,13 @@
 //! `invoke` — every checkpoint stored as LangGraph 1.2 stores it.
 //!
 //! ```text
-//! cargo run --example graph
+//! cargo run --example graph                      # in memory
+//! cargo run --example graph -- FILE [--pause | --resume]
 //! ```
+//!
+//! With a file, the thread outlives the process: `--pause` stops at the
+//! approval, `--resume` answers it. Either half may be LangGraph in Python
+//! on the same file (`python/tests/test_engine_interop.py` does both).
 
 use agentstate::engine::{interrupt, ChannelSpec, Goto, Graph, Interrupt, Reducer, State, Update, START};
 use agentstate::{CheckpointConfig, Db};
@@ -17,7 +22,12 @@ fn turns(s: &State) -> usize {
 }
 
 fn main() -> agentstate::Result<()> {
-    let db = Db::open_in_memory()?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (pause, resume) = (args.iter().any(|a| a == "--pause"), args.iter().any(|a| a == "--resume"));
+    let db = match args.iter().find(|a| !a.starts_with("--")) {
+        Some(path) => Db::open(path)?,
+        None => Db::open_in_memory()?,
+    };
     let graph = Graph::builder()
         .state("messages", ChannelSpec::reducer(Reducer::Messages))
         .state("approved", ChannelSpec::last_value())
@@ -38,9 +48,14 @@ fn main() -> agentstate::Result<()> {
         .compile(db.checkpointer())?;
 
     let thread = CheckpointConfig::thread("weather");
-    let paused =
-        graph.invoke(Some(json!({"messages": [{"role": "user", "content": "weather?"}]})), &thread)?;
-    println!("paused: {}", Interrupt::from_output(&paused)[0].value);
+    if !resume {
+        let paused =
+            graph.invoke(Some(json!({"messages": [{"role": "user", "content": "weather?"}]})), &thread)?;
+        println!("paused: {}", Interrupt::from_output(&paused)[0].value);
+        if pause {
+            return Ok(());
+        }
+    }
     let done = graph.resume(json!("yes"), &thread)?;
     println!("{} messages, approved = {}", done["messages"].as_array().map_or(0, Vec::len), done["approved"]);
     println!("{} checkpoints", graph.get_state_history(&thread)?.len());
