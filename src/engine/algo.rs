@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::channel::Channel;
 use super::graph::{Compiled, State};
 use super::task_id::{pull_task_id, push_task_id};
-use super::{ERROR, INTERRUPT, NO_WRITES, PULL, PUSH, RESUME, TASKS};
+use super::{ERROR, INTERRUPT, NO_WRITES, NULL_TASK_ID, PULL, PUSH, RESUME, TASKS};
 use crate::checkpoint::{next_version, ChannelVersions};
 use crate::error::Result;
 
@@ -96,6 +96,21 @@ impl<'a> From<&'a Task> for TaskWrites<'a> {
 /// Channels that only carry bookkeeping, never state.
 fn is_special(channel: &str) -> bool {
     matches!(channel, NO_WRITES | PUSH | RESUME | INTERRUPT | ERROR | "__return__" | "__error_source_node__")
+}
+
+/// A copy of `channels` with `tasks`' writes applied (versions unchanged):
+/// what LangGraph shows of a superstep not stored yet.
+///
+/// # Errors
+/// As [`apply_writes`].
+pub(crate) fn with_writes(
+    cp: &CpState,
+    channels: &Channels,
+    tasks: &mut [TaskWrites<'_>],
+) -> Result<Channels> {
+    let (mut cp, mut channels) = (cp.clone(), channels.clone());
+    apply_writes(&mut cp, &mut channels, tasks, false)?;
+    Ok(channels)
 }
 
 /// Applies a superstep's writes to `channels` and `cp`: records what each
@@ -287,24 +302,22 @@ pub(crate) fn prepare_next_tasks(
     Ok(tasks)
 }
 
+/// Whether a pending write says what happened to its task rather than what
+/// it produced (LangGraph's control writes).
+pub(crate) fn is_control(channel: &str) -> bool {
+    matches!(channel, ERROR | INTERRUPT | RESUME | "__error_source_node__" | "__scheduled__")
+}
+
 /// Turns `stored` pending writes of a resumed checkpoint into the outputs of
-/// the tasks that finished: a task with writes and no `__error__` /
-/// `__interrupt__` write is done, its output is its writes.
+/// the tasks that finished. As LangGraph reads them, a task finished iff it
+/// stored an output (any write but a control write), also if an earlier run
+/// of it stored an `__error__` or `__interrupt__`; its output is those writes.
 pub(crate) fn finished_writes(pending: &[(String, String, Value)]) -> BTreeMap<String, Vec<(String, Value)>> {
-    let mut by_task: BTreeMap<String, (bool, Vec<(String, Value)>)> = BTreeMap::new();
-    for (task, chan, val) in pending {
-        let entry = by_task.entry(task.clone()).or_default();
-        if chan == ERROR || chan == INTERRUPT {
-            entry.0 = true;
-        } else if chan != RESUME && chan != "__scheduled__" {
-            entry.1.push((chan.clone(), val.clone()));
-        }
+    let mut by_task: BTreeMap<String, Vec<(String, Value)>> = BTreeMap::new();
+    for (task, chan, val) in pending.iter().filter(|(t, c, _)| t != NULL_TASK_ID && !is_control(c)) {
+        by_task.entry(task.clone()).or_default().push((chan.clone(), val.clone()));
     }
     by_task
-        .into_iter()
-        .filter(|(_, (failed, w))| !failed && !w.is_empty())
-        .map(|(t, (_, w))| (t, w))
-        .collect()
 }
 
 #[cfg(test)]
@@ -325,9 +338,21 @@ mod tests {
     }
 
     #[test]
-    fn failed_and_interrupted_tasks_are_not_finished() {
+    fn a_task_finished_iff_it_stored_an_output() {
         let w = |t: &str, c: &str| (t.to_string(), c.to_string(), Value::Null);
-        let done = finished_writes(&[w("a", "x"), w("b", "x"), w("b", ERROR), w("c", NO_WRITES)]);
-        assert_eq!(done.keys().collect::<Vec<_>>(), ["a", "c"]);
+        let done = finished_writes(&[
+            w("a", "x"),
+            // An earlier run's error or interrupt next to an output (LangGraph
+            // reads the task as finished: `interrupt_then_error`).
+            w("b", ERROR),
+            w("b", "x"),
+            w("c", NO_WRITES),
+            w("d", INTERRUPT),
+            w("d", RESUME),
+            w("e", ERROR),
+            w(NULL_TASK_ID, RESUME),
+        ]);
+        assert_eq!(done.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(done["b"], [("x".to_string(), Value::Null)]);
     }
 }

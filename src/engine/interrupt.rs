@@ -21,7 +21,7 @@ pub(crate) struct Scratchpad {
     /// by the tasks of the superstep: the first `interrupt()` takes it).
     pub(crate) null_resume: Arc<Mutex<Option<Value>>>,
     /// How many times the node called `interrupt()` in this run.
-    counter: usize,
+    pub(crate) counter: usize,
     /// Whether an interrupt consumed an answer (the task then writes
     /// `__resume__` with the answers it used).
     pub(crate) used_resume: bool,
@@ -135,7 +135,13 @@ pub fn interrupt(value: Value) -> Result<Value, NodeError> {
             pad.used_resume = true;
             return Ok(v);
         }
-        let id = interrupt_id(&pad.task_ns);
+        // LangGraph keys an interrupt by the answers its task already has:
+        // the first by the task's namespace, the one after n answers by
+        // `task_ns|n`.
+        let id = match pad.resume.len() {
+            0 => interrupt_id(&pad.task_ns),
+            answered => interrupt_id(&format!("{}|{answered}", pad.task_ns)),
+        };
         Err(NodeError::interrupted(vec![interrupt_value(&value, &id)]))
     })
 }

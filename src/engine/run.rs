@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value};
 
 use super::algo::{
-    apply_writes, prepare_next_tasks, send_value, Channels, CpState, Task, TaskInput, TaskWrites,
+    apply_writes, is_control, prepare_next_tasks, send_value, Channels, CpState, Task, TaskInput, TaskWrites,
 };
 use super::channel::Channel;
 use super::graph::{Compiled, Goto, NodeError, NodeFn, NodeKind, State, Update};
@@ -132,7 +132,8 @@ pub struct PendingTask {
     pub error: Option<String>,
     /// The interrupts it raised.
     pub interrupts: Vec<Value>,
-    /// Its state writes by key, if it stored any writes.
+    /// Its state writes by key, if it finished (stored a write other than an
+    /// error, interrupt or resume).
     pub result: Option<Value>,
 }
 
@@ -460,9 +461,12 @@ impl CompiledGraph {
                     result: None,
                 };
                 let mut result = Map::new();
-                let mut wrote = false;
+                // LangGraph's rule: a task finished iff it stored an output
+                // (a write other than a control write); only then has it a
+                // result.
+                let mut finished = false;
                 for (_, chan, value) in loaded.pending.iter().filter(|(id, _, _)| *id == task.id) {
-                    wrote = true;
+                    finished |= !is_control(chan);
                     match (chan.as_str(), value) {
                         (ERROR, Value::String(e)) => task.error = Some(e.clone()),
                         (ERROR, other) => task.error = Some(other.to_string()),
@@ -474,7 +478,7 @@ impl CompiledGraph {
                         _ => {}
                     }
                 }
-                task.result = wrote.then_some(Value::Object(result));
+                task.result = finished.then_some(Value::Object(result));
                 task
             })
             .collect())

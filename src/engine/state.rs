@@ -3,7 +3,10 @@
 
 use serde_json::Value;
 
-use super::algo::{apply_writes, read_state, Task, TaskInput, TaskPath, TaskWrites};
+use super::algo::{
+    apply_writes, finished_writes, prepare_next_tasks, read_state, with_writes, Task, TaskInput, TaskPath,
+    TaskWrites,
+};
 use super::graph::Update;
 use super::run::{CompiledGraph, PendingTask, Save};
 use super::INTERRUPT;
@@ -11,15 +14,16 @@ use crate::checkpoint::{CheckpointConfig, ListQuery, Metadata};
 use crate::error::{Error, Result};
 
 /// A thread's state at a checkpoint (LangGraph's `StateSnapshot`, without
-/// the task details yet).
+/// task paths and subgraph states yet).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct StateSnapshot {
     /// The state keys with a value.
     pub values: Value,
-    /// The nodes the next superstep would run.
+    /// The nodes the next superstep would run (at the thread's head: those
+    /// that have not finished yet).
     pub next: Vec<String>,
-    /// Those tasks, with their ids.
+    /// The tasks of the next superstep, with their ids, finished or not.
     pub tasks: Vec<PendingTask>,
     /// The checkpoint's config (`None` for a thread with no checkpoint).
     pub config: Option<CheckpointConfig>,
@@ -34,18 +38,48 @@ impl CompiledGraph {
     /// `config.checkpoint_id` is given; a subgraph's with its namespace
     /// `<node>:<task id>`).
     ///
+    /// As LangGraph's `get_state`, the thread's latest checkpoint is shown
+    /// as it stands: its values include the outputs of the tasks of the
+    /// next superstep that already finished (a run that failed or paused
+    /// stored them), `next` names only the others, and a finished task
+    /// shows no interrupts. A checkpoint addressed by id is shown as stored.
+    ///
     /// # Errors
     /// [`Error::NotFound`] if `config.checkpoint_id` does not exist;
     /// [`Error::InvalidArgument`] for a namespace of no subgraph; the
     /// checkpointer's errors.
     pub fn get_state(&self, config: &CheckpointConfig) -> Result<StateSnapshot> {
-        let tasks = self.next_tasks(config)?;
+        let mut tasks = self.next_tasks(config)?;
         let graph = self.for_namespace(&config.checkpoint_ns)?;
         let loaded = graph.load(config)?;
+        let mut channels = loaded.channels;
+        let mut next: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
+        // The thread's head is shown live, as LangGraph does: the values
+        // with the outputs of the tasks that already finished applied, only
+        // the tasks still to run as `next`, only unanswered interrupts. An
+        // addressed checkpoint is shown as it was stored.
+        if config.checkpoint_id.is_none() {
+            let done = finished_writes(&loaded.pending);
+            if !done.is_empty() {
+                let ns = config.checkpoint_ns.as_str();
+                let mut prepared =
+                    prepare_next_tasks(&graph.graph, &loaded.cp, &channels, loaded.step, ns, None)?;
+                prepared.retain(|t| done.contains_key(&t.id));
+                for task in &mut prepared {
+                    task.writes.clone_from(&done[&task.id]);
+                }
+                let mut tw: Vec<TaskWrites<'_>> = prepared.iter().map(TaskWrites::from).collect();
+                channels = with_writes(&loaded.cp, &channels, &mut tw)?;
+            }
+            for task in tasks.iter_mut().filter(|t| done.contains_key(&t.id)) {
+                task.interrupts.clear();
+            }
+            next = tasks.iter().filter(|t| !done.contains_key(&t.id)).map(|t| t.name.clone()).collect();
+        }
         let tuple = loaded.tuple;
         Ok(StateSnapshot {
-            values: read_state(&loaded.channels, &graph.graph.state_keys),
-            next: tasks.iter().map(|t| t.name.clone()).collect(),
+            values: read_state(&channels, &graph.graph.state_keys),
+            next,
             tasks,
             config: tuple.as_ref().map(|t| t.config.clone()),
             parent_config: tuple.as_ref().and_then(|t| t.parent_config.clone()),

@@ -8,8 +8,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use serde_json::{Map, Value};
 
 use super::algo::{
-    apply_writes, finished_writes, prepare_next_tasks, read_shared, Channels, CpState, Task, TaskInput,
-    TaskWrites,
+    apply_writes, finished_writes, prepare_next_tasks, read_shared, with_writes, Channels, CpState, Task,
+    TaskInput, TaskWrites,
 };
 use super::graph::{Compiled, NodeError, Update};
 use super::interrupt::{with_scratchpad, Scratchpad};
@@ -219,7 +219,12 @@ impl CompiledGraph {
                 let stored = match result {
                     Ok(mut writes) => {
                         if pad.used_resume {
-                            writes.insert(0, (RESUME.to_string(), Value::Array(pad.resume.clone())));
+                            // As LangGraph: each interrupt() call that got an
+                            // answer wrote `__resume__` with the answers up to
+                            // its own, ahead of the node's writes.
+                            let resumes = (1..=pad.counter.min(pad.resume.len()))
+                                .map(|n| (RESUME.to_string(), Value::Array(pad.resume[..n].to_vec())));
+                            writes.splice(0..0, resumes);
                         }
                         outputs[i] = Some(writes.clone());
                         self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
@@ -294,8 +299,21 @@ impl CompiledGraph {
             }
             if !interrupts.is_empty() {
                 self.finish(&mut cur, &cp, &mut channels)?;
+                // LangGraph's output of a paused run shows the writes of the
+                // superstep's finished tasks applied (to a copy here: they
+                // are not stored, the next run applies them again).
+                let shown = if ns.is_empty() && tasks.iter().any(|t| !t.writes.is_empty()) {
+                    let mut tw: Vec<TaskWrites<'_>> = tasks.iter().map(TaskWrites::from).collect();
+                    Some(read_shared(&with_writes(&cp, &channels, &mut tw)?, &self.graph.state_keys))
+                } else {
+                    None
+                };
                 drop(tasks);
-                return Ok(self.end(&cur, &cp, channels, interrupts));
+                let mut out = self.end(&cur, &cp, channels, interrupts);
+                if let Some(values) = shown {
+                    out.values = values;
+                }
+                return Ok(out);
             }
             // The inputs share the channels' values: dropping them lets the
             // reducers fold into those values without copying them.

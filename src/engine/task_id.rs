@@ -44,7 +44,9 @@ pub fn task_id(checkpoint_id: &str, parts: &[&str]) -> Result<String> {
 }
 
 /// The id of an interrupt raised by the task whose namespace is `task_ns`
-/// (`ns + ":" + task_id`): 32 lowercase hex digits, no dashes.
+/// (`ns + ":" + task_id`): 32 lowercase hex digits, no dashes. An
+/// interrupt raised after the task got `n` answers hashes `task_ns|n`
+/// instead.
 pub fn interrupt_id(task_ns: &str) -> String {
     format!("{:032x}", xxh3_128(task_ns.as_bytes()))
 }
