@@ -9,7 +9,8 @@ use super::algo::{
 };
 use super::graph::Update;
 use super::run::{CompiledGraph, PendingTask, Save};
-use super::INTERRUPT;
+use super::task_id::update_task_id;
+use super::{INTERRUPT, PUSH};
 use crate::checkpoint::{CheckpointConfig, ListQuery, Metadata};
 use crate::error::{Error, Result};
 
@@ -130,8 +131,29 @@ impl CompiledGraph {
         let Value::Object(values) = values else {
             return Err(Error::InvalidUpdate(format!("update_state needs an object, got {values}")));
         };
+        // On the thread's head (not on a checkpoint the thread has moved
+        // past), LangGraph also stores the update's writes as pending writes
+        // of the checkpoint updated, under the id of the next superstep's
+        // task for `as_node` if there is one (that task then counts as
+        // finished), else under `uuid5(checkpoint id, "__interrupt__")`.
+        let head = match &config.checkpoint_id {
+            None => true,
+            Some(id) => self
+                .saver
+                .get_tuple(&CheckpointConfig::thread(&config.thread_id))?
+                .is_some_and(|latest| latest.checkpoint.id == *id),
+        };
+        let task_id = if head {
+            let next = prepare_next_tasks(&self.graph, &loaded.cp, &loaded.channels, loaded.step, "", None)?;
+            match next.into_iter().find(|t| t.name == as_node) {
+                Some(t) => t.id,
+                None => update_task_id(&saved.checkpoint.id)?,
+            }
+        } else {
+            String::new()
+        };
         let task = Task {
-            id: String::new(),
+            id: task_id,
             name: as_node.to_string(),
             path: TaskPath::Update(0),
             triggers: vec![INTERRUPT.to_string()],
@@ -147,6 +169,13 @@ impl CompiledGraph {
             triggers: &task.triggers,
             writes: &writes,
         }];
+        if head {
+            let stored: Vec<(&str, Value)> =
+                writes.iter().filter(|(c, _)| c != PUSH).map(|(c, v)| (c.as_str(), v.clone())).collect();
+            if !stored.is_empty() {
+                self.saver.put_writes(&saved.config, &stored, &task.id, &task.path.as_str())?;
+            }
+        }
         apply_writes(&mut loaded.cp, &mut loaded.channels, &mut tw, true)?;
         let parents = serde_json::Map::new();
         let save = Save {

@@ -43,6 +43,17 @@ pub fn task_id(checkpoint_id: &str, parts: &[&str]) -> Result<String> {
     Ok(uuid_format(&format!("{:032x}", xxh3_128(&buf))))
 }
 
+/// The id LangGraph gives the writes of `update_state` on checkpoint
+/// `checkpoint_id` when no task of its next superstep runs the node the
+/// update is made as: `uuid5(checkpoint id, "__interrupt__")`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] if `checkpoint_id` is not a UUID.
+pub(crate) fn update_task_id(checkpoint_id: &str) -> Result<String> {
+    let namespace = uuid::Uuid::from_bytes(checkpoint_id_bytes(checkpoint_id)?);
+    Ok(uuid::Uuid::new_v5(&namespace, super::INTERRUPT.as_bytes()).to_string())
+}
+
 /// The id of an interrupt raised by the task whose namespace is `task_ns`
 /// (`ns + ":" + task_id`): 32 lowercase hex digits, no dashes. An
 /// interrupt raised after the task got `n` answers hashes `task_ns|n`

@@ -265,11 +265,18 @@ impl Harness {
                 }
                 renames.insert(raw.clone(), name.clone());
             }
+            // The writes `update_state` stores on the head when no task of
+            // the next superstep runs its node: uuid5(checkpoint id,
+            // "__interrupt__"), "update(cN)" in the fixtures.
+            let update_id = uuid::Uuid::parse_str(&id)
+                .map(|u| uuid::Uuid::new_v5(&u, b"__interrupt__").to_string())
+                .unwrap();
             let tname = |raw: &str| {
                 tasks
                     .get(raw)
                     .cloned()
                     .or_else(|| (raw == NULL_TASK_ID).then(|| raw.to_string()))
+                    .or_else(|| (raw == update_id).then(|| format!("update({})", names[&id])))
                     .unwrap_or_else(|| panic!("{}: task id {raw} not derivable", names[&id]))
             };
             let cp = &t.checkpoint;
