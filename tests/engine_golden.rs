@@ -935,3 +935,191 @@ fn interrupt_then_error() {
     h.check(&fx);
     assert_eq!(*runs.lock().unwrap(), 3, "flaky ran three times");
 }
+
+/// Two interrupts pending in one superstep, answered by id (LangGraph's
+/// `Command(resume={id: answer})`): one at a time (the other task stops at
+/// its interrupt again), and both in one map.
+#[test]
+fn resume_by_id() {
+    let fx = fixture("resume_by_id");
+    let mut h = Harness::new();
+    for thread in ["one", "both"] {
+        let b = two_askers(&h.counts);
+        h.graph(thread, "main", b);
+    }
+    h.check(&fx);
+}
+
+/// `resume_by_id` checks its ids against the interrupts pending on the
+/// head (LangGraph's strict resume): none, or one that is not pending, is a
+/// typed error and the thread does not move.
+#[test]
+fn resume_by_id_takes_only_pending_interrupts() {
+    let h = Harness::new();
+    let g = two_askers(&h.counts).compile(h.db.checkpointer()).unwrap();
+    let cfg = CheckpointConfig::thread("t");
+    let paused = g.invoke(Some(json!({"items": []})), &cfg).unwrap();
+    let ids: Vec<String> =
+        agentstate::engine::Interrupt::from_output(&paused).into_iter().map(|i| i.id).collect();
+    assert_eq!(ids.len(), 2);
+    let head = g.get_state(&cfg).unwrap().config;
+    let no_answers: [(String, Value); 0] = [];
+    assert!(
+        matches!(g.resume_by_id(no_answers, &cfg), Err(Error::InvalidArgument(m)) if m.contains(&ids[0]))
+    );
+    let unknown = "0".repeat(32);
+    let err = g.resume_by_id([(unknown.clone(), json!("x")), (ids[0].clone(), json!("A"))], &cfg);
+    assert!(matches!(err, Err(Error::InvalidArgument(m)) if m.contains(&unknown)));
+    assert_eq!(g.get_state(&cfg).unwrap().config, head, "a refused resume stores nothing");
+    // Answering one leaves the other pending; its answer then finishes.
+    let out = g.resume_by_id([(ids[1].clone(), json!("B"))], &cfg).unwrap();
+    assert_eq!(
+        agentstate::engine::Interrupt::from_output(&out).iter().map(|i| &i.id).collect::<Vec<_>>(),
+        [&ids[0]]
+    );
+    let err = g.resume_by_id([(ids[1].clone(), json!("again"))], &cfg);
+    assert!(matches!(err, Err(Error::InvalidArgument(_))), "an answered interrupt is not pending");
+    let done = g.resume_by_id([(ids[0].clone(), json!("A"))], &cfg).unwrap();
+    assert_eq!(done["items"], json!(["ask1:A", "ask2:B", "join:2"]));
+}
+
+/// ask1 and ask2 interrupt in one superstep; join waits for both.
+fn two_askers(counts: &Counts) -> GraphBuilder {
+    let asker = |n: &'static str| {
+        counted(counts, n, move |_| {
+            let answer = interrupt(json!(format!("{n}?")))?;
+            Ok(Update::new().set("items", json!([format!("{n}:{}", py_str(Some(&answer)))])))
+        })
+    };
+    Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .node("ask1", asker("ask1"))
+        .node("ask2", asker("ask2"))
+        .node(
+            "join",
+            counted(counts, "join", |s| {
+                Ok(Update::new().set("items", json!([format!("join:{}", strs(s, "items").len())])))
+            }),
+        )
+        .edge(START, "ask1")
+        .edge(START, "ask2")
+        .join(["ask1", "ask2"], "join")
+        .edge("join", END)
+}
+
+/// prep -> ask -> finish, ask calling `interrupt("approve?")`.
+fn prep_ask_finish(counts: &Counts) -> GraphBuilder {
+    Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value())
+        .state("answer", ChannelSpec::last_value())
+        .node(
+            "prep",
+            counted(counts, "prep", |s| {
+                Ok(Update::new().set("items", json!(["prep"])).set("count", json!(int(s, "count") + 1)))
+            }),
+        )
+        .node(
+            "ask",
+            counted(counts, "ask", |_| {
+                let answer = interrupt(json!("approve?"))?;
+                Ok(Update::new().set("items", json!(["ask"])).set("answer", answer))
+            }),
+        )
+        .node(
+            "finish",
+            counted(counts, "finish", |s| {
+                Ok(Update::new()
+                    .set("items", json!([format!("finish:{}", py_str(s.get("answer")))]))
+                    .set("count", json!(int(s, "count") + 1)))
+            }),
+        )
+        .edge(START, "prep")
+        .edge("prep", "ask")
+        .edge("ask", "finish")
+        .edge("finish", END)
+}
+
+/// `update_state` without `as_node` (`update_state_inferred`): applied as
+/// the last node that finished. Paused before c, the update is b's (c is
+/// next again); paused inside ask's `interrupt()`, it is prep's (ask did
+/// not finish), so ask runs again and interrupts again.
+#[test]
+fn update_state_infer() {
+    let fx = fixture("update_state_infer");
+    let mut h = Harness::new();
+    let before_c = abc(&h.counts).interrupt_before(["c"]);
+    h.graph("infer", "before_c", before_c);
+    let approve = prep_ask_finish(&h.counts);
+    h.graph("asked", "approve", approve);
+    h.check(&fx);
+}
+
+/// Two nodes finishing in the last superstep make an update without
+/// `as_node` ambiguous (a typed `InvalidUpdate`, nothing stored), also after
+/// an update as one of them; after a join it is the join's.
+#[test]
+fn update_state_ambiguous() {
+    let fx = fixture("update_state_ambiguous");
+    let mut h = Harness::new();
+    let tag = |counts: &Counts, n: &'static str| {
+        counted(counts, n, move |_| Ok(Update::new().set("items", json!([n]))))
+    };
+    let fan = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .node("x", tag(&h.counts, "x"))
+        .node("y", tag(&h.counts, "y"))
+        .edge(START, "x")
+        .edge(START, "y")
+        .edge("x", END)
+        .edge("y", END);
+    h.graph("fan", "fan", fan);
+    let joined = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .node("x", tag(&h.counts, "x"))
+        .node("y", tag(&h.counts, "y"))
+        .node("join", tag(&h.counts, "join"))
+        .edge(START, "x")
+        .edge(START, "y")
+        .edge("x", "join")
+        .edge("y", "join")
+        .edge("join", END);
+    h.graph("joined", "joined", joined);
+    h.check(&fx);
+}
+
+/// `update_state` on threads with no checkpoint: the update makes the first
+/// checkpoint (step 0, no parent), as START when inferred (twice: updates
+/// leave `versions_seen` empty) or as a given node; `invoke(None)` goes on
+/// from there.
+#[test]
+fn update_state_empty_thread() {
+    let fx = fixture("update_state_empty_thread");
+    let mut h = Harness::new();
+    let (fresh, fresh_as) = (abc(&h.counts), abc(&h.counts));
+    h.graph("fresh", "main", fresh);
+    h.graph("fresh_as", "main", fresh_as);
+    h.check(&fx);
+}
+
+/// What the goldens do not record: an unknown checkpoint id is `NotFound`
+/// (LangGraph would start a thread whose first checkpoint's parent is that
+/// missing id), an unknown node `InvalidUpdate` with LangGraph's message,
+/// and neither stores anything.
+#[test]
+fn update_state_refusals_store_nothing() {
+    let h = Harness::new();
+    let g = abc(&h.counts).compile(h.db.checkpointer()).unwrap();
+    let cfg = CheckpointConfig::thread("t");
+    let missing = cfg.clone().at("1f0c0000-0000-6000-8000-000000000000");
+    assert!(matches!(g.update_state_inferred(&missing, json!({"count": 1})), Err(Error::NotFound(_))));
+    assert!(matches!(g.update_state(&missing, json!({"count": 1}), "a"), Err(Error::NotFound(_))));
+    let err = g.update_state(&cfg, json!({"count": 1}), "zz");
+    assert!(matches!(err, Err(Error::InvalidUpdate(m)) if m == "Node zz does not exist"));
+    let err = g.update_state_inferred(&cfg, json!([1]));
+    assert!(matches!(err, Err(Error::InvalidUpdate(_))));
+    assert!(g.get_state(&cfg).unwrap().config.is_none(), "the thread is still empty");
+    // An update as __end__ is not one LangGraph accepts either.
+    let err = g.update_state(&cfg, json!({"count": 1}), END);
+    assert!(matches!(err, Err(Error::InvalidUpdate(m)) if m == "Node __end__ does not exist"));
+}

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 use super::graph::NodeError;
-use super::task_id::interrupt_id;
+use super::task_id::interrupt_id_after;
 
 /// What the running task knows about its resume values.
 #[derive(Debug, Default)]
@@ -138,10 +138,7 @@ pub fn interrupt(value: Value) -> Result<Value, NodeError> {
         // LangGraph keys an interrupt by the answers its task already has:
         // the first by the task's namespace, the one after n answers by
         // `task_ns|n`.
-        let id = match pad.resume.len() {
-            0 => interrupt_id(&pad.task_ns),
-            answered => interrupt_id(&format!("{}|{answered}", pad.task_ns)),
-        };
+        let id = interrupt_id_after(&pad.task_ns, pad.resume.len());
         Err(NodeError::interrupted(vec![interrupt_value(&value, &id)]))
     })
 }

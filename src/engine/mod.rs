@@ -37,7 +37,9 @@
 //!
 //! Read and edit a thread with [`get_state`](CompiledGraph::get_state),
 //! [`get_state_history`](CompiledGraph::get_state_history) and
-//! [`update_state`](CompiledGraph::update_state); replay from an old
+//! [`update_state`](CompiledGraph::update_state) (or
+//! [`update_state_inferred`](CompiledGraph::update_state_inferred), as the
+//! node that ran last); replay from an old
 //! checkpoint with `invoke(None, config.at(id))`. Nest graphs with
 //! [`subgraph`](GraphBuilder::subgraph). Choose when checkpoints are stored
 //! with [`with_durability`](CompiledGraph::with_durability).

@@ -6,7 +6,7 @@
 //! ([`Step::parent_writes`](crate::checkpoint::Step::parent_writes)): the
 //! same rows, one commit.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
@@ -215,6 +215,9 @@ pub(crate) struct Ctx<'s> {
     /// Where a streaming run reports its supersteps (the top-level run
     /// only; subgraphs report nothing).
     pub(crate) sink: Option<&'s (dyn Fn(StreamEvent) + Sync)>,
+    /// Answers by interrupt id for this run (and its subgraphs): a task
+    /// takes the one for the interrupt it would raise next.
+    pub(crate) resume_map: Option<&'s BTreeMap<String, Value>>,
 }
 
 /// What [`CompiledGraph::stream`] reports as a run goes (LangGraph's
@@ -248,6 +251,8 @@ pub(crate) enum Input {
     Value(Value),
     Nothing,
     Resume(Value),
+    /// Answers by interrupt id (checked against the pending ones).
+    ResumeMap(BTreeMap<String, Value>),
 }
 
 /// A thread's state loaded from its latest checkpoint.
@@ -343,6 +348,56 @@ impl CompiledGraph {
         self.run(Input::Resume(answer), config)
     }
 
+    /// Resumes a thread paused by several interrupts, answering each by its
+    /// id (LangGraph's `invoke(Command(resume={id: answer, ..}))`): the
+    /// tasks whose interrupt got an answer run again and their
+    /// `interrupt()` call returns it; the others stop at their interrupt
+    /// again. The ids are [`Interrupt::id`](super::Interrupt) of the
+    /// interrupts the paused run returned (or `get_state` shows). Answers
+    /// are not stored: what a task consumed is, with its writes.
+    ///
+    /// # Errors
+    /// As [`resume`](Self::resume); [`Error::InvalidArgument`] if `answers`
+    /// is empty or names an interrupt that is not pending on the thread's
+    /// head (LangGraph ignores such ids unless its strict resume is on).
+    pub fn resume_by_id<K: Into<String>>(
+        &self,
+        answers: impl IntoIterator<Item = (K, Value)>,
+        config: &CheckpointConfig,
+    ) -> Result<Value> {
+        let answers = answers.into_iter().map(|(k, v)| (k.into(), v)).collect();
+        self.run(Input::ResumeMap(answers), config)
+    }
+
+    /// Fails unless every id of `answers` is an interrupt pending on the
+    /// head of `config`'s thread (and there is at least one).
+    fn check_pending(&self, answers: &BTreeMap<String, Value>, config: &CheckpointConfig) -> Result<()> {
+        let head = CheckpointConfig::thread(&config.thread_id);
+        let pending: BTreeSet<String> = self
+            .get_state(&head)?
+            .tasks
+            .iter()
+            .flat_map(|t| &t.interrupts)
+            .filter_map(super::Interrupt::from_stored)
+            .map(|i| i.id)
+            .collect();
+        let listed = || pending.iter().cloned().collect::<Vec<_>>().join(", ");
+        if answers.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "resume_by_id needs at least one answer (pending interrupts: [{}])",
+                listed()
+            )));
+        }
+        match answers.keys().find(|id| !pending.contains(*id)) {
+            Some(id) => Err(Error::InvalidArgument(format!(
+                "interrupt {id:?} is not pending on thread {:?} (pending: [{}])",
+                config.thread_id,
+                listed()
+            ))),
+            None => Ok(()),
+        }
+    }
+
     fn run(&self, input: Input, config: &CheckpointConfig) -> Result<Value> {
         self.run_shared(input, config).map(|s| Value::Object(s.to_map()))
     }
@@ -369,6 +424,22 @@ impl CompiledGraph {
     pub async fn aresume(&self, answer: Value, config: CheckpointConfig) -> Result<State> {
         let graph = self.clone();
         crate::nonblocking::off_thread(move || graph.run_shared(Input::Resume(answer), &config)).await
+    }
+
+    /// [`resume_by_id`](Self::resume_by_id) from async code, as
+    /// [`ainvoke`](Self::ainvoke) runs.
+    ///
+    /// # Errors
+    /// As [`resume_by_id`](Self::resume_by_id).
+    #[cfg(feature = "tokio")]
+    pub async fn aresume_by_id<K: Into<String>>(
+        &self,
+        answers: impl IntoIterator<Item = (K, Value)>,
+        config: CheckpointConfig,
+    ) -> Result<State> {
+        let graph = self.clone();
+        let answers = answers.into_iter().map(|(k, v)| (k.into(), v)).collect();
+        crate::nonblocking::off_thread(move || graph.run_shared(Input::ResumeMap(answers), &config)).await
     }
 
     /// [`invoke_state`](Self::invoke_state), reporting each superstep to
@@ -404,17 +475,27 @@ impl CompiledGraph {
                 "invoke in a namespace (a subgraph's) is not supported yet".into(),
             ));
         }
-        if config.checkpoint_id.is_some() && matches!(input, Input::Resume(_)) {
+        if config.checkpoint_id.is_some() && matches!(input, Input::Resume(_) | Input::ResumeMap(_)) {
             return Err(Error::InvalidArgument(
                 "resume at a checkpoint id is not supported yet: resume the thread's head".into(),
             ));
         }
+        // Answers by id are not stored (as in LangGraph): the run continues
+        // from the head and each interrupted task takes its own.
+        let (input, resume_map) = match input {
+            Input::ResumeMap(answers) => {
+                self.check_pending(&answers, config)?;
+                (Input::Nothing, Some(answers))
+            }
+            other => (other, None),
+        };
         let ctx = Ctx {
             ns: String::new(),
             parents: Map::new(),
             resuming: false,
             durability: self.durability,
             sink,
+            resume_map: resume_map.as_ref(),
         };
         let out = self.run_in(input, config, &ctx, &mut None);
         // Async durability: the run queued its writes behind it (on a

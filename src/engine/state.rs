@@ -1,5 +1,6 @@
 //! Reading and editing a thread's state from outside a run:
-//! [`CompiledGraph::get_state`] and [`CompiledGraph::update_state`].
+//! [`CompiledGraph::get_state`], [`CompiledGraph::update_state`] and
+//! [`CompiledGraph::update_state_inferred`].
 
 use serde_json::Value;
 
@@ -10,8 +11,8 @@ use super::algo::{
 use super::graph::Update;
 use super::run::{CompiledGraph, PendingTask, Save};
 use super::task_id::update_task_id;
-use super::{INTERRUPT, PUSH};
-use crate::checkpoint::{CheckpointConfig, ListQuery, Metadata};
+use super::{INTERRUPT, PUSH, START};
+use crate::checkpoint::{ChannelVersion, ChannelVersions, CheckpointConfig, ListQuery, Metadata};
 use crate::error::{Error, Result};
 
 /// A thread's state at a checkpoint (LangGraph's `StateSnapshot`, without
@@ -105,9 +106,13 @@ impl CompiledGraph {
     /// (source `"update"`; an older checkpoint is forked). Returns the new
     /// checkpoint's config: `invoke(None, ..)` on it goes on from there.
     ///
+    /// On a thread with no checkpoint yet, the update makes its first one
+    /// (step 0, no parent), as LangGraph does. `as_node` may be
+    /// [`START`]: the values then act as the graph input would (START's
+    /// edges apply), but the checkpoint's source stays `"update"`.
+    ///
     /// # Errors
-    /// - [`Error::NotFound`] if the thread or `config.checkpoint_id` has no
-    ///   checkpoint (updating an empty thread is not supported yet).
+    /// - [`Error::NotFound`] if `config.checkpoint_id` does not exist.
     /// - [`Error::InvalidUpdate`] if `as_node` is not a node, `values` is not
     ///   an object, or the writes do not fit their channels.
     /// - [`Error::InvalidArgument`] for a namespace (subgraphs).
@@ -118,14 +123,116 @@ impl CompiledGraph {
         values: Value,
         as_node: &str,
     ) -> Result<CheckpointConfig> {
+        self.update(config, values, Some(as_node))
+    }
+
+    /// [`update_state`](Self::update_state) as the node that updated the
+    /// state last (LangGraph's `update_state(config, values)` without
+    /// `as_node`): the node whose `versions_seen` holds the newest version
+    /// at `config`'s checkpoint, i.e. the last node that finished a
+    /// superstep (an interrupted or failed node did not; an earlier
+    /// `update_state` does not count either). On a thread where no node ran
+    /// yet (a new thread included), it is [`START`]: the values act as the
+    /// graph input would.
+    ///
+    /// # Errors
+    /// - [`Error::InvalidUpdate`] `"Ambiguous update, specify as_node"` if
+    ///   several nodes finished in that last superstep (a fan-out); call
+    ///   [`update_state`](Self::update_state) with the node then.
+    /// - otherwise as [`update_state`](Self::update_state).
+    ///
+    /// ```
+    /// # fn main() -> agentstate::Result<()> {
+    /// use agentstate::engine::{ChannelSpec, Graph, Reducer, Update, END, START};
+    /// use agentstate::{CheckpointConfig, Db, Error};
+    /// use serde_json::json;
+    ///
+    /// let graph = Graph::builder()
+    ///     .state("items", ChannelSpec::reducer(Reducer::Append))
+    ///     .node("a", |_| Ok(Update::new().set("items", json!(["a"]))))
+    ///     .node("b", |_| Ok(Update::new().set("items", json!(["b"]))))
+    ///     .edge(START, "a")
+    ///     .edge(START, "b")
+    ///     .edge("a", END)
+    ///     .edge("b", END)
+    ///     .compile(Db::open_in_memory()?.checkpointer())?;
+    /// let thread = CheckpointConfig::thread("t");
+    /// // Nothing ran yet: the update acts as the input, a and b run next.
+    /// graph.update_state_inferred(&thread, json!({"items": ["note"]}))?;
+    /// let out = graph.invoke(None, &thread)?;
+    /// assert_eq!(out["items"], json!(["note", "a", "b"]));
+    /// // a and b finished in the same superstep: say which one updates.
+    /// let err = graph.update_state_inferred(&thread, json!({"items": ["late"]}));
+    /// assert!(matches!(err, Err(Error::InvalidUpdate(m)) if m.contains("specify as_node")));
+    /// graph.update_state(&thread, json!({"items": ["late"]}), "b")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn update_state_inferred(
+        &self,
+        config: &CheckpointConfig,
+        values: Value,
+    ) -> Result<CheckpointConfig> {
+        self.update(config, values, None)
+    }
+
+    /// The node an update without `as_node` is applied as (LangGraph's
+    /// `_infer_as_node`), from a checkpoint's `versions_seen`: the node of
+    /// the newest version seen, unless another node saw that version too
+    /// (`None`: ambiguous). Entries that are not nodes (`__input__`,
+    /// `__interrupt__`) do not count; when nothing was seen yet, [`START`]
+    /// (the graph's input node).
+    fn inferred_node(&self, seen: &std::collections::BTreeMap<String, ChannelVersions>) -> Option<&str> {
+        if let [only] = self.graph.nodes.as_slice() {
+            return Some(&only.name);
+        }
+        // Python truthiness: a zero or empty version reads as unseen.
+        let set = |v: &ChannelVersion| match v {
+            ChannelVersion::Int(n) => *n != 0,
+            ChannelVersion::Str(s) => !s.is_empty(),
+        };
+        if !seen.values().flat_map(|s| s.values()).any(set) {
+            return Some(START);
+        }
+        let mut last: Vec<(&ChannelVersion, &str)> = seen
+            .iter()
+            .filter_map(|(name, versions)| self.graph.node(name).map(|n| (n.name.as_str(), versions)))
+            .flat_map(|(name, versions)| versions.values().map(move |v| (v, name)))
+            .collect();
+        last.sort_unstable();
+        match last.as_slice() {
+            [.., (before, _), (newest, _)] if before == newest => None,
+            [.., (_, node)] => Some(node),
+            [] => None,
+        }
+    }
+
+    /// [`update_state`](Self::update_state), `as_node` inferred when `None`.
+    fn update(
+        &self,
+        config: &CheckpointConfig,
+        values: Value,
+        as_node: Option<&str>,
+    ) -> Result<CheckpointConfig> {
         if !config.checkpoint_ns.is_empty() {
             return Err(Error::InvalidArgument("update_state in a namespace is not supported yet".into()));
         }
         let mut loaded = self.load(config)?;
-        let Some(saved) = loaded.tuple.take() else {
-            return Err(Error::NotFound(format!("no checkpoint for thread {:?}", config.thread_id)));
+        // No checkpoint: a new thread, whose first checkpoint the update
+        // makes. (LangGraph would also start one for a checkpoint id that
+        // does not exist, with that id as its parent; we refuse it.)
+        let saved = loaded.tuple.take();
+        if saved.is_none() {
+            if let Some(id) = &config.checkpoint_id {
+                return Err(Error::NotFound(format!("checkpoint {id:?} of thread {:?}", config.thread_id)));
+            }
+        }
+        let as_node = match as_node {
+            Some(node) => node,
+            None => self
+                .inferred_node(&loaded.cp.seen)
+                .ok_or_else(|| Error::InvalidUpdate("Ambiguous update, specify as_node".into()))?,
         };
-        if self.graph.node(as_node).is_none_or(|n| n.func.is_none()) {
+        if self.graph.node(as_node).is_none() {
             return Err(Error::InvalidUpdate(format!("Node {as_node} does not exist")));
         }
         let Value::Object(values) = values else {
@@ -136,21 +243,25 @@ impl CompiledGraph {
         // of the checkpoint updated, under the id of the next superstep's
         // task for `as_node` if there is one (that task then counts as
         // finished), else under `uuid5(checkpoint id, "__interrupt__")`.
-        let head = match &config.checkpoint_id {
-            None => true,
-            Some(id) => self
+        // A new thread has no checkpoint to store them on.
+        let head = match (&saved, &config.checkpoint_id) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(_), Some(id)) => self
                 .saver
                 .get_tuple(&CheckpointConfig::thread(&config.thread_id))?
                 .is_some_and(|latest| latest.checkpoint.id == *id),
         };
-        let task_id = if head {
-            let next = prepare_next_tasks(&self.graph, &loaded.cp, &loaded.channels, loaded.step, "", None)?;
-            match next.into_iter().find(|t| t.name == as_node) {
-                Some(t) => t.id,
-                None => update_task_id(&saved.checkpoint.id)?,
+        let task_id = match &saved {
+            Some(saved) if head => {
+                let next =
+                    prepare_next_tasks(&self.graph, &loaded.cp, &loaded.channels, loaded.step, "", None)?;
+                match next.into_iter().find(|t| t.name == as_node) {
+                    Some(t) => t.id,
+                    None => update_task_id(&saved.checkpoint.id)?,
+                }
             }
-        } else {
-            String::new()
+            _ => String::new(),
         };
         let task = Task {
             id: task_id,
@@ -169,7 +280,7 @@ impl CompiledGraph {
             triggers: &task.triggers,
             writes: &writes,
         }];
-        if head {
+        if let Some(saved) = saved.as_ref().filter(|_| head) {
             let stored: Vec<(&str, Value)> =
                 writes.iter().filter(|(c, _)| c != PUSH).map(|(c, v)| (c.as_str(), v.clone())).collect();
             if !stored.is_empty() {
@@ -178,9 +289,11 @@ impl CompiledGraph {
         }
         apply_writes(&mut loaded.cp, &mut loaded.channels, &mut tw, true)?;
         let parents = serde_json::Map::new();
+        // The step after the checkpoint's (0 on a new thread).
+        let step = saved.as_ref().and_then(|t| t.metadata.step()).unwrap_or(-1).saturating_add(1);
         let save = Save {
             source: "update",
-            step: loaded.step,
+            step,
             updated: None,
             fork: true,
             parents: &parents,
@@ -188,7 +301,7 @@ impl CompiledGraph {
             writes: None,
         };
         let thread = CheckpointConfig::thread(&config.thread_id);
-        let (tuple, _) = self.commit(Some(saved), &thread, &loaded.cp, &loaded.channels, &save)?;
+        let (tuple, _) = self.commit(saved, &thread, &loaded.cp, &loaded.channels, &save)?;
         Ok(tuple.config)
     }
 }

@@ -16,6 +16,7 @@ use super::interrupt::{with_scratchpad, Scratchpad};
 use super::run::{
     should_interrupt, task_resume, CompiledGraph, Ctx, HeldWrites, Input, Loaded, Outcome, Save, StreamEvent,
 };
+use super::task_id::interrupt_id_after;
 use super::{Durability, ERROR, INPUT, INTERRUPT, NULL_TASK_ID, RESUME, START};
 use crate::checkpoint::{uuid6_after, CheckpointConfig, CheckpointTuple};
 use crate::error::{Error, Result};
@@ -142,11 +143,11 @@ impl CompiledGraph {
         if null_resume.is_none() {
             null_resume = outer_resume.take();
         }
-        let mut resuming = matches!(input, Input::Nothing | Input::Resume(_));
+        let mut resuming = matches!(input, Input::Nothing | Input::Resume(_) | Input::ResumeMap(_));
         let mut pending = Some(pending);
         match input {
             Input::Nothing if cp.versions.is_empty() => return Err(Error::EmptyInput),
-            Input::Nothing | Input::Resume(_) => {
+            Input::Nothing | Input::Resume(_) | Input::ResumeMap(_) => {
                 let all: BTreeMap<_, _> = cp
                     .versions
                     .iter()
@@ -380,6 +381,7 @@ impl CompiledGraph {
                 resuming: run.resuming,
                 durability: run.ctx.durability,
                 sink: None,
+                resume_map: run.ctx.resume_map,
             };
             let mut outer = shared_resume.lock().unwrap_or_else(|p| p.into_inner()).take();
             let result = self.run_subgraph(child, task, &child_ctx, run.thread_id, channels, &mut outer);
@@ -388,7 +390,16 @@ impl CompiledGraph {
             }
             return Ok((result?, Scratchpad::default()));
         }
-        let pad = Scratchpad::new(task_ns, task_resume(run.loaded, &task.id), shared_resume.clone());
+        let mut resume = task_resume(run.loaded, &task.id);
+        if let Some(answers) = run.ctx.resume_map {
+            // The answer to the interrupt the task raises next (or, as
+            // LangGraph still accepts, to its first).
+            let next = interrupt_id_after(&task_ns, resume.len());
+            if let Some(v) = answers.get(&next).or_else(|| answers.get(&interrupt_id_after(&task_ns, 0))) {
+                resume.push(v.clone());
+            }
+        }
+        let pad = Scratchpad::new(task_ns, resume, shared_resume.clone());
         let (result, pad) = with_scratchpad(pad, || self.run_task(task, channels));
         Ok((result, pad))
     }

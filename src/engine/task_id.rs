@@ -62,6 +62,15 @@ pub fn interrupt_id(task_ns: &str) -> String {
     format!("{:032x}", xxh3_128(task_ns.as_bytes()))
 }
 
+/// The id of the interrupt a task raises once it has `answered` answers:
+/// [`interrupt_id`] of its namespace, then of `task_ns|n`.
+pub(crate) fn interrupt_id_after(task_ns: &str, answered: usize) -> String {
+    match answered {
+        0 => interrupt_id(task_ns),
+        n => interrupt_id(&format!("{task_ns}|{n}")),
+    }
+}
+
 /// The id of a PULL task (a node triggered by its channels).
 pub(crate) fn pull_task_id(
     checkpoint_id: &str,

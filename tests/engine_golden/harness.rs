@@ -129,12 +129,17 @@ impl Harness {
             }
             let result = match call["call"].as_str().unwrap() {
                 "invoke" => match Some(call["input"].clone()).filter(|v| !v.is_null()) {
-                    Some(cmd) if cmd["__type__"] == "Command" => graph.resume(cmd["resume"].clone(), &cfg),
+                    Some(cmd) if cmd["__type__"] == "Command" => match by_interrupt(&cmd["resume"]) {
+                        Some(answers) => graph.resume_by_id(our_interrupt_ids(graph, &cfg, answers), &cfg),
+                        None => graph.resume(cmd["resume"].clone(), &cfg),
+                    },
                     input => graph.invoke(input, &cfg),
                 },
-                "update_state" => graph
-                    .update_state(&cfg, call["values"].clone(), call["as_node"].as_str().unwrap())
-                    .map(|c| json!({"configurable": {"thread_id": c.thread_id, "checkpoint_ns": c.checkpoint_ns, "checkpoint_id": c.checkpoint_id}})),
+                "update_state" => match call["as_node"].as_str() {
+                    Some(node) => graph.update_state(&cfg, call["values"].clone(), node),
+                    None => graph.update_state_inferred(&cfg, call["values"].clone()),
+                }
+                .map(|c| json!({"configurable": {"thread_id": c.thread_id, "checkpoint_ns": c.checkpoint_ns, "checkpoint_id": c.checkpoint_id}})),
                 "get_state" => graph.get_state(&cfg).map(|s| {
                     let conf = |c: Option<CheckpointConfig>| {
                         c.map(|c| json!({"configurable": {"thread_id": c.thread_id, "checkpoint_ns": c.checkpoint_ns, "checkpoint_id": c.checkpoint_id}}))
@@ -180,6 +185,10 @@ impl Harness {
                         message.starts_with(&format!("Recursion limit of {limit} reached")),
                         "call {n}: {message}"
                     );
+                }
+                (Err(Error::InvalidUpdate(message)), Some(expected)) => {
+                    assert_eq!(expected["class"], "InvalidUpdateError", "call {n}: error class");
+                    assert_eq!(message, expected["str"], "call {n}: error");
                 }
                 (other, expected) => panic!("call {n}: got {other:?}, expected error {expected:?}"),
             }
@@ -344,6 +353,31 @@ impl Harness {
         }
         out.into_iter().map(|v| rename(&v, renames)).collect()
     }
+}
+
+/// A resume map (`Command(resume={interrupt id: answer})`), its ids named
+/// `interrupt(task(cN,node))` in the fixtures.
+fn by_interrupt(resume: &Value) -> Option<&Map<String, Value>> {
+    resume.as_object().filter(|m| !m.is_empty() && m.keys().all(|k| k.starts_with("interrupt(task(")))
+}
+
+/// The answers of a fixture's resume map keyed by our ids: the interrupt
+/// pending on our head for the task of the named node.
+fn our_interrupt_ids(
+    graph: &CompiledGraph,
+    cfg: &CheckpointConfig,
+    answers: &Map<String, Value>,
+) -> Vec<(String, Value)> {
+    let state = graph.get_state(cfg).unwrap();
+    answers
+        .iter()
+        .map(|(name, answer)| {
+            let node = name.trim_start_matches("interrupt(task(").split([',', ')', '|']).nth(1).unwrap();
+            let task = state.tasks.iter().find(|t| t.name == node).unwrap();
+            let id = agentstate::engine::Interrupt::from_stored(&task.interrupts[0]).unwrap().id;
+            (id, answer.clone())
+        })
+        .collect()
 }
 
 /// A snapshot's tasks as the fixtures' `get_state` calls record them

@@ -331,7 +331,7 @@ class Harness:
         }
         return self._record(entry, lambda: self.graphs[key].invoke(inp, config, **kw))
 
-    def update_state(self, key: str, config: dict, values: Any, as_node: str) -> dict:
+    def update_state(self, key: str, config: dict, values: Any, as_node: str | None) -> dict:
         entry = {
             "call": "update_state",
             "graph": key,
@@ -1419,6 +1419,76 @@ def parallel_interrupt(h: Harness) -> dict:
 
 
 @scenario
+def resume_by_id(h: Harness) -> dict:
+    class S(TypedDict):
+        items: Annotated[list, operator.add]
+
+    def asker(n):
+        def f(s):
+            ans = interrupt(f"{n}?")
+            return {"items": [f"{n}:{ans}"]}
+
+        return f
+
+    b = StateGraph(S)
+    b.add_node("ask1", counted("ask1", asker("ask1")))
+    b.add_node("ask2", counted("ask2", asker("ask2")))
+    b.add_node("join", counted("join", lambda s: {"items": [f"join:{len(s['items'])}"]}))
+    b.add_edge(START, "ask1")
+    b.add_edge(START, "ask2")
+    b.add_edge(["ask1", "ask2"], "join")
+    b.add_edge("join", END)
+    h.compile("main", b)
+
+    def pending(thread: str) -> dict[str, str]:
+        snap = h.graphs["main"].get_state({"configurable": {"thread_id": thread}})
+        return {i.value: i.id for i in snap.interrupts}
+
+    # One at a time: ask1's answer, then ask2's.
+    cfg = {"configurable": {"thread_id": "one"}}
+    h.invoke("main", "one", {"items": []})
+    ids = pending("one")
+    h.invoke("main", "one", Command(resume={ids["ask1?"]: "A"}), cfg)
+    h.get_state("main", cfg, subgraphs=False)
+    ids = pending("one")
+    h.invoke("main", "one", Command(resume={ids["ask2?"]: "B"}), cfg)
+    h.get_state("main", cfg, subgraphs=False)
+    # Both in one map.
+    cfg = {"configurable": {"thread_id": "both"}}
+    h.invoke("main", "both", {"items": []})
+    ids = pending("both")
+    h.invoke("main", "both", Command(resume={ids["ask1?"]: "A", ids["ask2?"]: "B"}), cfg)
+    h.get_state("main", cfg, subgraphs=False)
+    return {
+        "description": "ask1 and ask2 interrupt in one superstep, then join (a barrier). Thread "
+        "'one': Command(resume={id(ask1): 'A'}) runs ask1 only (ask2 interrupts again), then "
+        "Command(resume={id(ask2): 'B'}) runs ask2 and join. Thread 'both': one map answers both.",
+        "graphs": {
+            "main": {
+                "spec": {
+                    "state": {"items": {"type": "list", "reducer": "operator.add"}},
+                    "nodes": [
+                        {
+                            "node": n,
+                            "calls": f"answer = interrupt('{n}?')",
+                            "writes": {"items": {"expr": f"['{n}:' + answer]"}},
+                        }
+                        for n in ("ask1", "ask2")
+                    ]
+                    + [{"node": "join", "writes": {"items": {"expr": "['join:' + str(len(state.items))]"}}}],
+                    "edges": [
+                        ["__start__", "ask1"],
+                        ["__start__", "ask2"],
+                        [["ask1", "ask2"], "join"],
+                        ["join", "__end__"],
+                    ],
+                }
+            }
+        },
+    }
+
+
+@scenario
 def recursion_limit(h: Harness) -> dict:
     class S(TypedDict):
         count: int
@@ -1733,6 +1803,186 @@ def interrupt_then_error(h: Harness) -> dict:
                 }
             }
         },
+    }
+
+
+def _approve_builder() -> StateGraph:
+    class S(TypedDict):
+        items: Annotated[list, operator.add]
+        count: int
+        answer: str
+
+    def prep(s):
+        return {"items": ["prep"], "count": s["count"] + 1}
+
+    def ask(s):
+        ans = interrupt("approve?")
+        return {"items": ["ask"], "answer": ans}
+
+    def finish(s):
+        return {"items": [f"finish:{s['answer']}"], "count": s["count"] + 1}
+
+    b = StateGraph(S)
+    b.add_node("prep", counted("prep", prep))
+    b.add_node("ask", counted("ask", ask))
+    b.add_node("finish", counted("finish", finish))
+    b.add_edge(START, "prep")
+    b.add_edge("prep", "ask")
+    b.add_edge("ask", "finish")
+    b.add_edge("finish", END)
+    return b
+
+
+_APPROVE_SPEC = {
+    "state": _APPROVE_SPEC_STATE,
+    "nodes": [
+        {"node": "prep", "writes": {"items": {"literal": ["prep"]}, "count": {"expr": "state.count + 1"}}},
+        {
+            "node": "ask",
+            "calls": "answer = interrupt('approve?')",
+            "writes": {"items": {"literal": ["ask"]}, "answer": {"expr": "answer"}},
+        },
+        {
+            "node": "finish",
+            "writes": {"items": {"expr": "['finish:' + state.answer]"}, "count": {"expr": "state.count + 1"}},
+        },
+    ],
+    "edges": [["__start__", "prep"], ["prep", "ask"], ["ask", "finish"], ["finish", "__end__"]],
+}
+
+
+@scenario
+def update_state_infer(h: Harness) -> dict:
+    h.compile("before_c", _linear_builder(), interrupt_before=["c"])
+    cfg = {"configurable": {"thread_id": "infer"}}
+    h.invoke("before_c", "infer", {"items": ["in"], "count": 0})
+    h.update_state("before_c", cfg, {"count": 10}, as_node=None)
+    h.get_state("before_c", cfg, subgraphs=False)
+    h.invoke("before_c", "infer", None, cfg)
+
+    h.compile("approve", _approve_builder())
+    cfg2 = {"configurable": {"thread_id": "asked"}}
+    h.invoke("approve", "asked", {"items": [], "count": 0})
+    h.update_state("approve", cfg2, {"answer": "early"}, as_node=None)
+    h.get_state("approve", cfg2, subgraphs=False)
+    h.invoke("approve", "asked", None, cfg2)
+    h.invoke("approve", "asked", Command(resume="yes"), cfg2)
+    return {
+        "description": "update_state without as_node: LangGraph infers the node whose "
+        "versions_seen holds the newest version (the last node that finished). Thread 'infer': "
+        "the linear graph with interrupt_before=['c'] pauses before c; "
+        "update_state(thread config, {'count': 10}) is applied as b (b's edge writes "
+        "branch:to:c again), get_state, invoke(None) runs c. Thread 'asked': prep -> ask -> "
+        "finish paused by ask's interrupt('approve?'); update_state({'answer': 'early'}) is "
+        "applied as prep (ask did not finish: it is not in versions_seen), so ask is next "
+        "again under a new task id; invoke(None) runs ask, which interrupts again; "
+        "Command(resume='yes') finishes.",
+        "graphs": {
+            "before_c": {"spec": {**LINEAR_SPEC, "interrupt_before": ["c"]}},
+            "approve": {"spec": _APPROVE_SPEC},
+        },
+    }
+
+
+@scenario
+def update_state_ambiguous(h: Harness) -> dict:
+    class S(TypedDict):
+        items: Annotated[list, operator.add]
+
+    def tag(n):
+        return lambda s: {"items": [n]}
+
+    b = StateGraph(S)
+    b.add_node("x", counted("x", tag("x")))
+    b.add_node("y", counted("y", tag("y")))
+    b.add_edge(START, "x")
+    b.add_edge(START, "y")
+    b.add_edge("x", END)
+    b.add_edge("y", END)
+    h.compile("fan", b)
+    cfg = {"configurable": {"thread_id": "fan"}}
+    h.invoke("fan", "fan", {"items": []})
+    h.update_state("fan", cfg, {"items": ["u1"]}, as_node=None)
+    h.update_state("fan", cfg, {"items": ["u2"]}, as_node="y")
+    h.update_state("fan", cfg, {"items": ["u3"]}, as_node=None)
+    h.get_state("fan", cfg, subgraphs=False)
+
+    b2 = StateGraph(S)
+    b2.add_node("x", counted("x", tag("x")))
+    b2.add_node("y", counted("y", tag("y")))
+    b2.add_node("join", counted("join", tag("join")))
+    b2.add_edge(START, "x")
+    b2.add_edge(START, "y")
+    b2.add_edge("x", "join")
+    b2.add_edge("y", "join")
+    b2.add_edge("join", END)
+    h.compile("joined", b2)
+    cfg2 = {"configurable": {"thread_id": "joined"}}
+    h.invoke("joined", "joined", {"items": []})
+    h.update_state("joined", cfg2, {"items": ["u"]}, as_node=None)
+    h.get_state("joined", cfg2, subgraphs=False)
+    return {
+        "description": "update_state without as_node when the last superstep ran two nodes. "
+        "Thread 'fan': START -> x, START -> y, both -> END; update_state({'items': ['u1']}) "
+        "raises InvalidUpdateError('Ambiguous update, specify as_node') and stores nothing; "
+        "with as_node='y' it is applied; without as_node again it is still ambiguous (an "
+        "update does not change versions_seen). Thread 'joined': x and y both -> join -> END; "
+        "the last node that ran is join, so update_state({'items': ['u']}) is applied as join.",
+        "graphs": {
+            "fan": {
+                "spec": {
+                    "state": {"items": {"type": "list", "reducer": "operator.add"}},
+                    "nodes": [
+                        {"node": "x", "writes": {"items": {"literal": ["x"]}}},
+                        {"node": "y", "writes": {"items": {"literal": ["y"]}}},
+                    ],
+                    "edges": [["__start__", "x"], ["__start__", "y"], ["x", "__end__"], ["y", "__end__"]],
+                }
+            },
+            "joined": {
+                "spec": {
+                    "state": {"items": {"type": "list", "reducer": "operator.add"}},
+                    "nodes": [
+                        {"node": "x", "writes": {"items": {"literal": ["x"]}}},
+                        {"node": "y", "writes": {"items": {"literal": ["y"]}}},
+                        {"node": "join", "writes": {"items": {"literal": ["join"]}}},
+                    ],
+                    "edges": [
+                        ["__start__", "x"],
+                        ["__start__", "y"],
+                        ["x", "join"],
+                        ["y", "join"],
+                        ["join", "__end__"],
+                    ],
+                }
+            },
+        },
+    }
+
+
+@scenario
+def update_state_empty_thread(h: Harness) -> dict:
+    h.compile("main", _linear_builder())
+    cfg = {"configurable": {"thread_id": "fresh"}}
+    h.update_state("main", cfg, {"items": ["u"], "count": 5}, as_node=None)
+    h.get_state("main", cfg, subgraphs=False)
+    h.update_state("main", cfg, {"count": 6}, as_node=None)
+    h.invoke("main", "fresh", None, cfg)
+    h.get_state("main", cfg, subgraphs=False)
+
+    cfg2 = {"configurable": {"thread_id": "fresh_as"}}
+    h.update_state("main", cfg2, {"items": ["u"], "count": 5}, as_node="b")
+    h.get_state("main", cfg2, subgraphs=False)
+    h.invoke("main", "fresh_as", None, cfg2)
+    return {
+        "description": "update_state on threads with no checkpoint, then invoke(None). Thread "
+        "'fresh': update_state({'items': ['u'], 'count': 5}) without as_node is applied as "
+        "__start__ (nothing ran yet: the input node), in a first checkpoint (source 'update', "
+        "step 0, no parent, nothing stored as pending writes); get_state shows a next; a second "
+        "update_state({'count': 6}) is again applied as __start__ (updates leave versions_seen "
+        "empty), at the head; invoke(None) runs a, b, c. Thread 'fresh_as': update_state(..., "
+        "as_node='b') on an empty thread; invoke(None) runs c.",
+        "graphs": {"main": {"spec": LINEAR_SPEC}},
     }
 
 
