@@ -28,7 +28,7 @@ impl Checkpointer {
     ///
     /// # Errors
     /// - [`Error::InvalidFilter`](crate::Error::InvalidFilter) if the filter
-    ///   does not parse.
+    ///   does not parse or is too large ([`Filter::parse`](crate::Filter::parse)).
     /// - decoding and database errors as for
     ///   [`get_tuple`](Self::get_tuple).
     pub fn list(&self, query: &ListQuery) -> Result<Vec<CheckpointTuple>> {
@@ -43,7 +43,7 @@ impl Checkpointer {
     ///
     /// # Errors
     /// [`Error::InvalidFilter`](crate::Error::InvalidFilter) at once if the
-    /// filter does not parse, and database errors at once when the query
+    /// filter does not parse or is too large, and database errors at once when the query
     /// names a thread but no namespace (its namespaces are looked up first);
     /// each item may then be a decoding or database error, after which the
     /// iterator ends.

@@ -404,6 +404,10 @@ fn write_value(out: &mut Vec<u8>, v: &Value) {
     }
 }
 
+/// The most elements [`read_value`] reserves room for in one array before
+/// reading them (a damaged row's lengths can lie).
+const PREALLOCATE: usize = 64;
+
 /// What [`write_value`] wrote, `depth` levels down; `None` if damaged.
 fn read_value(rd: &mut Cursor<&[u8]>, depth: usize) -> Option<Value> {
     if depth > MAX_STORED_DEPTH {
@@ -421,7 +425,10 @@ fn read_value(rd: &mut Cursor<&[u8]>, depth: usize) -> Option<Value> {
         0xa0..=0xbf | 0xd9..=0xdb => Value::String(read_str(rd)?),
         0x90..=0x9f | 0xdc | 0xdd => {
             let n = array_len(rd)?;
-            let mut a = Vec::with_capacity(n);
+            // Room for at most `PREALLOCATE` elements: nested headers can
+            // each claim every byte left, and a row's arrays (only in its
+            // `extra`) are short.
+            let mut a = Vec::with_capacity(n.min(PREALLOCATE));
             for _ in 0..n {
                 a.push(read_value(rd, depth + 1)?);
             }

@@ -726,8 +726,11 @@ pub(super) fn write_blobs(
                 Some((Some(_), root, _)) => root.clone(),
                 None => None,
             };
-            if let (Some((_, _, chain)), Some(root)) = (found, root) {
-                delta = Some((base, bytes, chain + 1, root));
+            // A base at the largest chain position (a damaged file) is
+            // extended by no delta: the list is stored whole.
+            let next = found.as_ref().and_then(|(_, _, chain)| chain.checked_add(1));
+            if let (Some(chain), Some(root)) = (next, root) {
+                delta = Some((base, bytes, chain, root));
             }
         }
         // A step plans only the appended elements: without a base to extend,

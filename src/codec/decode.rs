@@ -48,11 +48,14 @@ struct Reader<'a> {
     /// Read limit: the end of the input, or of the ext payload being parsed.
     end: usize,
     stack: Vec<Frame>,
+    /// Elements the containers opened so far may still reserve room for
+    /// (see [`Reader::reserve`]).
+    reservable: usize,
 }
 
 /// Decodes one value that fills `bytes` exactly.
 pub(super) fn decode(bytes: &[u8]) -> Result<Value> {
-    let mut r = Reader { buf: bytes, pos: 0, end: bytes.len(), stack: Vec::new() };
+    let mut r = Reader { buf: bytes, pos: 0, end: bytes.len(), stack: Vec::new(), reservable: bytes.len() };
     let v = r.run()?;
     if r.pos != bytes.len() {
         return Err(Error::ser(format!("msgpack: {} trailing byte(s) after the value", bytes.len() - r.pos)));
@@ -134,6 +137,18 @@ impl Reader<'_> {
 
     fn remaining(&self) -> usize {
         self.end - self.pos
+    }
+
+    /// Room to reserve for a container of `n` elements. Each element takes
+    /// at least a byte, but nested headers can each claim the same bytes
+    /// left: all the containers of one input together reserve at most one
+    /// element per input byte, so that lying headers cannot make the reader
+    /// allocate more than the input's size in elements (a valid input never
+    /// claims more).
+    fn reserve(&mut self, n: usize) -> usize {
+        let n = n.min(self.reservable);
+        self.reservable -= n;
+        n
     }
 
     fn take(&mut self, n: usize) -> Result<&[u8]> {
@@ -219,7 +234,8 @@ impl Reader<'_> {
         if n > self.remaining() {
             return Err(truncated());
         }
-        self.stack.push(Frame::Array { items: Vec::with_capacity(n), left: n });
+        let items = Vec::with_capacity(self.reserve(n));
+        self.stack.push(Frame::Array { items, left: n });
         Ok(Item::Opened)
     }
 
@@ -236,7 +252,7 @@ impl Reader<'_> {
         // Entries of a string key and a value that opens nothing (not a
         // container, not an ext) are read here, without going through the
         // stack; the first other entry hands the rest to it.
-        let mut map = Map::with_capacity(n);
+        let mut map = Map::with_capacity(self.reserve(n));
         let mut left = n;
         while left > 0 {
             let at = self.pos;

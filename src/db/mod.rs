@@ -32,6 +32,10 @@ pub enum Durability {
     Full,
 }
 
+/// The longest busy timeout ([`DbBuilder::busy_timeout`]): `i32::MAX`
+/// milliseconds (about 24.8 days), the most SQLite's busy handler counts.
+const MAX_BUSY_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
+
 /// Options for opening a [`Db`]. Start from [`Db::builder`].
 #[derive(Clone, Debug)]
 pub struct DbBuilder {
@@ -69,9 +73,11 @@ impl DbBuilder {
     }
 
     /// How long a writer waits for another writer before giving up with
-    /// [`Error::Busy`] (default 10 s).
+    /// [`Error::Busy`] (default 10 s). At most `i32::MAX` milliseconds
+    /// (about 24.8 days, the longest SQLite holds): a longer one,
+    /// `Duration::MAX` included, waits that long.
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
-        self.busy_timeout = timeout;
+        self.busy_timeout = timeout.min(MAX_BUSY_TIMEOUT);
         self
     }
 
@@ -118,7 +124,9 @@ impl DbBuilder {
     }
 
     /// Opens (creating if needed) the database file at `path` and brings its
-    /// schema up to date.
+    /// schema up to date. A path that names no file (`":memory:"`, `""`, a
+    /// `mode=memory` URI) opens a database private to its one connection,
+    /// as [`open_in_memory`](Self::open_in_memory) does.
     ///
     /// # Errors
     /// - [`Error::NotAgentstate`] if the file is not an SQLite database, or is
@@ -203,13 +211,17 @@ impl DbBuilder {
         if !read_only && !current {
             migrate(&mut first, busy)?;
         }
-        // An in-memory database lives in its one connection.
-        let size = if path.is_some() { self.pool_size as usize } else { 1 };
+        // An in-memory database lives in its one connection. So does one a
+        // path names without a file (":memory:", "" for a temporary file,
+        // a `mode=memory` URI: SQLite reports no file name for them): each
+        // further connection would open another, empty database.
+        let private = first.path().is_none_or(str::is_empty);
+        let size = if path.is_some() && !private { self.pool_size as usize } else { 1 };
         let open_wal = open.clone();
         let pool = Arc::new(
             Pool::new(first, size, busy.max(Duration::from_secs(30)), Box::new(open)).with_wal_index(wal),
         );
-        if path.is_some() && !read_only {
+        if path.is_some() && !private && !read_only {
             pool.checkpoint_wal_with(WalThread::start(open_wal)?);
         }
         // Group commit with fsync on every commit; write-behind on request.

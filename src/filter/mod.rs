@@ -80,7 +80,9 @@
 //! # Limits
 //!
 //! A filter may nest at most 32 levels of objects and arrays (operands
-//! included). Malformed filters give [`Error::InvalidFilter`](crate::Error::InvalidFilter); parsing never
+//! included), and compile to at most 32 000 SQL parameters (each element of
+//! an `$in`/`$nin` list is one, each condition's path two or three), what
+//! one SQLite statement can bind. Malformed filters give [`Error::InvalidFilter`](crate::Error::InvalidFilter); parsing never
 //! panics.
 //!
 //! # Examples
@@ -125,8 +127,11 @@ mod tests;
 use rusqlite::types::Value as SqlValue;
 use serde_json::Value;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use ast::Node;
+
+/// The most bound parameters (paths and values) a filter compiles to.
+const MAX_SQL_PARAMS: usize = 32_000;
 
 pub(crate) use functions::register_functions;
 
@@ -152,9 +157,27 @@ impl Filter {
     /// * an operator object also has plain keys;
     /// * an operand has the wrong shape (`$gt` with a boolean, `$in` without an
     ///   array, `$exists` without a boolean, an empty `$or`, ...);
-    /// * the filter nests more than 32 levels of objects and arrays.
+    /// * the filter nests more than 32 levels of objects and arrays;
+    /// * the filter is too large for one SQLite statement: more than 32 000
+    ///   paths and values once compiled (an `$in` list counts each element,
+    ///   a condition its path two or three times).
     pub fn parse(filter: &Value) -> Result<Filter> {
-        Ok(Filter { root: parse::parse_filter(filter)? })
+        let root = parse::parse_filter(filter)?;
+        // Searches and lists run the filter in SQL (SQLite binds at most
+        // 32 766 parameters in a statement, a few of them the query's own):
+        // refuse here what they could not run, so that every way of
+        // evaluating a filter accepts the same ones.
+        let params = sql::compile(&root, "d").1.len();
+        if params > MAX_SQL_PARAMS {
+            return Err(Error::invalid_filter(
+                "",
+                format!(
+                    "Invalid filter: too large ({params} paths and values once compiled to SQL, at most \
+                     {MAX_SQL_PARAMS}): split it into several queries, or use shorter $in/$nin lists"
+                ),
+            ));
+        }
+        Ok(Filter { root })
     }
 
     /// True if the filter has no conditions (such as `{}`), so it matches

@@ -421,16 +421,20 @@ fn expired_items(conn: &Connection) -> Result<HashSet<(String, String)>> {
 }
 
 /// Pushes the expiry of these (unexpired, TTL'd) items forward by their TTL
-/// and returns their new expiries.
+/// and returns their new expiries. A TTL that is not a number of minutes
+/// from now to a date SQLite can write (text, a negative number, an
+/// infinity: a damaged row) is not refreshed: the item keeps the expiry it
+/// has, instead of one computed from garbage (now, or none at all).
 pub(super) fn refresh_ttls(
     conn: &Connection,
     items: &[(String, String)],
 ) -> Result<HashMap<(String, String), std::time::SystemTime>> {
     let mut up = conn.prepare_cached(&format!(
-        "UPDATE store SET expires_at = {} WHERE prefix = ?1 AND key = ?2 AND ttl_minutes IS NOT NULL AND {} \
+        "UPDATE store SET expires_at = {new} WHERE prefix = ?1 AND key = ?2 \
+         AND typeof(ttl_minutes) IN ('integer', 'real') AND ttl_minutes >= 0 AND {new} IS NOT NULL AND {} \
          RETURNING expires_at",
-        expiry("ttl_minutes"),
-        alive("store")
+        alive("store"),
+        new = expiry("ttl_minutes"),
     ))?;
     let mut out = HashMap::new();
     for (p, k) in items {
