@@ -82,8 +82,8 @@
 //! A filter may nest at most 32 levels of objects and arrays (operands
 //! included), and compile to at most 32 000 SQL parameters (each element of
 //! an `$in`/`$nin` list is one, each condition's path two or three), what
-//! one SQLite statement can bind. Malformed filters give [`Error::InvalidFilter`](crate::Error::InvalidFilter); parsing never
-//! panics.
+//! one SQLite statement can bind. Malformed filters give
+//! [`Error::InvalidFilter`]; parsing never panics.
 //!
 //! # Examples
 //!
@@ -146,7 +146,7 @@ impl Filter {
     /// Parses a JSON filter object. `{}` matches everything.
     ///
     /// # Errors
-    /// [`Error::InvalidFilter`](crate::Error::InvalidFilter), whose message names the offending key or
+    /// [`Error::InvalidFilter`], whose message names the offending key or
     /// operator, when:
     /// * `filter` is not a JSON object;
     /// * a key has characters other than letters, digits (of any script),
