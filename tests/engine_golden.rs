@@ -1123,3 +1123,181 @@ fn update_state_refusals_store_nothing() {
     let err = g.update_state(&cfg, json!({"count": 1}), END);
     assert!(matches!(err, Err(Error::InvalidUpdate(m)) if m == "Node __end__ does not exist"));
 }
+
+/// `stream` on a chain with a loop: `__start__` reports only the state it
+/// makes, a node that writes no state key an empty update (LangGraph's
+/// `{node: None}`) and no state after its superstep; `stream(None)` on the
+/// finished thread reports the state alone.
+#[test]
+fn stream_chain() {
+    let fx = fixture("stream_chain");
+    let mut h = Harness::new();
+    let b = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value())
+        .node(
+            "a",
+            counted(&h.counts, "a", |s| {
+                Ok(Update::new().set("items", json!(["a"])).set("count", json!(int(s, "count") + 1)))
+            }),
+        )
+        .node("noop", counted(&h.counts, "noop", |_| Ok(Update::new())))
+        .node(
+            "inc",
+            counted(&h.counts, "inc", |s| {
+                let n = int(s, "count") + 1;
+                Ok(Update::new().set("items", json!([format!("inc{n}")])).set("count", json!(n)))
+            }),
+        )
+        .edge(START, "a")
+        .edge("a", "noop")
+        .edge("noop", "inc")
+        .conditional_edges("inc", |s| {
+            Ok(vec![if int(s, "count") < 3 { Goto::node("inc") } else { Goto::end() }])
+        });
+    h.graph("chain", "main", b);
+    h.check(&fx);
+}
+
+/// `stream` of runs that pause: an `interrupt()` next to a sibling that
+/// finishes (the interrupt, the state with it, the sibling's update, the
+/// state with the sibling's write), its resume (the state, the sibling's
+/// stored update as cached, the rest), two interrupts in one superstep, and
+/// breakpoints before and after a node.
+#[test]
+fn stream_interrupt() {
+    let fx = fixture("stream_interrupt");
+    let mut h = Harness::new();
+    let pause = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .node(
+            "ask",
+            counted(&h.counts, "ask", |_| {
+                let answer = interrupt(json!("approve?"))?;
+                Ok(Update::new().set("items", json!([format!("ask:{}", py_str(Some(&answer)))])))
+            }),
+        )
+        .node("work", counted(&h.counts, "work", |_| Ok(Update::new().set("items", json!(["work"])))))
+        .node(
+            "join",
+            counted(&h.counts, "join", |s| {
+                Ok(Update::new().set("items", json!([format!("join:{}", strs(s, "items").len())])))
+            }),
+        )
+        .edge(START, "ask")
+        .edge(START, "work")
+        .edge("ask", "join")
+        .edge("work", "join")
+        .edge("join", END);
+    h.graph("pause", "pause", pause);
+    let mut two = Graph::builder().state("items", ChannelSpec::reducer(Reducer::Append));
+    for n in ["p", "q"] {
+        two = two
+            .node(
+                n,
+                counted(&h.counts, n, move |_| {
+                    let answer = interrupt(json!(format!("{n}?")))?;
+                    Ok(Update::new().set("items", json!([format!("{n}:{}", py_str(Some(&answer)))])))
+                }),
+            )
+            .edge(START, n)
+            .edge(n, END);
+    }
+    h.graph("two", "two", two);
+    let breakpoints = abc(&h.counts).interrupt_before(["b"]).interrupt_after(["c"]);
+    h.graph("breakpoints", "breakpoints", breakpoints);
+    h.check(&fx);
+}
+
+/// `stream` of a Send fan-out whose t2 worker fails once: t1's and t3's
+/// updates, then the error; `stream(None)` reports their stored updates as
+/// cached before t2 runs.
+#[test]
+fn stream_send() {
+    let fx = fixture("stream_send");
+    let mut h = Harness::new();
+    let fail = Arc::new(Mutex::new(true));
+    let flag = fail.clone();
+    let concat = |a: &Value, b: &Value| Ok(json!(format!("{}{}", py_str(Some(a)), py_str(Some(b)))));
+    let b = Graph::builder()
+        .state("topics", ChannelSpec::last_value())
+        .state("log", ChannelSpec::custom(concat, Some(json!(""))))
+        .state("joined", ChannelSpec::last_value())
+        .node(
+            "plan",
+            counted(&h.counts, "plan", |_| {
+                Ok(Update::new().set("topics", json!(["t1", "t2", "t3"])).set("log", json!("|plan")))
+            }),
+        )
+        .node(
+            "worker",
+            counted(&h.counts, "worker", move |s| {
+                let topic = py_str(s.get("topic"));
+                if topic == "t2" && std::mem::replace(&mut *flag.lock().unwrap(), false) {
+                    return Err(NodeError::with_kind("ValueError", "t2 failed"));
+                }
+                Ok(Update::new().set("log", json!(format!("|{topic}"))))
+            }),
+        )
+        .node(
+            "join",
+            counted(&h.counts, "join", |s| Ok(Update::new().set("joined", json!(py_str(s.get("log")))))),
+        )
+        .edge(START, "plan")
+        .conditional_edges("plan", |s| {
+            Ok(strs(s, "topics")
+                .into_iter()
+                .map(|t| Goto::Send(Send::new("worker", json!({"topic": t}))))
+                .collect())
+        })
+        .edge("worker", "join")
+        .edge("join", END);
+    h.graph("sends", "main", b);
+    h.check(&fx);
+    assert!(!*fail.lock().unwrap(), "the t2 worker failed once");
+}
+
+/// `stream` of `interrupt_then_error`: a superstep that both pauses and
+/// fails reports the interrupt, then fails; the resume reports the answered
+/// task's update before the error; the next run reports it as cached.
+#[test]
+fn stream_interrupt_error() {
+    let fx = fixture("stream_interrupt_error");
+    let mut h = Harness::new();
+    let runs = Arc::new(Mutex::new(0));
+    let flaky_runs = runs.clone();
+    let b = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .node(
+            "ask",
+            counted(&h.counts, "ask", |_| {
+                let answer = interrupt(json!("approve?"))?;
+                Ok(Update::new().set("items", json!([format!("ask:{}", py_str(Some(&answer)))])))
+            }),
+        )
+        .node(
+            "flaky",
+            counted(&h.counts, "flaky", move |_| {
+                let mut n = flaky_runs.lock().unwrap();
+                *n += 1;
+                if *n <= 2 {
+                    return Err(NodeError::with_kind("ValueError", format!("flaky failed ({n})")));
+                }
+                Ok(Update::new().set("items", json!(["flaky"])))
+            }),
+        )
+        .node(
+            "join",
+            counted(&h.counts, "join", |s| {
+                Ok(Update::new().set("items", json!([format!("join:{}", strs(s, "items").len())])))
+            }),
+        )
+        .edge(START, "ask")
+        .edge(START, "flaky")
+        .edge("ask", "join")
+        .edge("flaky", "join")
+        .edge("join", END);
+    h.graph("mixed", "main", b);
+    h.check(&fx);
+    assert_eq!(*runs.lock().unwrap(), 3, "flaky ran three times");
+}

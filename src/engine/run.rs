@@ -221,21 +221,56 @@ pub(crate) struct Ctx<'s> {
 }
 
 /// What [`CompiledGraph::stream`] reports as a run goes (LangGraph's
-/// `stream_mode="updates"` and `"values"` together).
+/// `stream_mode="updates"` and `"values"` together): each event is one
+/// `(mode, chunk)` pair LangGraph's `stream(..., stream_mode=["updates",
+/// "values"])` yields, in the same order (`tests/fixtures/engine/stream_*`).
+///
+/// A superstep's events come once its tasks have all finished (and their
+/// writes are stored), in task order; LangGraph yields each task's as it
+/// finishes.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum StreamEvent {
-    /// One task's writes to state keys in a superstep that just completed,
-    /// in task order (`stream_mode="updates"`).
+    /// One task's writes to state keys in a superstep, in task order
+    /// (`stream_mode="updates"`: `{node: update}`). Reported for every task
+    /// that finished, also in a superstep that then fails or pauses; an
+    /// empty `update` (it wrote no state key) is LangGraph's `{node: None}`.
     Updates {
         /// The node that ran.
         node: String,
         /// What it wrote, by state key (before the reducers).
         update: Map<String, Value>,
     },
-    /// The state after each superstep, the first being the one that applies
-    /// the input, once its checkpoint is stored (`stream_mode="values"`).
+    /// The state (`stream_mode="values"`): at the start of a resumed run
+    /// (`stream(None, ..)`, [`stream_resume`](CompiledGraph::stream_resume)),
+    /// also when nothing is left to run; after each superstep that changed
+    /// a state key, the first being the one that applies the input, once
+    /// its checkpoint is stored; after an [`Interrupt`](Self::Interrupt)
+    /// from `interrupt()`, the state before that superstep with the
+    /// interrupts under `"__interrupt__"`; and last when the run pauses
+    /// there, if the superstep's finished tasks changed a state key: their
+    /// writes applied (not stored; the output of `invoke` shows the same).
     Values(State),
+    /// A task that finished in an earlier run (stopped by an error or an
+    /// interrupt) is not run again: its stored update, reported before the
+    /// superstep's other tasks run (LangGraph's `updates` chunk `{node:
+    /// update, "__metadata__": {"cached": True}}`).
+    CachedUpdates {
+        /// The node whose writes were stored.
+        node: String,
+        /// Its writes, by state key; empty as in [`Updates`](Self::Updates).
+        update: Map<String, Value>,
+    },
+    /// The run pauses (LangGraph's `updates` chunk `{"__interrupt__":
+    /// interrupts}`): a task called [`interrupt()`](super::interrupt()) (its
+    /// interrupts, stored form, read with
+    /// [`Interrupt::from_stored`](super::Interrupt::from_stored); one event
+    /// per interrupted task, then a [`Values`](Self::Values)), or a
+    /// breakpoint stopped it (`interrupts` empty, the last event).
+    Interrupt {
+        /// The task's interrupts; empty for a breakpoint.
+        interrupts: Vec<Value>,
+    },
 }
 
 /// What a run ends with.
@@ -444,20 +479,49 @@ impl CompiledGraph {
 
     /// [`invoke_state`](Self::invoke_state), reporting each superstep to
     /// `on_event` as it completes: every task's update, then the state
-    /// (LangGraph's `stream(..., stream_mode=["updates", "values"])`). The
-    /// events come on the calling thread, before the run goes on.
+    /// (LangGraph's `stream(..., stream_mode=["updates", "values"])`; see
+    /// [`StreamEvent`] for what comes when). The events come on the calling
+    /// thread, before the run goes on.
     ///
     /// # Errors
-    /// As [`invoke`](Self::invoke); events already reported stay reported.
+    /// As [`invoke`](Self::invoke); events already reported stay reported
+    /// (a failing superstep reports its finished tasks' updates first, as
+    /// LangGraph does).
     pub fn stream(
         &self,
         input: Option<Value>,
         config: &CheckpointConfig,
         on_event: impl FnMut(StreamEvent) + std::marker::Send,
     ) -> Result<State> {
+        self.stream_input(input.map_or(Input::Nothing, Input::Value), config, on_event)
+    }
+
+    /// [`resume`](Self::resume), reported as [`stream`](Self::stream)
+    /// reports (LangGraph's `stream(Command(resume=answer), ..)`): first the
+    /// state it resumes from, then the updates of tasks that finished
+    /// before the pause ([`StreamEvent::CachedUpdates`]), then the
+    /// supersteps.
+    ///
+    /// # Errors
+    /// As [`resume`](Self::resume).
+    pub fn stream_resume(
+        &self,
+        answer: Value,
+        config: &CheckpointConfig,
+        on_event: impl FnMut(StreamEvent) + std::marker::Send,
+    ) -> Result<State> {
+        self.stream_input(Input::Resume(answer), config, on_event)
+    }
+
+    fn stream_input(
+        &self,
+        input: Input,
+        config: &CheckpointConfig,
+        on_event: impl FnMut(StreamEvent) + std::marker::Send,
+    ) -> Result<State> {
         let on_event = Mutex::new(on_event);
         let sink = |e: StreamEvent| (on_event.lock().unwrap_or_else(|p| p.into_inner()))(e);
-        self.run_with(input.map_or(Input::Nothing, Input::Value), config, Some(&sink))
+        self.run_with(input, config, Some(&sink))
     }
 
     fn run_shared(&self, input: Input, config: &CheckpointConfig) -> Result<State> {

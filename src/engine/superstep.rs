@@ -8,8 +8,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use serde_json::{Map, Value};
 
 use super::algo::{
-    apply_writes, finished_writes, prepare_next_tasks, read_shared, with_writes, Channels, CpState, Task,
-    TaskInput, TaskWrites,
+    apply_writes, finished_writes, prepare_next_tasks, read_shared, Channels, CpState, Task, TaskInput,
+    TaskWrites,
 };
 use super::graph::{Compiled, NodeError, Update};
 use super::interrupt::{with_scratchpad, Scratchpad};
@@ -159,6 +159,11 @@ impl CompiledGraph {
                     self.save_checkpoint(&mut cur, &mut cp, &mut channels, ("fork", step), None, true)?;
                     step += 1;
                 }
+                // LangGraph streams the state a resumed run starts from
+                // (also when nothing is left to run).
+                if let Some(sink) = ctx.sink {
+                    sink(StreamEvent::Values(read_shared(&channels, &self.graph.state_keys)));
+                }
             }
             Input::Value(input) => {
                 if !input.is_object() {
@@ -193,8 +198,19 @@ impl CompiledGraph {
             }
             if should_interrupt(&cp, &self.graph.interrupt_before, &tasks) {
                 self.finish(&mut cur, &cp, &mut channels)?;
+                if let Some(sink) = ctx.sink {
+                    sink(StreamEvent::Interrupt { interrupts: Vec::new() });
+                }
                 drop(tasks);
                 return Ok(self.end(&cur, &cp, channels, Vec::new()));
+            }
+            if let Some(sink) = ctx.sink {
+                // Tasks that finished in an earlier run are not run again:
+                // their stored updates first, as LangGraph reports them.
+                for task in tasks.iter().filter(|t| t.name != START && done.contains_key(&t.id)) {
+                    let update = self.state_update(&task.writes);
+                    sink(StreamEvent::CachedUpdates { node: task.name.clone(), update });
+                }
             }
             let mut failure: Option<(usize, NodeError)> = None;
             let mut interrupts: Vec<(usize, Vec<Value>)> = Vec::new();
@@ -284,28 +300,53 @@ impl CompiledGraph {
                 let _ = self.store_last(&mut cur);
                 return Err(e);
             }
+            interrupts.sort_by_key(|(i, _)| *i);
+            // What each task of the superstep did, for the stream (task
+            // order): finished (its writes), interrupted, or neither.
+            let report: Option<Vec<Reported>> = ctx.sink.map(|_| {
+                let mut report: Vec<Reported> =
+                    outputs.iter().map(|o| if o.is_some() { Reported::Ran } else { Reported::Not }).collect();
+                for (i, values) in &interrupts {
+                    report[*i] = Reported::Interrupted(values.clone());
+                }
+                report
+            });
             for (task, writes) in tasks.iter_mut().zip(outputs) {
                 if let Some(writes) = writes {
                     task.writes = writes;
                 }
             }
             let failure = failure.map(|(i, e)| (tasks[i].name.clone(), tasks[i].id.clone(), e));
-            interrupts.sort_by_key(|(i, _)| *i);
             let interrupts: Vec<Value> = interrupts.into_iter().flat_map(|(_, v)| v).collect();
             null_resume = None;
             resuming = false;
             if let Some((node, task_id, error)) = failure {
                 self.finish(&mut cur, &cp, &mut channels)?;
+                // What finished before the failure is reported, then the
+                // error (LangGraph streams each task's result as it comes).
+                if let (Some(sink), Some(report)) = (ctx.sink, &report) {
+                    self.report_tasks(sink, &tasks, report, &channels);
+                }
                 return Err(Error::Node { node, task_id, error: Box::new(error) });
             }
             if !interrupts.is_empty() {
                 self.finish(&mut cur, &cp, &mut channels)?;
+                if let (Some(sink), Some(report)) = (ctx.sink, &report) {
+                    self.report_tasks(sink, &tasks, report, &channels);
+                }
                 // LangGraph's output of a paused run shows the writes of the
                 // superstep's finished tasks applied (to a copy here: they
-                // are not stored, the next run applies them again).
+                // are not stored, the next run applies them again); a stream
+                // reports that state last if they changed a state key.
                 let shown = if ns.is_empty() && tasks.iter().any(|t| !t.writes.is_empty()) {
                     let mut tw: Vec<TaskWrites<'_>> = tasks.iter().map(TaskWrites::from).collect();
-                    Some(read_shared(&with_writes(&cp, &channels, &mut tw)?, &self.graph.state_keys))
+                    let (mut shown_cp, mut shown) = (cp.clone(), channels.clone());
+                    let up = apply_writes(&mut shown_cp, &mut shown, &mut tw, false)?;
+                    let values = read_shared(&shown, &self.graph.state_keys);
+                    if let Some(sink) = ctx.sink.filter(|_| self.touches_state(&up)) {
+                        sink(StreamEvent::Values(values.clone()));
+                    }
+                    Some(values)
                 } else {
                     None
                 };
@@ -331,25 +372,19 @@ impl CompiledGraph {
                 }
             };
             self.save_checkpoint(&mut cur, &mut cp, &mut channels, ("loop", step), Some(&up), false)?;
-            if let Some(sink) = ctx.sink {
-                // (`__start__` applies the input: LangGraph reports no update
-                // for it, only the state it makes.)
-                for task in tasks.iter().filter(|t| t.name != START) {
-                    let update: Map<String, Value> = task
-                        .writes
-                        .iter()
-                        .filter(|(k, _)| self.graph.state_keys.contains(k))
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect();
-                    if !update.is_empty() {
-                        sink(StreamEvent::Updates { node: task.name.clone(), update });
-                    }
+            if let (Some(sink), Some(report)) = (ctx.sink, &report) {
+                self.report_tasks(sink, &tasks, report, &channels);
+                // The state, if the superstep changed a state key.
+                if self.touches_state(&up) {
+                    sink(StreamEvent::Values(read_shared(&channels, &self.graph.state_keys)));
                 }
-                sink(StreamEvent::Values(read_shared(&channels, &self.graph.state_keys)));
             }
             updated = Some(up);
             step += 1;
             if should_interrupt(&cp, &self.graph.interrupt_after, &tasks) {
+                if let Some(sink) = ctx.sink {
+                    sink(StreamEvent::Interrupt { interrupts: Vec::new() });
+                }
                 break;
             }
         }
@@ -584,6 +619,65 @@ impl CompiledGraph {
             self.saver.put_writes(&cur.thread.clone().at(&id), &writes, &task, &path)?;
         }
         Ok(())
+    }
+}
+
+/// What a task of a superstep did, as a stream reports it.
+enum Reported {
+    /// It finished: its writes are the task's.
+    Ran,
+    /// It paused on `interrupt()` with these interrupts.
+    Interrupted(Vec<Value>),
+    /// It failed, did not run (finished in an earlier run) or was not
+    /// reached.
+    Not,
+}
+
+impl CompiledGraph {
+    /// The state keys among `writes` (what LangGraph's `updates` mode
+    /// shows of a task).
+    fn state_update(&self, writes: &[(String, Value)]) -> Map<String, Value> {
+        writes
+            .iter()
+            .filter(|(k, _)| self.graph.state_keys.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Whether a superstep that updated `updated` changed a state key (only
+    /// then LangGraph streams the state).
+    fn touches_state(&self, updated: &BTreeSet<String>) -> bool {
+        self.graph.state_keys.iter().any(|k| updated.contains(k))
+    }
+
+    /// Reports the tasks of a superstep in task order: a finished task's
+    /// update (`__start__`, which applies the input, has none: LangGraph
+    /// hides it), an interrupted one's interrupts then the state before the
+    /// superstep with them under `"__interrupt__"` (`channels`: that state).
+    fn report_tasks(
+        &self,
+        sink: &(dyn Fn(StreamEvent) + Sync),
+        tasks: &[Task],
+        report: &[Reported],
+        channels: &Channels,
+    ) {
+        for (task, what) in tasks.iter().zip(report) {
+            match what {
+                Reported::Ran if task.name != START => {
+                    sink(StreamEvent::Updates {
+                        node: task.name.clone(),
+                        update: self.state_update(&task.writes),
+                    });
+                }
+                Reported::Interrupted(values) => {
+                    sink(StreamEvent::Interrupt { interrupts: values.clone() });
+                    let mut state = read_shared(channels, &self.graph.state_keys);
+                    state.push(INTERRUPT, Arc::new(Value::Array(values.clone())));
+                    sink(StreamEvent::Values(state));
+                }
+                Reported::Ran | Reported::Not => {}
+            }
+        }
     }
 }
 

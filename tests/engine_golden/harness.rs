@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use agentstate::engine::{
-    interrupt_id, task_id, CompiledGraph, Durability, GraphBuilder, NodeError, State, Update, NULL_TASK_ID,
+    interrupt_id, task_id, CompiledGraph, Durability, GraphBuilder, NodeError, State, StreamEvent, Update,
+    NULL_TASK_ID,
 };
 use agentstate::{CheckpointConfig, Db, Error, JsonPlusSerializer, ListQuery, Serializer};
 use serde_json::{json, Map, Value};
@@ -122,6 +123,8 @@ impl Harness {
             self.counts.lock().unwrap().clear();
             let raw_of =
                 |name: &Value| names.iter().find(|(_, v)| *v == name).map(|(k, _)| k.clone()).unwrap();
+            // A `stream` call's events, as (mode, chunk) pairs.
+            let mut streamed: Option<Vec<Value>> = None;
             let mut cfg = CheckpointConfig::thread(thread);
             let at = &call["config"]["configurable"]["checkpoint_id"];
             if !at.is_null() {
@@ -135,6 +138,18 @@ impl Harness {
                     },
                     input => graph.invoke(input, &cfg),
                 },
+                "stream" => {
+                    let mut events = Vec::new();
+                    let collect = |e: StreamEvent| events.push(stream_pair(e));
+                    let out = match Some(call["input"].clone()).filter(|v| !v.is_null()) {
+                        Some(cmd) if cmd["__type__"] == "Command" => {
+                            graph.stream_resume(cmd["resume"].clone(), &cfg, collect)
+                        }
+                        input => graph.stream(input, &cfg, collect),
+                    };
+                    streamed = Some(events);
+                    out.map(|_| Value::Null)
+                }
                 "update_state" => match call["as_node"].as_str() {
                     Some(node) => graph.update_state(&cfg, call["values"].clone(), node),
                     None => graph.update_state_inferred(&cfg, call["values"].clone()),
@@ -172,6 +187,10 @@ impl Harness {
             } else {
                 call["output"].clone()
             };
+            if let Some(events) = streamed {
+                // Also the events of a stream that failed.
+                outputs.push((n, norm_value(&Value::Array(events)), call["events"].clone()));
+            }
             match (result, call.get("error")) {
                 (Ok(out), None) => outputs.push((n, norm_value(&out), expected)),
                 (Err(Error::Node { error, .. }), Some(expected)) => {
@@ -352,6 +371,22 @@ impl Harness {
             }));
         }
         out.into_iter().map(|v| rename(&v, renames)).collect()
+    }
+}
+
+/// One stream event as the `(mode, chunk)` pair LangGraph's
+/// `stream(..., stream_mode=["updates", "values"])` yields, in the
+/// fixtures' form.
+fn stream_pair(e: StreamEvent) -> Value {
+    let update = |u: Map<String, Value>| if u.is_empty() { Value::Null } else { Value::Object(u) };
+    match e {
+        StreamEvent::Updates { node, update: u } => json!(["updates", { node: update(u) }]),
+        StreamEvent::CachedUpdates { node, update: u } => {
+            json!(["updates", { node: update(u), "__metadata__": {"cached": true} }])
+        }
+        StreamEvent::Interrupt { interrupts } => json!(["updates", {"__interrupt__": interrupts}]),
+        StreamEvent::Values(state) => json!(["values", Value::Object(state.to_map())]),
+        other => panic!("unexpected stream event {other:?}"),
     }
 }
 

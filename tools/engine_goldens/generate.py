@@ -6,8 +6,9 @@ checkpointer (InMemorySaver), and writes tests/fixtures/engine/<scenario>.json
 holding:
 
 * the graph in a neutral form (hand-written spec + what LangGraph compiled),
-* every call made (invoke / update_state / get_state), its input, output or
-  error, and how many times each node function ran during it,
+* every call made (invoke / stream / update_state / get_state), its input,
+  output (a stream's events) or error, and how many times each node
+  function ran during it,
 * every checkpoint of every thread and namespace, oldest first, with its
   pending writes and `get_state` at that checkpoint,
 * for every task and interrupt, the exact inputs LangGraph hashed to get its
@@ -330,6 +331,32 @@ class Harness:
             "kwargs": J(kw),
         }
         return self._record(entry, lambda: self.graphs[key].invoke(inp, config, **kw))
+
+    def stream(self, key: str, thread: str, inp: Any, config=None, **kw) -> list:
+        """`graph.stream(inp, config, stream_mode=["updates", "values"])`: the
+        `(mode, chunk)` pairs it yields, in order, under `events` (also those
+        yielded before it raised)."""
+        kw.setdefault("stream_mode", ["updates", "values"])
+        kw.setdefault("durability", "sync")
+        config = config or {"configurable": {"thread_id": thread}}
+        self.thread_graph.setdefault(thread, key)
+        entry = {
+            "call": "stream",
+            "graph": key,
+            "thread_id": thread,
+            "input": J(inp),
+            "config": J(config),
+            "kwargs": J(kw),
+            "events": [],
+        }
+
+        def run() -> None:
+            for mode, chunk in self.graphs[key].stream(inp, config, **kw):
+                entry["events"].append([mode, J(chunk)])
+
+        self._record(entry, run)
+        entry.pop("output", None)
+        return entry["events"]
 
     def update_state(self, key: str, config: dict, values: Any, as_node: str | None) -> dict:
         entry = {
@@ -1983,6 +2010,311 @@ def update_state_empty_thread(h: Harness) -> dict:
         "empty), at the head; invoke(None) runs a, b, c. Thread 'fresh_as': update_state(..., "
         "as_node='b') on an empty thread; invoke(None) runs c.",
         "graphs": {"main": {"spec": LINEAR_SPEC}},
+    }
+
+
+# ---------------------------------------------------------------------------
+# Streaming: graph.stream(..., stream_mode=["updates", "values"])
+# ---------------------------------------------------------------------------
+
+
+@scenario
+def stream_chain(h: Harness) -> dict:
+    def a(s):
+        return {"items": ["a"], "count": s["count"] + 1}
+
+    def noop(s):
+        return {}
+
+    def inc(s):
+        return {"items": [f"inc{s['count'] + 1}"], "count": s["count"] + 1}
+
+    def route(s):
+        return "inc" if s["count"] < 3 else END
+
+    b = StateGraph(ListCount)
+    b.add_node("a", counted("a", a))
+    b.add_node("noop", counted("noop", noop))
+    b.add_node("inc", counted("inc", inc))
+    b.add_edge(START, "a")
+    b.add_edge("a", "noop")
+    b.add_edge("noop", "inc")
+    b.add_conditional_edges("inc", route)
+    h.compile("main", b)
+    cfg = {"configurable": {"thread_id": "chain"}}
+    h.stream("main", "chain", {"items": ["in"], "count": 0})
+    h.stream("main", "chain", None, cfg)
+    h.stream("main", "chain", {"items": ["again"]}, cfg)
+    return {
+        "description": "stream(stream_mode=['updates', 'values']) on START -> a -> noop -> inc, "
+        "inc looping on itself while count < 3. The input superstep (__start__, hidden) "
+        "gives only a values event; each node an updates event; noop writes no state key: "
+        "its update is None and no values event follows its superstep. stream(None) on the "
+        "finished thread gives one values event (the state) and nothing runs; new input "
+        "starts again at a.",
+        "graphs": {
+            "main": {
+                "spec": {
+                    "state": LINEAR_SPEC["state"],
+                    "nodes": [
+                        {"node": "a", "writes": {"items": {"literal": ["a"]}, "count": {"expr": "state.count + 1"}}},
+                        {"node": "noop", "writes": {}},
+                        {
+                            "node": "inc",
+                            "writes": {
+                                "items": {"expr": "['inc' + str(state.count + 1)]"},
+                                "count": {"expr": "state.count + 1"},
+                            },
+                        },
+                    ],
+                    "edges": [["__start__", "a"], ["a", "noop"], ["noop", "inc"]],
+                    "conditional_edges": [
+                        {"source": "inc", "rule": "'inc' if state.count < 3 else END", "path_map": None}
+                    ],
+                }
+            }
+        },
+    }
+
+
+@scenario
+def stream_interrupt(h: Harness) -> dict:
+    class S(TypedDict):
+        items: Annotated[list, operator.add]
+
+    def ask(s):
+        ans = interrupt("approve?")
+        return {"items": [f"ask:{ans}"]}
+
+    def work(s):
+        time.sleep(0.05)  # finish after ask has interrupted (task order: ask, work)
+        return {"items": ["work"]}
+
+    def join(s):
+        return {"items": [f"join:{len(s['items'])}"]}
+
+    b = StateGraph(S)
+    b.add_node("ask", counted("ask", ask))
+    b.add_node("work", counted("work", work))
+    b.add_node("join", counted("join", join))
+    b.add_edge(START, "ask")
+    b.add_edge(START, "work")
+    b.add_edge("ask", "join")
+    b.add_edge("work", "join")
+    b.add_edge("join", END)
+    h.compile("pause", b)
+    cfg = {"configurable": {"thread_id": "pause"}}
+    h.stream("pause", "pause", {"items": []})
+    h.get_state("pause", cfg, subgraphs=False)
+    h.stream("pause", "pause", Command(resume="yes"), cfg)
+
+    def asker(n: str, delay: float):
+        def f(s):
+            time.sleep(delay)
+            ans = interrupt(f"{n}?")
+            return {"items": [f"{n}:{ans}"]}
+
+        return f
+
+    b2 = StateGraph(S)
+    b2.add_node("p", counted("p", asker("p", 0)))
+    b2.add_node("q", counted("q", asker("q", 0.05)))
+    b2.add_edge(START, "p")
+    b2.add_edge(START, "q")
+    b2.add_edge("p", END)
+    b2.add_edge("q", END)
+    h.compile("two", b2)
+    h.stream("two", "two", {"items": ["in"]})
+
+    h.compile("breakpoints", _linear_builder(), interrupt_before=["b"], interrupt_after=["c"])
+    cfg3 = {"configurable": {"thread_id": "breakpoints"}}
+    h.stream("breakpoints", "breakpoints", {"items": [], "count": 0})
+    h.stream("breakpoints", "breakpoints", None, cfg3)
+    h.stream("breakpoints", "breakpoints", None, cfg3)
+    return {
+        "description": "Streams that pause. Thread 'pause': ask calls interrupt('approve?') while "
+        "its sibling work finishes (after it): an updates event {'__interrupt__': (Interrupt,)} "
+        "and a values event holding the state before the superstep plus '__interrupt__', then "
+        "work's update, then a last values event with work's write applied (not stored). The "
+        "resume streams the state first, work's stored update marked "
+        "'__metadata__': {'cached': True}, then ask's update and the rest. Thread 'two': two "
+        "tasks interrupt (p, then q): a pair of events for each. Thread 'breakpoints': a -> b -> c "
+        "with interrupt_before=['b'], interrupt_after=['c']: each breakpoint ends the stream "
+        "with {'__interrupt__': ()}; stream(None) first streams the state.",
+        "graphs": {
+            "pause": {
+                "spec": {
+                    "state": {"items": {"type": "list", "reducer": "operator.add"}},
+                    "nodes": [
+                        {"node": "ask", "calls": "answer = interrupt('approve?')", "writes": {"items": {"expr": "['ask:' + answer]"}}},
+                        {"node": "work", "writes": {"items": {"literal": ["work"]}}},
+                        {"node": "join", "writes": {"items": {"expr": "['join:' + str(len(state.items))]"}}},
+                    ],
+                    "edges": [["__start__", "ask"], ["__start__", "work"], ["ask", "join"], ["work", "join"], ["join", "__end__"]],
+                    "prose": "work sleeps 50 ms first, so it finishes after ask interrupted.",
+                }
+            },
+            "two": {
+                "spec": {
+                    "state": {"items": {"type": "list", "reducer": "operator.add"}},
+                    "nodes": [
+                        {"node": n, "calls": f"answer = interrupt('{n}?')", "writes": {"items": {"expr": f"['{n}:' + answer]"}}}
+                        for n in ("p", "q")
+                    ],
+                    "edges": [["__start__", "p"], ["__start__", "q"], ["p", "__end__"], ["q", "__end__"]],
+                    "prose": "q sleeps 50 ms before interrupting, so p interrupts first.",
+                }
+            },
+            "breakpoints": {"spec": {**LINEAR_SPEC, "interrupt_before": ["b"], "interrupt_after": ["c"]}},
+        },
+    }
+
+
+_FLAKY_STREAM = {"fail": True}
+
+
+@scenario
+def stream_send(h: Harness) -> dict:
+    _FLAKY_STREAM["fail"] = True
+
+    class S(TypedDict):
+        topics: list
+        log: Annotated[str, concat]
+        joined: str
+
+    def plan(s):
+        return {"topics": ["t1", "t2", "t3"], "log": "|plan"}
+
+    def fan_out(s):
+        return [Send("worker", {"topic": t}) for t in s["topics"]]
+
+    def worker(arg):
+        # t1 finishes first, t3 next, t2 last (in task order but for the failing t2)
+        if arg["topic"] == "t3":
+            time.sleep(0.03)
+        if arg["topic"] == "t2":
+            time.sleep(0.08)
+            if _FLAKY_STREAM["fail"]:
+                raise ValueError("t2 failed")
+        return {"log": f"|{arg['topic']}"}
+
+    def join(s):
+        return {"joined": s["log"]}
+
+    b = StateGraph(S)
+    b.add_node("plan", counted("plan", plan))
+    b.add_node("worker", counted("worker", worker))
+    b.add_node("join", counted("join", join))
+    b.add_edge(START, "plan")
+    b.add_conditional_edges("plan", fan_out, ["worker"])
+    b.add_edge("worker", "join")
+    b.add_edge("join", END)
+    h.compile("main", b)
+    cfg = {"configurable": {"thread_id": "sends"}}
+    h.stream("main", "sends", {"log": "in"})
+    _FLAKY_STREAM["fail"] = False
+    h.stream("main", "sends", None, cfg)
+    return {
+        "description": "plan sends one worker per topic into a user binary reducer (string "
+        "concatenation); the t2 worker raises ValueError on the first stream, after t1 and t3 "
+        "finished: their updates are streamed, then the error is raised (no values event for "
+        "the failed superstep). stream(None) streams the state, t1's and t3's stored updates "
+        "(marked cached, one event each), t2's update, the state, join.",
+        "graphs": {
+            "main": {
+                "spec": {
+                    "state": {
+                        "topics": {"type": "list", "reducer": "last value"},
+                        "log": {"type": "str", "reducer": "user function concat(a, b) = a + b (starts at '')"},
+                        "joined": {"type": "str", "reducer": "last value"},
+                    },
+                    "nodes": [
+                        {"node": "plan", "writes": {"topics": {"literal": ["t1", "t2", "t3"]}, "log": {"literal": "|plan"}}},
+                        {
+                            "node": "worker",
+                            "input": "the Send arg {'topic': t}, not the state",
+                            "raises": "ValueError('t2 failed') for topic t2 on the first stream",
+                            "writes": {"log": {"expr": "'|' + arg.topic"}},
+                        },
+                        {"node": "join", "writes": {"joined": {"expr": "state.log"}}},
+                    ],
+                    "edges": [["__start__", "plan"], ["worker", "join"], ["join", "__end__"]],
+                    "conditional_edges": [
+                        {
+                            "source": "plan",
+                            "rule": "[Send('worker', {'topic': t}) for t in state.topics]",
+                            "path_map": ["worker"],
+                        }
+                    ],
+                    "prose": "t3 sleeps 30 ms, t2 80 ms, so they finish t1, t3, t2.",
+                }
+            }
+        },
+    }
+
+
+_FLAKY_STREAM_TWICE = {"runs": 0}
+
+
+@scenario
+def stream_interrupt_error(h: Harness) -> dict:
+    _FLAKY_STREAM_TWICE["runs"] = 0
+
+    class S(TypedDict):
+        items: Annotated[list, operator.add]
+
+    def ask(s):
+        ans = interrupt("approve?")
+        return {"items": [f"ask:{ans}"]}
+
+    def flaky(s):
+        time.sleep(0.05)  # let `ask` finish first
+        _FLAKY_STREAM_TWICE["runs"] += 1
+        if _FLAKY_STREAM_TWICE["runs"] <= 2:
+            raise ValueError(f"flaky failed ({_FLAKY_STREAM_TWICE['runs']})")
+        return {"items": ["flaky"]}
+
+    def join(s):
+        return {"items": [f"join:{len(s['items'])}"]}
+
+    b = StateGraph(S)
+    b.add_node("ask", counted("ask", ask))
+    b.add_node("flaky", counted("flaky", flaky))
+    b.add_node("join", counted("join", join))
+    b.add_edge(START, "ask")
+    b.add_edge(START, "flaky")
+    b.add_edge("ask", "join")
+    b.add_edge("flaky", "join")
+    b.add_edge("join", END)
+    h.compile("main", b)
+    cfg = {"configurable": {"thread_id": "mixed"}}
+    h.stream("main", "mixed", {"items": []})
+    h.stream("main", "mixed", Command(resume="yes"), cfg)
+    h.stream("main", "mixed", None, cfg)
+    return {
+        "description": "interrupt_then_error, streamed. ask interrupts and flaky (finishing "
+        "after it) raises: the interrupt's two events, then the error. Command(resume='yes'): "
+        "the state, ask's update, then flaky's error again. stream(None): the state, ask's "
+        "stored update (cached; it has an __interrupt__ write next to its output), flaky's "
+        "update, the state, join.",
+        "graphs": {
+            "main": {
+                "spec": {
+                    "state": {"items": {"type": "list", "reducer": "operator.add"}},
+                    "nodes": [
+                        {"node": "ask", "calls": "answer = interrupt('approve?')", "writes": {"items": {"expr": "['ask:' + answer]"}}},
+                        {
+                            "node": "flaky",
+                            "raises": "ValueError('flaky failed (<n>)') on its first two runs (n = 1, 2)",
+                            "writes": {"items": {"literal": ["flaky"]}},
+                        },
+                        {"node": "join", "writes": {"items": {"expr": "['join:' + str(len(state.items))]"}}},
+                    ],
+                    "edges": [["__start__", "ask"], ["__start__", "flaky"], ["ask", "join"], ["flaky", "join"], ["join", "__end__"]],
+                    "prose": "flaky sleeps 50 ms first so ask's writes are saved before its error.",
+                }
+            }
+        },
     }
 
 
