@@ -368,6 +368,137 @@ fn subgraph() {
     h.check(&fx);
 }
 
+/// `subgraph_state`'s child: s1 -> s2, s2 asks `interrupt("sub approve?")`.
+fn asking_child(counts: &Counts) -> GraphBuilder {
+    let c = counts.clone();
+    Graph::builder()
+        .state("trace", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value())
+        .node(
+            "s1",
+            counted(&c, "s1", |s| {
+                Ok(Update::new().set("trace", json!(["s1"])).set("count", json!(int(s, "count") + 1)))
+            }),
+        )
+        .node(
+            "s2",
+            counted(&c, "s2", |s| {
+                let answer = interrupt(json!("sub approve?"))?;
+                let trace = format!("s2:{}", py_str(Some(&answer)));
+                Ok(Update::new().set("trace", json!([trace])).set("count", json!(int(s, "count") + 1)))
+            }),
+        )
+        .edge(START, "s1")
+        .edge("s1", "s2")
+        .edge("s2", END)
+}
+
+/// pre -> `name` (a subgraph) -> post.
+fn around(counts: &Counts, name: &str, sub: GraphBuilder) -> GraphBuilder {
+    let step = |n: &'static str| {
+        counted(counts, n, move |s| {
+            Ok(Update::new().set("trace", json!([n])).set("count", json!(int(s, "count") + 1)))
+        })
+    };
+    Graph::builder()
+        .state("trace", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value())
+        .node("pre", step("pre"))
+        .subgraph(name, sub)
+        .node("post", step("post"))
+        .edge(START, "pre")
+        .edge("pre", name)
+        .edge(name, "post")
+        .edge("post", END)
+}
+
+#[test]
+fn subgraph_state() {
+    let fx = fixture("subgraph_state");
+    let mut h = Harness::new();
+    let edit = around(&h.counts, "sub", asking_child(&h.counts));
+    let mid = Graph::builder()
+        .state("trace", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value())
+        .node(
+            "m1",
+            counted(&h.counts, "m1", |s| {
+                Ok(Update::new().set("trace", json!(["m1"])).set("count", json!(int(s, "count") + 1)))
+            }),
+        )
+        .subgraph("inner", asking_child(&h.counts))
+        .edge(START, "m1")
+        .edge("m1", "inner")
+        .edge("inner", END);
+    let nested = around(&h.counts, "mid", mid);
+    let before = around(&h.counts, "sub", asking_child(&h.counts)).interrupt_before(["sub"]);
+    h.graph("edit", "edit", edit);
+    h.graph("answer", "edit", around(&h.counts, "sub", asking_child(&h.counts)));
+    h.graph("before", "before", before);
+    h.graph("nested", "nested", nested);
+    // Thread `answer` updates its subgraph as the interrupted s2: the
+    // writes keep s2's task path in our file, as in `update_state_head`.
+    h.check_adjusted(&fx, one_task_path);
+}
+
+/// `stream(..., subgraphs=True)`: each event with the namespace it comes
+/// from, a subgraph's events (its own input state, updates, states and
+/// interrupts) before its parent task's; without `subgraphs` none of them.
+#[test]
+fn stream_subgraphs() {
+    let fx = fixture("stream_subgraphs");
+    let mut h = Harness::new();
+    let one = around(&h.counts, "sub", asking_child(&h.counts));
+    let quiet = around(&h.counts, "sub", asking_child(&h.counts));
+    let mid = Graph::builder()
+        .state("trace", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value())
+        .node(
+            "m1",
+            counted(&h.counts, "m1", |s| {
+                Ok(Update::new().set("trace", json!(["m1"])).set("count", json!(int(s, "count") + 1)))
+            }),
+        )
+        .subgraph("inner", asking_child(&h.counts))
+        .edge(START, "m1")
+        .edge("m1", "inner")
+        .edge("inner", END);
+    let nested = around(&h.counts, "mid", mid);
+    let fan = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .node(
+            "ask",
+            counted(&h.counts, "ask", |_| {
+                let answer = interrupt(json!("approve?"))?;
+                Ok(Update::new().set("items", json!([format!("ask:{}", py_str(Some(&answer)))])))
+            }),
+        )
+        .node("work", counted(&h.counts, "work", |_| Ok(Update::new().set("items", json!(["work"])))))
+        .node(
+            "join",
+            counted(&h.counts, "join", |s| {
+                Ok(Update::new().set("items", json!([format!("join:{}", strs(s, "items").len())])))
+            }),
+        )
+        .edge(START, "ask")
+        .edge(START, "work")
+        .edge("ask", "join")
+        .edge("work", "join")
+        .edge("join", END);
+    let outer = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .node("pre", counted(&h.counts, "pre", |_| Ok(Update::new().set("items", json!(["pre"])))))
+        .subgraph("sub", fan)
+        .edge(START, "pre")
+        .edge("pre", "sub")
+        .edge("sub", END);
+    h.graph("one", "one", one);
+    h.graph("quiet", "one", quiet);
+    h.graph("nested", "nested", nested);
+    h.graph("fan", "fan", outer);
+    h.check(&fx);
+}
+
 fn send_graph(counts: &Counts) -> GraphBuilder {
     Graph::builder()
         .state("topics", ChannelSpec::last_value())
@@ -762,7 +893,14 @@ fn recursion_limit() {
 #[test]
 fn update_state_head() {
     let fx = fixture("update_state_head");
-    update_state_head_graphs().check_adjusted(&fx, |checkpoints| {
+    update_state_head_graphs().check_adjusted(&fx, one_task_path);
+}
+
+/// The fixture's checkpoints as our file keeps writes: one task path per
+/// task and checkpoint, so an update's writes stored under an interrupted
+/// task's id carry that task's path (see `update_state_head`).
+fn one_task_path(checkpoints: &mut [Value]) {
+    {
         for cp in checkpoints {
             let writes = cp["pending_writes"].as_array_mut().unwrap();
             let path_of = |task: &Value| {
@@ -789,7 +927,7 @@ fn update_state_head() {
             };
             writes.sort_by_key(key);
         }
-    });
+    }
 }
 
 fn update_state_head_graphs() -> Harness {

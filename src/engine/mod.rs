@@ -41,16 +41,23 @@
 //! [`update_state_inferred`](CompiledGraph::update_state_inferred), as the
 //! node that ran last); replay from an old
 //! checkpoint with `invoke(None, config.at(id))`. Nest graphs with
-//! [`subgraph`](GraphBuilder::subgraph). Choose when checkpoints are stored
+//! [`subgraph`](GraphBuilder::subgraph); read a paused subgraph's state from
+//! the parent with
+//! [`get_state_with_subgraphs`](CompiledGraph::get_state_with_subgraphs) and
+//! edit it with `update_state` on its namespace
+//! ([`PendingTask::subgraph`]). Choose when checkpoints are stored
 //! with [`with_durability`](CompiledGraph::with_durability).
 //!
 //! Async nodes ([`async_node`](GraphBuilder::async_node)) run on tokio under
 //! [`ainvoke`](CompiledGraph::ainvoke); [`stream`](CompiledGraph::stream)
 //! reports each superstep's updates and state.
 //!
+//! [`stream_subgraphs`](CompiledGraph::stream_subgraphs) adds what runs
+//! inside subgraphs, each event with its namespace.
+//!
 //! Not yet: node retry and cache policies, deferred nodes,
-//! `Command(update=..)` / `Command(goto=..)` as input, streaming from inside
-//! subgraphs.
+//! `Command(update=..)` / `Command(goto=..)` as input, invoking a subgraph
+//! on its own namespace.
 
 mod algo;
 mod channel;

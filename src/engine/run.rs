@@ -135,6 +135,19 @@ pub struct PendingTask {
     /// Its state writes by key, if it finished (stored a write other than an
     /// error, interrupt or resume).
     pub result: Option<Value>,
+    /// For a task that runs a [subgraph](super::GraphBuilder::subgraph) node:
+    /// the config of the subgraph's checkpoints, its thread and namespace
+    /// `<node>:<task id>` (after the enclosing namespace and a `|`), no
+    /// checkpoint id. Pass it to [`get_state`](CompiledGraph::get_state) or
+    /// [`update_state`](CompiledGraph::update_state) to read or edit the
+    /// subgraph's state (LangGraph's `PregelTask.state` as `get_state` shows
+    /// it by default).
+    pub subgraph: Option<CheckpointConfig>,
+    /// The subgraph's state, for a subgraph task of a snapshot read with
+    /// [`get_state_with_subgraphs`](CompiledGraph::get_state_with_subgraphs)
+    /// (LangGraph's `PregelTask.state` with `subgraphs=True`); `None`
+    /// otherwise.
+    pub state: Option<Box<super::StateSnapshot>>,
 }
 
 /// What a node function reads: the task's state (a task whose input is
@@ -202,6 +215,10 @@ pub(crate) struct Save<'a> {
     pub(crate) writes: Option<HeldWrites>,
 }
 
+/// Where a stream with subgraphs reports: the namespace of the run an
+/// event comes from (`""`: the graph itself), the event.
+pub(crate) type TaggedSink<'a> = dyn Fn(&str, StreamEvent) + Sync + 'a;
+
 /// A task's writes held back: task id, task path, writes.
 pub(crate) type HeldWrites = (String, String, Vec<(String, Value)>);
 
@@ -212,9 +229,13 @@ pub(crate) struct Ctx<'s> {
     pub(crate) parents: Map<String, Value>,
     pub(crate) resuming: bool,
     pub(crate) durability: Durability,
-    /// Where a streaming run reports its supersteps (the top-level run
-    /// only; subgraphs report nothing).
+    /// Where a streaming run reports its supersteps (the top-level run,
+    /// and a subgraph's run when `sub_sink` is set).
     pub(crate) sink: Option<&'s (dyn Fn(StreamEvent) + Sync)>,
+    /// Where the runs of subgraphs report theirs, with their namespace
+    /// ([`CompiledGraph::stream_subgraphs`]; `None`: subgraphs report
+    /// nothing).
+    pub(crate) sub_sink: Option<&'s TaggedSink<'s>>,
     /// Answers by interrupt id for this run (and its subgraphs): a task
     /// takes the one for the interrupt it would raise next.
     pub(crate) resume_map: Option<&'s BTreeMap<String, Value>>,
@@ -481,7 +502,9 @@ impl CompiledGraph {
     /// `on_event` as it completes: every task's update, then the state
     /// (LangGraph's `stream(..., stream_mode=["updates", "values"])`; see
     /// [`StreamEvent`] for what comes when). The events come on the calling
-    /// thread, before the run goes on.
+    /// thread, before the run goes on. Subgraphs report nothing here (their
+    /// node's update comes when they finish); see
+    /// [`stream_subgraphs`](Self::stream_subgraphs).
     ///
     /// # Errors
     /// As [`invoke`](Self::invoke); events already reported stay reported
@@ -513,6 +536,73 @@ impl CompiledGraph {
         self.stream_input(Input::Resume(answer), config, on_event)
     }
 
+    /// [`stream`](Self::stream), also reporting what runs inside
+    /// [subgraphs](super::GraphBuilder::subgraph) (LangGraph's `stream(...,
+    /// stream_mode=["updates", "values"], subgraphs=True)`): `on_event` gets
+    /// each event with the namespace it comes from, `""` for this graph,
+    /// else the subgraph run's `checkpoint_ns` (`<node>:<task id>`, nested
+    /// ones joined by `|`; LangGraph's namespace tuple holds the same
+    /// segments). A subgraph's run reports as a run of its own: its input
+    /// state (or, when it resumes, the state it resumes from), its tasks'
+    /// updates and its state after each superstep, its interrupts; its
+    /// events come while its parent's task runs, before that superstep's
+    /// events of the parent (`tests/fixtures/engine/stream_subgraphs.json`),
+    /// on the thread that runs that task (one event at a time).
+    ///
+    /// # Errors
+    /// As [`stream`](Self::stream).
+    ///
+    /// ```
+    /// # fn main() -> agentstate::Result<()> {
+    /// use agentstate::engine::{ChannelSpec, Graph, Reducer, StreamEvent, Update, END, START};
+    /// use agentstate::{CheckpointConfig, Db};
+    /// use serde_json::json;
+    ///
+    /// let child = Graph::builder()
+    ///     .state("items", ChannelSpec::reducer(Reducer::Append))
+    ///     .node("inner", |_| Ok(Update::new().set("items", json!(["inner"]))))
+    ///     .edge(START, "inner")
+    ///     .edge("inner", END);
+    /// let graph = Graph::builder()
+    ///     .state("items", ChannelSpec::reducer(Reducer::Append))
+    ///     .subgraph("sub", child)
+    ///     .edge(START, "sub")
+    ///     .edge("sub", END)
+    ///     .compile(Db::open_in_memory()?.checkpointer())?;
+    /// let mut updates = Vec::new();
+    /// graph.stream_subgraphs(Some(json!({"items": []})), &CheckpointConfig::thread("t"), |ns, event| {
+    ///     if let StreamEvent::Updates { node, .. } = event {
+    ///         updates.push((ns.split(':').next().unwrap_or_default().to_string(), node));
+    ///     }
+    /// })?;
+    /// // The subgraph's node (in namespace "sub:<task id>"), then the subgraph node.
+    /// assert_eq!(updates, [("sub".to_string(), "inner".to_string()), (String::new(), "sub".to_string())]);
+    /// # Ok(()) }
+    /// ```
+    pub fn stream_subgraphs(
+        &self,
+        input: Option<Value>,
+        config: &CheckpointConfig,
+        on_event: impl FnMut(&str, StreamEvent) + std::marker::Send,
+    ) -> Result<State> {
+        self.stream_tagged(input.map_or(Input::Nothing, Input::Value), config, on_event)
+    }
+
+    /// [`stream_resume`](Self::stream_resume), reporting what runs inside
+    /// subgraphs as [`stream_subgraphs`](Self::stream_subgraphs) does
+    /// (LangGraph's `stream(Command(resume=answer), .., subgraphs=True)`).
+    ///
+    /// # Errors
+    /// As [`resume`](Self::resume).
+    pub fn stream_resume_subgraphs(
+        &self,
+        answer: Value,
+        config: &CheckpointConfig,
+        on_event: impl FnMut(&str, StreamEvent) + std::marker::Send,
+    ) -> Result<State> {
+        self.stream_tagged(Input::Resume(answer), config, on_event)
+    }
+
     fn stream_input(
         &self,
         input: Input,
@@ -521,11 +611,25 @@ impl CompiledGraph {
     ) -> Result<State> {
         let on_event = Mutex::new(on_event);
         let sink = |e: StreamEvent| (on_event.lock().unwrap_or_else(|p| p.into_inner()))(e);
-        self.run_with(input, config, Some(&sink))
+        self.run_with(input, config, Some(&sink), None)
+    }
+
+    /// A stream with the subgraphs' events, each with its namespace.
+    fn stream_tagged(
+        &self,
+        input: Input,
+        config: &CheckpointConfig,
+        on_event: impl FnMut(&str, StreamEvent) + std::marker::Send,
+    ) -> Result<State> {
+        // Subgraphs may report from their task's thread: one event at a time.
+        let on_event = Mutex::new(on_event);
+        let tagged = |ns: &str, e: StreamEvent| (on_event.lock().unwrap_or_else(|p| p.into_inner()))(ns, e);
+        let sink = |e: StreamEvent| tagged("", e);
+        self.run_with(input, config, Some(&sink), Some(&tagged))
     }
 
     fn run_shared(&self, input: Input, config: &CheckpointConfig) -> Result<State> {
-        self.run_with(input, config, None)
+        self.run_with(input, config, None, None)
     }
 
     fn run_with(
@@ -533,6 +637,7 @@ impl CompiledGraph {
         input: Input,
         config: &CheckpointConfig,
         sink: Option<&(dyn Fn(StreamEvent) + Sync)>,
+        sub_sink: Option<&TaggedSink<'_>>,
     ) -> Result<State> {
         if !config.checkpoint_ns.is_empty() {
             return Err(Error::InvalidArgument(
@@ -559,6 +664,7 @@ impl CompiledGraph {
             resuming: false,
             durability: self.durability,
             sink,
+            sub_sink,
             resume_map: resume_map.as_ref(),
         };
         let out = self.run_in(input, config, &ctx, &mut None);
@@ -597,7 +703,16 @@ impl CompiledGraph {
         Ok(tasks
             .into_iter()
             .map(|t| {
+                // A subgraph task's checkpoints live in namespace
+                // `[<ns>|]<node>:<task id>`.
+                let subgraph = graph.graph.node(&t.name).and_then(|n| n.subgraph()).map(|_| {
+                    let own = format!("{}:{}", t.name, t.id);
+                    let sub_ns = if ns.is_empty() { own } else { format!("{ns}|{own}") };
+                    CheckpointConfig::thread(&config.thread_id).ns(sub_ns)
+                });
                 let mut task = PendingTask {
+                    subgraph,
+                    state: None,
                     path: t.path.as_str(),
                     id: t.id,
                     name: t.name,

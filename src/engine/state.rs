@@ -1,6 +1,8 @@
 //! Reading and editing a thread's state from outside a run:
-//! [`CompiledGraph::get_state`], [`CompiledGraph::update_state`] and
-//! [`CompiledGraph::update_state_inferred`].
+//! [`CompiledGraph::get_state`],
+//! [`CompiledGraph::get_state_with_subgraphs`],
+//! [`CompiledGraph::update_state`] and
+//! [`CompiledGraph::update_state_inferred`], also in a subgraph's namespace.
 
 use serde_json::Value;
 
@@ -15,8 +17,9 @@ use super::{INTERRUPT, PUSH, START};
 use crate::checkpoint::{ChannelVersion, ChannelVersions, CheckpointConfig, ListQuery, Metadata};
 use crate::error::{Error, Result};
 
-/// A thread's state at a checkpoint (LangGraph's `StateSnapshot`, without
-/// task paths and subgraph states yet).
+/// A thread's state at a checkpoint (LangGraph's `StateSnapshot`; its
+/// subgraph tasks' states with
+/// [`get_state_with_subgraphs`](CompiledGraph::get_state_with_subgraphs)).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct StateSnapshot {
@@ -45,6 +48,8 @@ impl CompiledGraph {
     /// next superstep that already finished (a run that failed or paused
     /// stored them), `next` names only the others, and a finished task
     /// shows no interrupts. A checkpoint addressed by id is shown as stored.
+    /// A thread (or namespace) with no checkpoint has an empty snapshot: no
+    /// values, no tasks, no config.
     ///
     /// # Errors
     /// [`Error::NotFound`] if `config.checkpoint_id` does not exist;
@@ -79,14 +84,87 @@ impl CompiledGraph {
             next = tasks.iter().filter(|t| !done.contains_key(&t.id)).map(|t| t.name.clone()).collect();
         }
         let tuple = loaded.tuple;
+        // No checkpoint: no values either (LangGraph's empty snapshot), not
+        // the channels' initial ones (an append reducer's `[]`).
+        let values = match &tuple {
+            Some(_) => read_state(&channels, &graph.graph.state_keys),
+            None => Value::Object(serde_json::Map::new()),
+        };
         Ok(StateSnapshot {
-            values: read_state(&channels, &graph.graph.state_keys),
+            values,
             next,
             tasks,
             config: tuple.as_ref().map(|t| t.config.clone()),
             parent_config: tuple.as_ref().and_then(|t| t.parent_config.clone()),
             metadata: tuple.map(|t| t.metadata),
         })
+    }
+
+    /// [`get_state`](Self::get_state), with the state of every subgraph the
+    /// snapshot's tasks run (LangGraph's `get_state(config,
+    /// subgraphs=True)`): each such task's [`state`](PendingTask::state) is
+    /// the subgraph's snapshot at the latest checkpoint of its namespace
+    /// ([`PendingTask::subgraph`]), read the same way, down to nested
+    /// subgraphs. A subgraph paused by [`interrupt()`](super::interrupt())
+    /// shows where it stopped: its values, its next node, the interrupt.
+    /// A subgraph task that has not started yet has an empty snapshot: no
+    /// values, no tasks, no metadata, its config the namespace's
+    /// ([`PendingTask::subgraph`]).
+    ///
+    /// # Errors
+    /// As [`get_state`](Self::get_state), for `config` and each subgraph
+    /// namespace read.
+    ///
+    /// ```
+    /// # fn main() -> agentstate::Result<()> {
+    /// use agentstate::engine::{interrupt, ChannelSpec, Graph, Update, END, START};
+    /// use agentstate::{CheckpointConfig, Db};
+    /// use serde_json::json;
+    ///
+    /// let child = Graph::builder()
+    ///     .state("text", ChannelSpec::last_value())
+    ///     .node("draft", |_| Ok(Update::new().set("text", json!("draft"))))
+    ///     .node("ask", |s| {
+    ///         let answer = interrupt(json!("ok?"))?;
+    ///         let text = s.get("text").and_then(|t| t.as_str()).unwrap_or_default();
+    ///         let text = format!("{text} ({})", answer.as_str().unwrap_or_default());
+    ///         Ok(Update::new().set("text", json!(text)))
+    ///     })
+    ///     .edge(START, "draft")
+    ///     .edge("draft", "ask")
+    ///     .edge("ask", END);
+    /// let graph = Graph::builder()
+    ///     .state("text", ChannelSpec::last_value())
+    ///     .subgraph("sub", child)
+    ///     .edge(START, "sub")
+    ///     .edge("sub", END)
+    ///     .compile(Db::open_in_memory()?.checkpointer())?;
+    /// let thread = CheckpointConfig::thread("t");
+    /// graph.invoke(Some(json!({"text": ""})), &thread)?;
+    /// // The parent waits on its sub task; the subgraph's state says why.
+    /// let snapshot = graph.get_state_with_subgraphs(&thread)?;
+    /// let sub = snapshot.tasks[0].state.as_deref().expect("the subgraph's state");
+    /// assert_eq!(sub.values["text"], "draft");
+    /// assert_eq!(sub.next, ["ask"]);
+    /// // Edit the subgraph's state (as `draft`, the node that ran last), then
+    /// // answer its interrupt from the parent.
+    /// let sub_config = snapshot.tasks[0].subgraph.as_ref().expect("a subgraph task");
+    /// graph.update_state_inferred(sub_config, json!({"text": "edited"}))?;
+    /// let out = graph.resume(json!("yes"), &thread)?;
+    /// assert_eq!(out["text"], "edited (yes)");
+    /// # Ok(()) }
+    /// ```
+    pub fn get_state_with_subgraphs(&self, config: &CheckpointConfig) -> Result<StateSnapshot> {
+        let mut snapshot = self.get_state(config)?;
+        for task in &mut snapshot.tasks {
+            if let Some(sub) = &task.subgraph {
+                let mut state = self.get_state_with_subgraphs(sub)?;
+                // Not started yet: LangGraph shows the namespace's config.
+                state.config.get_or_insert_with(|| sub.clone());
+                task.state = Some(Box::new(state));
+            }
+        }
+        Ok(snapshot)
     }
 
     /// Every checkpoint of `config`'s thread (in its namespace), newest
@@ -111,11 +189,19 @@ impl CompiledGraph {
     /// [`START`]: the values then act as the graph input would (START's
     /// edges apply), but the checkpoint's source stays `"update"`.
     ///
+    /// With a subgraph's namespace (`config.checkpoint_ns`, e.g. a task's
+    /// [`PendingTask::subgraph`]), the update is the subgraph's: `as_node`
+    /// is one of its nodes, and the new checkpoint goes in that namespace
+    /// after its latest (or `config.checkpoint_id`), with the same metadata
+    /// `parents`. The parent's checkpoints do not change: when the parent
+    /// resumes (a subgraph paused by [`interrupt()`](super::interrupt())),
+    /// the subgraph goes on from the update, as in LangGraph.
+    ///
     /// # Errors
     /// - [`Error::NotFound`] if `config.checkpoint_id` does not exist.
     /// - [`Error::InvalidUpdate`] if `as_node` is not a node, `values` is not
     ///   an object, or the writes do not fit their channels.
-    /// - [`Error::InvalidArgument`] for a namespace (subgraphs).
+    /// - [`Error::InvalidArgument`] for a namespace that names no subgraph.
     /// - the checkpointer's errors.
     pub fn update_state(
         &self,
@@ -213,9 +299,24 @@ impl CompiledGraph {
         values: Value,
         as_node: Option<&str>,
     ) -> Result<CheckpointConfig> {
+        // A subgraph's namespace: the subgraph's nodes and channels apply.
         if !config.checkpoint_ns.is_empty() {
-            return Err(Error::InvalidArgument("update_state in a namespace is not supported yet".into()));
+            return self.for_namespace(&config.checkpoint_ns)?.update_here(config, values, as_node);
         }
+        self.update_here(config, values, as_node)
+    }
+
+    /// [`update`](Self::update) on this graph's nodes and channels (the
+    /// subgraph's for a namespace), in `config.checkpoint_ns`.
+    fn update_here(
+        &self,
+        config: &CheckpointConfig,
+        values: Value,
+        as_node: Option<&str>,
+    ) -> Result<CheckpointConfig> {
+        // The namespace's own history: its head, where a first checkpoint
+        // starts.
+        let thread = CheckpointConfig::thread(&config.thread_id).ns(&config.checkpoint_ns);
         let mut loaded = self.load(config)?;
         // No checkpoint: a new thread, whose first checkpoint the update
         // makes. (LangGraph would also start one for a checkpoint id that
@@ -247,15 +348,20 @@ impl CompiledGraph {
         let head = match (&saved, &config.checkpoint_id) {
             (None, _) => false,
             (Some(_), None) => true,
-            (Some(_), Some(id)) => self
-                .saver
-                .get_tuple(&CheckpointConfig::thread(&config.thread_id))?
-                .is_some_and(|latest| latest.checkpoint.id == *id),
+            (Some(_), Some(id)) => {
+                self.saver.get_tuple(&thread)?.is_some_and(|latest| latest.checkpoint.id == *id)
+            }
         };
         let task_id = match &saved {
             Some(saved) if head => {
-                let next =
-                    prepare_next_tasks(&self.graph, &loaded.cp, &loaded.channels, loaded.step, "", None)?;
+                let next = prepare_next_tasks(
+                    &self.graph,
+                    &loaded.cp,
+                    &loaded.channels,
+                    loaded.step,
+                    &config.checkpoint_ns,
+                    None,
+                )?;
                 match next.into_iter().find(|t| t.name == as_node) {
                     Some(t) => t.id,
                     None => update_task_id(&saved.checkpoint.id)?,
@@ -288,7 +394,14 @@ impl CompiledGraph {
             }
         }
         apply_writes(&mut loaded.cp, &mut loaded.channels, &mut tw, true)?;
-        let parents = serde_json::Map::new();
+        // A subgraph's checkpoints keep their parents (namespace -> the
+        // enclosing runs' checkpoint ids), as LangGraph's update does.
+        let parents = saved
+            .as_ref()
+            .and_then(|t| t.metadata.0.get("parents"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         // The step after the checkpoint's (0 on a new thread).
         let step = saved.as_ref().and_then(|t| t.metadata.step()).unwrap_or(-1).saturating_add(1);
         let save = Save {
@@ -300,7 +413,6 @@ impl CompiledGraph {
             id: None,
             writes: None,
         };
-        let thread = CheckpointConfig::thread(&config.thread_id);
         let (tuple, _) = self.commit(saved, &thread, &loaded.cp, &loaded.channels, &save)?;
         Ok(tuple.config)
     }

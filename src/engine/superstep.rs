@@ -410,12 +410,18 @@ impl CompiledGraph {
         if let Some(child) = self.graph.node(&task.name).and_then(|n| n.subgraph()) {
             let mut parents = run.ctx.parents.clone();
             parents.insert(ns.to_string(), Value::String(run.cp_id.to_string()));
+            // Streaming with subgraphs: the child's run reports its events
+            // under its namespace.
+            let sub_sink = run.ctx.sub_sink;
+            let child_ns = task_ns.clone();
+            let tagged = sub_sink.map(|report| move |e: StreamEvent| report(&child_ns, e));
             let child_ctx = Ctx {
                 ns: task_ns,
                 parents,
                 resuming: run.resuming,
                 durability: run.ctx.durability,
-                sink: None,
+                sink: tagged.as_ref().map(|f| f as &(dyn Fn(StreamEvent) + Sync)),
+                sub_sink,
                 resume_map: run.ctx.resume_map,
             };
             let mut outer = shared_resume.lock().unwrap_or_else(|p| p.into_inner()).take();

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use agentstate::engine::{
-    interrupt_id, task_id, CompiledGraph, Durability, GraphBuilder, NodeError, State, StreamEvent, Update,
-    NULL_TASK_ID,
+    interrupt_id, task_id, CompiledGraph, Durability, GraphBuilder, NodeError, State, StateSnapshot,
+    StreamEvent, Update, NULL_TASK_ID,
 };
 use agentstate::{CheckpointConfig, Db, Error, JsonPlusSerializer, ListQuery, Serializer};
 use serde_json::{json, Map, Value};
@@ -126,6 +126,11 @@ impl Harness {
             // A `stream` call's events, as (mode, chunk) pairs.
             let mut streamed: Option<Vec<Value>> = None;
             let mut cfg = CheckpointConfig::thread(thread);
+            // A subgraph's namespace, its task ids named `task(cN,node)`.
+            let ns = call["config"]["configurable"]["checkpoint_ns"].as_str().unwrap_or_default();
+            if !ns.is_empty() {
+                cfg = cfg.ns(self.raw_ns(fx, &names, ns));
+            }
             let at = &call["config"]["configurable"]["checkpoint_id"];
             if !at.is_null() {
                 cfg = cfg.at(raw_of(at));
@@ -138,6 +143,23 @@ impl Harness {
                     },
                     input => graph.invoke(input, &cfg),
                 },
+                "stream" if call["kwargs"]["subgraphs"] == true => {
+                    // [namespace segments, mode, chunk]
+                    let mut events = Vec::new();
+                    let collect = |ns: &str, e: StreamEvent| {
+                        let segments: Vec<&str> = ns.split('|').filter(|s| !s.is_empty()).collect();
+                        let Value::Array(pair) = stream_pair(e) else { unreachable!("a pair") };
+                        events.push(json!([segments, pair[0], pair[1]]));
+                    };
+                    let out = match Some(call["input"].clone()).filter(|v| !v.is_null()) {
+                        Some(cmd) if cmd["__type__"] == "Command" => {
+                            graph.stream_resume_subgraphs(cmd["resume"].clone(), &cfg, collect)
+                        }
+                        input => graph.stream_subgraphs(input, &cfg, collect),
+                    };
+                    streamed = Some(events);
+                    out.map(|_| Value::Null)
+                }
                 "stream" => {
                     let mut events = Vec::new();
                     let collect = |e: StreamEvent| events.push(stream_pair(e));
@@ -154,14 +176,14 @@ impl Harness {
                     Some(node) => graph.update_state(&cfg, call["values"].clone(), node),
                     None => graph.update_state_inferred(&cfg, call["values"].clone()),
                 }
-                .map(|c| json!({"configurable": {"thread_id": c.thread_id, "checkpoint_ns": c.checkpoint_ns, "checkpoint_id": c.checkpoint_id}})),
-                "get_state" => graph.get_state(&cfg).map(|s| {
-                    let conf = |c: Option<CheckpointConfig>| {
-                        c.map(|c| json!({"configurable": {"thread_id": c.thread_id, "checkpoint_ns": c.checkpoint_ns, "checkpoint_id": c.checkpoint_id}}))
-                    };
-                    let interrupts: Vec<Value> = s.tasks.iter().flat_map(|t| t.interrupts.clone()).collect();
-                    json!({"values": s.values, "next": s.next, "tasks": snapshot_tasks(&s.tasks), "interrupts": interrupts, "config": conf(s.config), "parent_config": conf(s.parent_config), "metadata": s.metadata.map(|m| Value::Object(m.0))})
+                .map(|c| {
+                    let saved = self.db.checkpointer().get_tuple(&c).unwrap().unwrap();
+                    config_json(&c, saved.metadata.0.get("parents"))
                 }),
+                "get_state" if call["subgraphs"] == true => {
+                    graph.get_state_with_subgraphs(&cfg).map(|s| snapshot_json(&s))
+                }
+                "get_state" => graph.get_state(&cfg).map(|s| snapshot_json(&s)),
                 other => panic!("call {n}: {other} is not supported"),
             };
             let after = self.ids();
@@ -176,14 +198,7 @@ impl Harness {
                 self.counts.lock().unwrap().iter().map(|(k, v)| (k.clone(), json!(v))).collect();
             assert_eq!(Value::Object(counts), call["node_executions"], "call {n}: node executions");
             let expected = if call["call"] == "get_state" {
-                let st = &call["state"];
-                let tasks: Vec<Value> = st["tasks"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|t| json!({"id": t["id"], "name": t["name"], "error": t["error"], "interrupts": t["interrupts"], "result": t["result"]}))
-                    .collect();
-                json!({"values": st["values"], "next": st["next"], "tasks": tasks, "interrupts": st["interrupts"], "config": st["config"], "parent_config": st["parent_config"], "metadata": st["metadata"]})
+                expected_snapshot(&call["state"])
             } else {
                 call["output"].clone()
             };
@@ -277,11 +292,7 @@ impl Harness {
             let cfg = CheckpointConfig::thread(&thread).ns(&ns).at(&id);
             let t = saver.get_tuple(&cfg).unwrap().unwrap();
             let step = t.metadata.step().unwrap();
-            let compiled = match ns.split(':').next().filter(|_| !ns.is_empty()) {
-                Some(node) => &fx["graphs"][key]["compiled_subgraphs"][node]["nodes"],
-                None => &fx["graphs"][key]["compiled"]["nodes"],
-            };
-            let tasks = task_names(compiled, &id, &ns, step + 1, &names[&id]);
+            let tasks = task_names(compiled_nodes(fx, key, &ns), &id, &ns, step + 1, &names[&id]);
             for (raw, name) in &tasks {
                 let node = name.trim_start_matches("task(").split(',').nth(1).unwrap().trim_end_matches(')');
                 let task_ns =
@@ -374,6 +385,95 @@ impl Harness {
     }
 }
 
+impl Harness {
+    /// Our raw namespace for a fixture's (`sub:task(c2,sub)|inner:...`):
+    /// each task named after one of our checkpoints so far.
+    fn raw_ns(&self, fx: &Value, names: &BTreeMap<String, String>, ns: &str) -> String {
+        let saver = self.db.checkpointer();
+        let mut tasks = BTreeMap::new();
+        for (id, thread, cp_ns) in self.ids() {
+            let (key, _) = &self.graphs[&thread];
+            let t = saver.get_tuple(&CheckpointConfig::thread(&thread).ns(&cp_ns).at(&id)).unwrap().unwrap();
+            let step = t.metadata.step().unwrap();
+            let cname = &names[&id];
+            tasks.extend(task_names(compiled_nodes(fx, key, &cp_ns), &id, &cp_ns, step + 1, cname));
+        }
+        ns.split('|')
+            .map(|segment| {
+                let (node, name) = segment.split_once(':').unwrap();
+                let raw = tasks.iter().find(|(_, n)| *n == name).map(|(raw, _)| raw).unwrap();
+                format!("{node}:{raw}")
+            })
+            .collect::<Vec<_>>()
+            .join("|")
+    }
+}
+
+/// The compiled nodes of the (sub)graph that runs in namespace `ns`
+/// (`compiled_subgraphs` keyed by node path, `mid|inner`).
+fn compiled_nodes<'a>(fx: &'a Value, key: &str, ns: &str) -> &'a Value {
+    if ns.is_empty() {
+        return &fx["graphs"][key]["compiled"]["nodes"];
+    }
+    let path: Vec<&str> = ns.split('|').map(|s| s.split(':').next().unwrap()).collect();
+    &fx["graphs"][key]["compiled_subgraphs"][path.join("|")]["nodes"]
+}
+
+/// A config as LangGraph shows it: with a `checkpoint_map` (the metadata
+/// `parents` and this checkpoint) when the checkpoint has parents
+/// (LangGraph's `patch_checkpoint_map`; our configs carry no map).
+fn config_json(c: &CheckpointConfig, parents: Option<&Value>) -> Value {
+    let mut conf = json!({"thread_id": c.thread_id, "checkpoint_ns": c.checkpoint_ns});
+    // An empty subgraph snapshot's config (its namespace's) has no id.
+    if let Some(id) = &c.checkpoint_id {
+        conf["checkpoint_id"] = json!(id);
+    }
+    if let Some(Value::Object(p)) = parents.filter(|p| p.as_object().is_some_and(|m| !m.is_empty())) {
+        let mut map = p.clone();
+        map.insert(c.checkpoint_ns.clone(), json!(c.checkpoint_id));
+        conf["checkpoint_map"] = Value::Object(map);
+    }
+    json!({"configurable": conf})
+}
+
+/// A snapshot as the fixtures' `get_state` calls record it (task paths and
+/// `created_at` left out; normalised with the rest of the output).
+fn snapshot_json(s: &StateSnapshot) -> Value {
+    let parents = s.metadata.as_ref().and_then(|m| m.0.get("parents"));
+    let conf = |c: &Option<CheckpointConfig>| c.as_ref().map(|c| config_json(c, parents));
+    let interrupts: Vec<Value> = s.tasks.iter().flat_map(|t| t.interrupts.clone()).collect();
+    json!({
+        "values": s.values,
+        "next": s.next,
+        "tasks": snapshot_tasks(&s.tasks),
+        "interrupts": interrupts,
+        "config": conf(&s.config),
+        "parent_config": conf(&s.parent_config),
+        "metadata": s.metadata.as_ref().map(|m| Value::Object(m.0.clone())),
+    })
+}
+
+/// A fixture's recorded snapshot in [`snapshot_json`]'s form; a subgraph
+/// task's `state` is its namespace's config, or (`subgraphs=True`) the
+/// subgraph's snapshot.
+fn expected_snapshot(st: &Value) -> Value {
+    let tasks: Vec<Value> = st["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let mut task = json!({"id": t["id"], "name": t["name"], "error": t["error"], "interrupts": t["interrupts"], "result": t["result"]});
+            match t.get("state") {
+                Some(sub) if sub.get("values").is_some() => task["state"] = expected_snapshot(sub),
+                Some(config) => task["state"] = config.clone(),
+                None => {}
+            }
+            task
+        })
+        .collect();
+    json!({"values": st["values"], "next": st["next"], "tasks": tasks, "interrupts": st["interrupts"], "config": st["config"], "parent_config": st["parent_config"], "metadata": st["metadata"]})
+}
+
 /// One stream event as the `(mode, chunk)` pair LangGraph's
 /// `stream(..., stream_mode=["updates", "values"])` yields, in the
 /// fixtures' form.
@@ -421,13 +521,22 @@ fn snapshot_tasks(tasks: &[agentstate::engine::PendingTask]) -> Vec<Value> {
     tasks
         .iter()
         .map(|t| {
-            json!({
+            let mut task = json!({
                 "id": t.id,
                 "name": t.name,
                 "error": t.error,
                 "interrupts": t.interrupts,
                 "result": t.result,
-            })
+            });
+            match (&t.state, &t.subgraph) {
+                (Some(state), _) => task["state"] = snapshot_json(state),
+                (None, Some(c)) => {
+                    task["state"] =
+                        json!({"configurable": {"thread_id": c.thread_id, "checkpoint_ns": c.checkpoint_ns}});
+                }
+                (None, None) => {}
+            }
+            task
         })
         .collect()
 }
@@ -448,7 +557,15 @@ pub(crate) fn rename(v: &Value, names: &BTreeMap<String, String>) -> Value {
             s
         })),
         Value::Array(a) => Value::Array(a.iter().map(|x| rename(x, names)).collect()),
-        Value::Object(m) => Value::Object(m.iter().map(|(k, x)| (k.clone(), rename(x, names))).collect()),
+        // Keys too (a `checkpoint_map`'s namespaces).
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| match rename(&Value::String(k.clone()), names) {
+                    Value::String(k) => (k, rename(x, names)),
+                    _ => unreachable!("a string renames to a string"),
+                })
+                .collect(),
+        ),
         other => other.clone(),
     }
 }

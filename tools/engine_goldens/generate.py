@@ -174,7 +174,10 @@ def snapshot_json(s: StateSnapshot, full: bool) -> dict:
         "interrupts": J(s.interrupts),
     }
     if full:
-        d["config"] = J(s.config)
+        # InMemorySaver hands back the config it was given for an id it
+        # finds: a subgraph's then holds the checkpointer LangGraph lends it
+        conf = lambda c: c and {**c, "configurable": {k: v for k, v in c["configurable"].items() if k != "__pregel_checkpointer"}}  # noqa: E731
+        d["config"] = J(conf(s.config))
         d["parent_config"] = J(s.parent_config)
         d["metadata"] = J(s.metadata)
         d["created_at"] = s.created_at
@@ -351,8 +354,15 @@ class Harness:
         }
 
         def run() -> None:
-            for mode, chunk in self.graphs[key].stream(inp, config, **kw):
-                entry["events"].append([mode, J(chunk)])
+            for item in self.graphs[key].stream(inp, config, **kw):
+                if kw.get("subgraphs"):
+                    # (namespace, mode, chunk): the namespace a tuple of
+                    # "node:task id" segments, () for the graph itself
+                    ns, mode, chunk = item
+                    entry["events"].append([list(ns), mode, J(chunk)])
+                else:
+                    mode, chunk = item
+                    entry["events"].append([mode, J(chunk)])
 
         self._record(entry, run)
         entry.pop("output", None)
@@ -2318,6 +2328,327 @@ def stream_interrupt_error(h: Harness) -> dict:
     }
 
 
+@scenario
+def subgraph_state(h: Harness) -> dict:
+    class S(TypedDict):
+        trace: Annotated[list, operator.add]
+        count: int
+
+    def mk(n):
+        return lambda s: {"trace": [n], "count": s["count"] + 1}
+
+    def s2_ask(s):
+        ans = interrupt("sub approve?")
+        return {"trace": [f"s2:{ans}"], "count": s["count"] + 1}
+
+    def child() -> Any:
+        sb = StateGraph(S)
+        sb.add_node("s1", counted("s1", mk("s1")))
+        sb.add_node("s2", counted("s2", s2_ask))
+        sb.add_edge(START, "s1")
+        sb.add_edge("s1", "s2")
+        sb.add_edge("s2", END)
+        return sb.compile()
+
+    def parent(sub_name: str, sub: Any) -> StateGraph:
+        pb = StateGraph(S)
+        pb.add_node("pre", counted("pre", mk("pre")))
+        pb.add_node(sub_name, sub)
+        pb.add_node("post", counted("post", mk("post")))
+        pb.add_edge(START, "pre")
+        pb.add_edge("pre", sub_name)
+        pb.add_edge(sub_name, "post")
+        pb.add_edge("post", END)
+        return pb
+
+    # One level: inspect, edit the subgraph's state through the config
+    # get_state(subgraphs=True) shows for it (checkpoint id and map), resume.
+    h.compile("edit", parent("sub", child()))
+    cfg = {"configurable": {"thread_id": "edit"}}
+    h.invoke("edit", "edit", {"trace": [], "count": 0})
+    h.get_state("edit", cfg, subgraphs=False)
+    snap = h.get_state("edit", cfg, subgraphs=True)
+    sub_cfg = snap.tasks[0].state.config
+    h.get_state("edit", sub_cfg, subgraphs=False)
+    h.update_state("edit", sub_cfg, {"trace": ["edited"]}, as_node=None)
+    h.get_state("edit", cfg, subgraphs=True)
+    h.invoke("edit", "edit", Command(resume="ok"), cfg)
+    h.get_state("edit", cfg, subgraphs=True)
+    # an older parent checkpoint: its sub task shows the namespace's latest
+    h.get_state("edit", h.checkpoint_config("edit", lambda t: t.metadata["step"] == 1), subgraphs=True)
+
+    # Update as the interrupted node itself: s2 counts as finished, the
+    # resume has nothing left to answer.
+    cfg = {"configurable": {"thread_id": "answer"}}
+    h.thread_graph["answer"] = "edit"
+    h.invoke("edit", "answer", {"trace": [], "count": 0})
+    ns = h.graphs["edit"].get_state(cfg, subgraphs=False).tasks[0].state["configurable"]["checkpoint_ns"]
+    h.update_state("edit", {"configurable": {"thread_id": "answer", "checkpoint_ns": ns}}, {"trace": ["manual"]}, as_node="s2")
+    h.get_state("edit", cfg, subgraphs=True)
+    h.invoke("edit", "answer", Command(resume="unused"), cfg)
+    h.get_state("edit", cfg, subgraphs=True)
+
+    # Paused before the subgraph starts: its task's state is empty.
+    h.compile("before", parent("sub", child()), interrupt_before=["sub"])
+    cfg = {"configurable": {"thread_id": "before"}}
+    h.invoke("before", "before", {"trace": [], "count": 0})
+    h.get_state("before", cfg, subgraphs=True)
+    h.invoke("before", "before", None, cfg)
+    h.get_state("before", cfg, subgraphs=True)
+
+    # Two levels: pre -> mid -> post, mid = m1 -> inner (the asking child).
+    mb = StateGraph(S)
+    mb.add_node("m1", counted("m1", mk("m1")))
+    mb.add_node("inner", child())
+    mb.add_edge(START, "m1")
+    mb.add_edge("m1", "inner")
+    mb.add_edge("inner", END)
+    h.compile("nested", parent("mid", mb.compile()))
+    cfg = {"configurable": {"thread_id": "nested"}}
+    h.invoke("nested", "nested", {"trace": [], "count": 0})
+    snap = h.get_state("nested", cfg, subgraphs=True)
+    inner_ns = snap.tasks[0].state.tasks[0].state.config["configurable"]["checkpoint_ns"]
+    inner_cfg = {"configurable": {"thread_id": "nested", "checkpoint_ns": inner_ns}}
+    h.get_state("nested", inner_cfg, subgraphs=True)
+    h.update_state("nested", inner_cfg, {"trace": ["fixed"]}, as_node="s1")
+    h.get_state("nested", cfg, subgraphs=True)
+    h.invoke("nested", "nested", Command(resume="yes"), cfg)
+    h.get_state("nested", cfg, subgraphs=True)
+
+    state = {
+        "trace": {"type": "list", "reducer": "operator.add"},
+        "count": {"type": "int", "reducer": "last value"},
+    }
+    step = lambda n: {"node": n, "writes": {"trace": {"literal": [n]}, "count": {"expr": "state.count + 1"}}}  # noqa: E731
+    child_spec = {
+        "state": state,
+        "nodes": [
+            step("s1"),
+            {
+                "node": "s2",
+                "calls": "answer = interrupt('sub approve?')",
+                "writes": {"trace": {"expr": "['s2:' + answer]"}, "count": {"expr": "state.count + 1"}},
+            },
+        ],
+        "edges": [["__start__", "s1"], ["s1", "s2"], ["s2", "__end__"]],
+        "compiled": "compiled with no checkpointer argument: checkpoints in its own namespace",
+    }
+    sub_node = lambda n, g: {"node": n, "subgraph": g, "input": "the parent state", "writes": "the subgraph's final state (trace = whole list, so operator.add appends it again!)"}  # noqa: E731
+    mid_spec = {
+        "state": state,
+        "nodes": [step("m1"), sub_node("inner", "child")],
+        "edges": [["__start__", "m1"], ["m1", "inner"], ["inner", "__end__"]],
+        "subgraphs": {"child": child_spec},
+    }
+    return {
+        "description": "Subgraph state from the parent. Graph 'edit': pre -> sub -> post, sub = "
+        "s1 -> s2 where s2 calls interrupt('sub approve?'). After the pause: get_state without "
+        "and with subgraphs=True (the sub task's state: its namespace's config, or the subgraph's "
+        "snapshot), get_state on the subgraph's config from that snapshot (with checkpoint_id "
+        "and checkpoint_map), update_state on that config without as_node ({'trace': "
+        "['edited']}, applied as s1), get_state(subgraphs=True), Command(resume='ok'), "
+        "get_state(subgraphs=True). Graph 'nested': pre -> mid -> post, mid = m1 -> inner, "
+        "inner = the same asking child: get_state(subgraphs=True) two levels deep, get_state "
+        "and update_state(as_node='s1', {'trace': ['fixed']}) on the inner namespace (config "
+        "with thread and namespace only), get_state(subgraphs=True), Command(resume='yes'), "
+        "get_state(subgraphs=True); get_state(subgraphs=True) at the parent's step-1 checkpoint. "
+        "Thread 'answer' (graph 'edit'): after the pause, update_state on the sub namespace as "
+        "s2 ({'trace': ['manual']}), get_state(subgraphs=True), Command(resume='unused'), "
+        "get_state(subgraphs=True). Graph 'before': 'edit' compiled with interrupt_before=['sub']: "
+        "get_state(subgraphs=True) before the subgraph started (an empty snapshot), invoke(None) "
+        "(pauses inside), get_state(subgraphs=True).",
+        "graphs": {
+            "edit": {
+                "spec": {
+                    "state": state,
+                    "nodes": [step("pre"), sub_node("sub", "child"), step("post")],
+                    "edges": [["__start__", "pre"], ["pre", "sub"], ["sub", "post"], ["post", "__end__"]],
+                    "subgraphs": {"child": child_spec},
+                }
+            },
+            "before": {
+                "spec": {
+                    "state": state,
+                    "nodes": [step("pre"), sub_node("sub", "child"), step("post")],
+                    "edges": [["__start__", "pre"], ["pre", "sub"], ["sub", "post"], ["post", "__end__"]],
+                    "subgraphs": {"child": child_spec},
+                    "interrupt_before": ["sub"],
+                }
+            },
+            "nested": {
+                "spec": {
+                    "state": state,
+                    "nodes": [step("pre"), sub_node("mid", "mid"), step("post")],
+                    "edges": [["__start__", "pre"], ["pre", "mid"], ["mid", "post"], ["post", "__end__"]],
+                    "subgraphs": {"mid": mid_spec},
+                }
+            },
+        },
+    }
+
+
+@scenario
+def stream_subgraphs(h: Harness) -> dict:
+    class S(TypedDict):
+        trace: Annotated[list, operator.add]
+        count: int
+
+    def mk(n):
+        return lambda s: {"trace": [n], "count": s["count"] + 1}
+
+    def s2_ask(s):
+        ans = interrupt("sub approve?")
+        return {"trace": [f"s2:{ans}"], "count": s["count"] + 1}
+
+    def child() -> Any:
+        sb = StateGraph(S)
+        sb.add_node("s1", counted("s1", mk("s1")))
+        sb.add_node("s2", counted("s2", s2_ask))
+        sb.add_edge(START, "s1")
+        sb.add_edge("s1", "s2")
+        sb.add_edge("s2", END)
+        return sb.compile()
+
+    def parent(sub_name: str, sub: Any) -> StateGraph:
+        pb = StateGraph(S)
+        pb.add_node("pre", counted("pre", mk("pre")))
+        pb.add_node(sub_name, sub)
+        pb.add_node("post", counted("post", mk("post")))
+        pb.add_edge(START, "pre")
+        pb.add_edge("pre", sub_name)
+        pb.add_edge(sub_name, "post")
+        pb.add_edge("post", END)
+        return pb
+
+    h.compile("one", parent("sub", child()))
+    cfg = {"configurable": {"thread_id": "one"}}
+    h.stream("one", "one", {"trace": [], "count": 0}, subgraphs=True)
+    h.stream("one", "one", Command(resume="ok"), cfg, subgraphs=True)
+    # without subgraphs=True nothing comes from inside
+    cfg = {"configurable": {"thread_id": "quiet"}}
+    h.thread_graph["quiet"] = "one"
+    h.stream("one", "quiet", {"trace": [], "count": 0})
+    h.stream("one", "quiet", Command(resume="ok"), cfg)
+
+    mb = StateGraph(S)
+    mb.add_node("m1", counted("m1", mk("m1")))
+    mb.add_node("inner", child())
+    mb.add_edge(START, "m1")
+    mb.add_edge("m1", "inner")
+    mb.add_edge("inner", END)
+    h.compile("nested", parent("mid", mb.compile()))
+    cfg = {"configurable": {"thread_id": "nested"}}
+    h.stream("nested", "nested", {"trace": [], "count": 0}, subgraphs=True)
+    h.stream("nested", "nested", Command(resume="yes"), cfg, subgraphs=True)
+
+    # Inside the subgraph, an interrupting task next to one that finishes.
+    class I(TypedDict):
+        items: Annotated[list, operator.add]
+
+    def ask(s):
+        ans = interrupt("approve?")
+        return {"items": [f"ask:{ans}"]}
+
+    def work(s):
+        time.sleep(0.05)  # finish after ask has interrupted (task order: ask, work)
+        return {"items": ["work"]}
+
+    fb = StateGraph(I)
+    fb.add_node("ask", counted("ask", ask))
+    fb.add_node("work", counted("work", work))
+    fb.add_node("join", counted("join", lambda s: {"items": [f"join:{len(s['items'])}"]}))
+    fb.add_edge(START, "ask")
+    fb.add_edge(START, "work")
+    fb.add_edge("ask", "join")
+    fb.add_edge("work", "join")
+    fb.add_edge("join", END)
+    ob = StateGraph(I)
+    ob.add_node("pre", counted("pre", lambda s: {"items": ["pre"]}))
+    ob.add_node("sub", fb.compile())
+    ob.add_edge(START, "pre")
+    ob.add_edge("pre", "sub")
+    ob.add_edge("sub", END)
+    h.compile("fan", ob)
+    cfg = {"configurable": {"thread_id": "fan"}}
+    h.stream("fan", "fan", {"items": []}, subgraphs=True)
+    h.stream("fan", "fan", Command(resume="yes"), cfg, subgraphs=True)
+
+    state = {
+        "trace": {"type": "list", "reducer": "operator.add"},
+        "count": {"type": "int", "reducer": "last value"},
+    }
+    step = lambda n: {"node": n, "writes": {"trace": {"literal": [n]}, "count": {"expr": "state.count + 1"}}}  # noqa: E731
+    child_spec = {
+        "state": state,
+        "nodes": [
+            step("s1"),
+            {
+                "node": "s2",
+                "calls": "answer = interrupt('sub approve?')",
+                "writes": {"trace": {"expr": "['s2:' + answer]"}, "count": {"expr": "state.count + 1"}},
+            },
+        ],
+        "edges": [["__start__", "s1"], ["s1", "s2"], ["s2", "__end__"]],
+    }
+    sub_node = lambda n, g: {"node": n, "subgraph": g, "input": "the parent state", "writes": "the subgraph's final state"}  # noqa: E731
+    mid_spec = {
+        "state": state,
+        "nodes": [step("m1"), sub_node("inner", "child")],
+        "edges": [["__start__", "m1"], ["m1", "inner"], ["inner", "__end__"]],
+        "subgraphs": {"child": child_spec},
+    }
+    return {
+        "description": "stream(..., stream_mode=['updates', 'values'], subgraphs=True): events are "
+        "[namespace, mode, chunk], the namespace a list of 'node:task id' segments ([] for the "
+        "graph itself). Graph 'one': pre -> sub -> post, sub = s1 -> s2 where s2 calls "
+        "interrupt('sub approve?'); the input, then Command(resume='ok'). Thread 'quiet': the "
+        "same two calls without subgraphs=True. Graph 'nested': pre -> mid -> post, mid = m1 -> "
+        "inner, inner = the asking child; the input, then Command(resume='yes'). Graph 'fan': "
+        "pre -> sub, sub = START -> ask, START -> work, ask -> join, work -> join (ask calls "
+        "interrupt('approve?'), work sleeps 50 ms so it finishes after ask interrupted); the "
+        "input, then Command(resume='yes').",
+        "graphs": {
+            "fan": {
+                "spec": {
+                    "state": {"items": {"type": "list", "reducer": "operator.add"}},
+                    "nodes": [
+                        {"node": "pre", "writes": {"items": {"literal": ["pre"]}}},
+                        {"node": "sub", "subgraph": "fan", "input": "the parent state", "writes": "the subgraph's final state"},
+                    ],
+                    "edges": [["__start__", "pre"], ["pre", "sub"], ["sub", "__end__"]],
+                    "subgraphs": {
+                        "fan": {
+                            "state": {"items": {"type": "list", "reducer": "operator.add"}},
+                            "nodes": [
+                                {"node": "ask", "calls": "answer = interrupt('approve?')", "writes": {"items": {"expr": "['ask:' + answer]"}}},
+                                {"node": "work", "writes": {"items": {"literal": ["work"]}}},
+                                {"node": "join", "writes": {"items": {"expr": "['join:' + str(len(state.items))]"}}},
+                            ],
+                            "edges": [["__start__", "ask"], ["__start__", "work"], ["ask", "join"], ["work", "join"], ["join", "__end__"]],
+                        }
+                    },
+                }
+            },
+            "one": {
+                "spec": {
+                    "state": state,
+                    "nodes": [step("pre"), sub_node("sub", "child"), step("post")],
+                    "edges": [["__start__", "pre"], ["pre", "sub"], ["sub", "post"], ["post", "__end__"]],
+                    "subgraphs": {"child": child_spec},
+                }
+            },
+            "nested": {
+                "spec": {
+                    "state": state,
+                    "nodes": [step("pre"), sub_node("mid", "mid"), step("post")],
+                    "edges": [["__start__", "pre"], ["pre", "mid"], ["mid", "post"], ["post", "__end__"]],
+                    "subgraphs": {"mid": mid_spec},
+                }
+            },
+        },
+    }
+
+
 # ---------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------
@@ -2330,6 +2661,14 @@ def run_scenario(name: str, saver_kind: str) -> dict:
     for key, g in h.graphs.items():
         meta["graphs"][key]["compiled"] = introspect(g)
         subs = {n: introspect(p.subgraphs[0]) for n, p in g.nodes.items() if p.subgraphs}
+        # nested subgraphs under their node path, "mid|inner"
+        stack = [(n, p.subgraphs[0]) for n, p in g.nodes.items() if p.subgraphs]
+        while stack:
+            path, sg = stack.pop()
+            for n, p in sg.nodes.items():
+                if p.subgraphs:
+                    subs[f"{path}{NS_SEP}{n}"] = introspect(p.subgraphs[0])
+                    stack.append((f"{path}{NS_SEP}{n}", p.subgraphs[0]))
         if subs:
             meta["graphs"][key]["compiled_subgraphs"] = subs
     meta["threads"] = dict(h.thread_graph)
