@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::graph::panic_message;
 use super::messages::{add_messages_indexed, MessageIndex};
 use super::NodeError;
 use crate::error::{Error, Result};
@@ -36,7 +37,8 @@ pub enum Reducer {
     /// known id replaces it in place, a [`remove_message`](super::remove_message)
     /// deletes it. Starts as `[]`.
     Messages,
-    /// A user function `(current, update) -> new`. Starts empty unless
+    /// A user function `(current, update) -> new`; its error or panic
+    /// refuses the update ([`Error::InvalidUpdate`]). Starts empty unless
     /// [`ChannelSpec::reducer_with_initial`] gave a value (LangGraph starts
     /// a channel typed `int` at `0`, `list` at `[]`, ...).
     Custom(ReducerFn),
@@ -82,17 +84,32 @@ impl Reducer {
                 (a, b) => add_values(&a, b).map(|v| (v, false)).ok_or_else(|| bad("cannot add these values")),
             },
             Reducer::Messages => add_messages_indexed(current, update, index).map_err(|e| bad(&e)),
-            Reducer::Custom(f) => f(&current, update).map(|v| (v, false)).map_err(|e| bad(&e.to_string())),
+            // A panicking reducer is a refused update, not a panic through
+            // the run.
+            Reducer::Custom(f) => {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&current, update)))
+                    .map_err(|panic| bad(&format!("the reducer panicked: {}", panic_message(&*panic))))?
+                    .map(|v| (v, false))
+                    .map_err(|e| bad(&e.to_string()))
+            }
         }
     }
 }
 
-/// Python's `a + b` for JSON numbers, strings and lists.
+/// Python's `a + b` for JSON numbers, strings and lists. Integers add
+/// exactly while the sum fits a JSON integer (`i64` or `u64`); beyond, and
+/// with a float, the sum is a float (`None` if infinite).
 fn add_values(a: &Value, b: &Value) -> Option<Value> {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
-            if let (Some(x), Some(y)) = (x.as_i64(), y.as_i64()) {
-                if let Some(s) = x.checked_add(y) {
+            let int =
+                |n: &serde_json::Number| n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from));
+            if let (Some(x), Some(y)) = (int(x), int(y)) {
+                let s = x + y;
+                if let Ok(s) = i64::try_from(s) {
+                    return Some(json!(s));
+                }
+                if let Ok(s) = u64::try_from(s) {
                     return Some(json!(s));
                 }
             }
@@ -248,7 +265,7 @@ impl Channel {
     /// # Errors
     /// [`Error::InvalidUpdate`] for two writes to a `LastValue` or guarded
     /// ephemeral channel, a barrier write naming no waited-for node, or a
-    /// reducer failure.
+    /// reducer failure (a user reducer's error or panic).
     pub(crate) fn update(&mut self, values: &[Value]) -> Result<bool> {
         let key = &self.key;
         match &self.spec.kind {

@@ -149,6 +149,15 @@ impl fmt::Display for NodeError {
 
 impl std::error::Error for NodeError {}
 
+/// The message of a caught panic's payload (`panic!`'s text if it has one).
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + std::marker::Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panicked".to_string())
+}
+
 /// A message to run `node` with `arg` as its state in the next superstep
 /// (LangGraph's `Send`; a PUSH task).
 #[derive(Clone, Debug, PartialEq)]
@@ -321,6 +330,11 @@ impl Compiled {
     }
 }
 
+/// How deep [`GraphBuilder::subgraph`]s may nest: a run recurses once per
+/// level, so an unbounded depth would overflow the stack (LangGraph hits
+/// Python's recursion limit).
+const MAX_SUBGRAPH_DEPTH: usize = 32;
+
 /// Entry point: [`Graph::builder`].
 #[derive(Debug)]
 pub struct Graph;
@@ -345,6 +359,17 @@ pub struct GraphBuilder {
     recursion_limit: Option<i64>,
     interrupt_before: Vec<String>,
     interrupt_after: Vec<String>,
+}
+
+/// Drops nested subgraphs one by one: a builder nested however deep is
+/// dropped without recursing (a refused one included).
+impl Drop for GraphBuilder {
+    fn drop(&mut self) {
+        let mut todo: Vec<GraphBuilder> = self.subgraphs.drain(..).map(|(_, child)| child).collect();
+        while let Some(mut b) = todo.pop() {
+            todo.extend(b.subgraphs.drain(..).map(|(_, child)| child));
+        }
+    }
 }
 
 impl fmt::Debug for GraphBuilder {
@@ -406,14 +431,15 @@ impl GraphBuilder {
     }
 
     /// An edge: `to` runs in the superstep after `from` (either may be
-    /// [`START`] / [`END`]).
+    /// [`START`] / [`END`]). The same edge twice is one edge.
     pub fn edge(mut self, from: impl Into<String>, to: impl Into<String>) -> Self {
         self.edges.push((from.into(), to.into()));
         self
     }
 
     /// A join: `to` runs once every node of `from` has run (a
-    /// `NamedBarrierValue` channel `join:<a+b>:<to>`).
+    /// `NamedBarrierValue` channel `join:<a+b>:<to>`). The same join twice
+    /// is one join.
     pub fn join<I, S>(mut self, from: I, to: impl Into<String>) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -425,11 +451,16 @@ impl GraphBuilder {
 
     /// A conditional edge: after `from` runs, `router` reads the state
     /// (with `from`'s writes applied) and returns the next nodes and
-    /// [`Send`]s.
+    /// [`Send`]s. A router that panics fails `from`'s task like a
+    /// panicking node (error kind `Panic`).
     pub fn conditional_edges<F>(mut self, from: impl Into<String>, router: F) -> Self
     where
         F: Fn(&State) -> std::result::Result<Vec<Goto>, NodeError> + std::marker::Send + Sync + 'static,
     {
+        let router = move |s: &State| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| router(s)))
+                .unwrap_or_else(|panic| Err(NodeError::with_kind("Panic", panic_message(&*panic))))
+        };
         self.routers.push((from.into(), Arc::new(router)));
         self
     }
@@ -469,9 +500,31 @@ impl GraphBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidGraph`] for a duplicate or reserved name, an edge or
-    /// join naming an unknown node, no edge from [`START`], or a limit < 1.
+    /// join naming an unknown node, two different joins whose barrier
+    /// channels would have the same name (`join(["a+b"], "c")` and
+    /// `join(["a", "b"], "c")`), no edge from [`START`], a limit < 1, or
+    /// subgraphs nested more than 32 deep (a subgraph of a subgraph ...:
+    /// each level runs inside its parent's run, on its stack).
     pub fn compile(self, checkpointer: Checkpointer) -> Result<CompiledGraph> {
+        let depth = self.nesting();
+        if depth > MAX_SUBGRAPH_DEPTH {
+            return Err(Error::InvalidGraph(format!(
+                "subgraphs nest {depth} levels deep; at most {MAX_SUBGRAPH_DEPTH} are supported \
+                 (each level runs inside its parent's run, on its stack)"
+            )));
+        }
         Ok(CompiledGraph::new(Arc::new(self.build()?), checkpointer))
+    }
+
+    /// How deep subgraphs nest (0: none), counted without recursion.
+    fn nesting(&self) -> usize {
+        let mut deepest = 0;
+        let mut todo = vec![(self, 0)];
+        while let Some((b, depth)) = todo.pop() {
+            deepest = deepest.max(depth);
+            todo.extend(b.subgraphs.iter().map(|(_, child)| (child, depth + 1)));
+        }
+        deepest
     }
 
     fn build(mut self) -> Result<Compiled> {
@@ -480,6 +533,11 @@ impl GraphBuilder {
             self.nodes.push((name, NodeKind::Subgraph(Arc::new(child))));
         }
         let bad = |m: String| Err(Error::InvalidGraph(m));
+        // Edges and joins are sets, as in LangGraph: a repeated one is one.
+        let mut seen = BTreeSet::new();
+        self.edges.retain(|e| seen.insert(e.clone()));
+        let mut seen = BTreeSet::new();
+        self.joins.retain(|j| seen.insert(j.clone()));
         let mut names = BTreeSet::new();
         for (n, _) in &self.nodes {
             if n.is_empty() || n.starts_with("__") || n.contains('|') || n.contains(':') {
@@ -513,6 +571,15 @@ impl GraphBuilder {
                 return bad(format!("join {from:?} -> {to:?} names an unknown node"));
             }
         }
+        let mut join_channels = BTreeSet::new();
+        for (from, to) in &self.joins {
+            let chan = format!("join:{}:{to}", from.join("+"));
+            if !join_channels.insert(chan.clone()) {
+                return bad(format!(
+                    "two joins into {to:?} would share the channel {chan:?} (a node name contains '+'): rename the node"
+                ));
+            }
+        }
         for (from, _) in &self.routers {
             if !known(from, START) {
                 return bad(format!("conditional edge from unknown node {from:?}"));
@@ -536,7 +603,7 @@ impl GraphBuilder {
 
         let mut channels: Vec<(String, Arc<ChannelSpec>)> = Vec::new();
         let state_keys: Vec<String> = self.state.iter().map(|(k, _)| k.clone()).collect();
-        for (k, spec) in self.state {
+        for (k, spec) in std::mem::take(&mut self.state) {
             channels.push((k, Arc::new(spec)));
         }
         channels.push((START.into(), Arc::new(ChannelSpec::ephemeral())));
@@ -549,7 +616,7 @@ impl GraphBuilder {
             static_writes: Vec::new(),
             routers: Vec::new(),
         }];
-        for (name, func) in self.nodes {
+        for (name, func) in std::mem::take(&mut self.nodes) {
             let branch = format!("branch:to:{name}");
             channels.push((branch.clone(), Arc::new(ChannelSpec::branch())));
             nodes.push(NodeSpec {
@@ -578,7 +645,7 @@ impl GraphBuilder {
             let target = nodes.iter_mut().find(|n| &n.name == to).expect("checked above");
             target.triggers.push(chan);
         }
-        for (from, router) in self.routers {
+        for (from, router) in std::mem::take(&mut self.routers) {
             let node = nodes.iter_mut().find(|n| n.name == from).expect("checked above");
             node.routers.push(router);
         }
@@ -594,8 +661,8 @@ impl GraphBuilder {
             nodes,
             trigger_to_nodes,
             recursion_limit,
-            interrupt_before: self.interrupt_before,
-            interrupt_after: self.interrupt_after,
+            interrupt_before: std::mem::take(&mut self.interrupt_before),
+            interrupt_after: std::mem::take(&mut self.interrupt_after),
         })
     }
 }
