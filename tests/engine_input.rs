@@ -184,7 +184,6 @@ fn deeply_nested_subgraphs_are_refused_at_compile() {
 /// with `InvalidArgument("no room for .. more steps")` before running
 /// anything.
 #[test]
-#[ignore = "needs a fix in superstep.rs: `stop` must saturate (step.saturating_add(limit).saturating_add(1)) instead of failing when step + limit + 1 overflows"]
 fn the_largest_recursion_limit_runs() {
     let g = compile(simple().recursion_limit(i64::MAX));
     let t = CheckpointConfig::thread("t");
@@ -498,7 +497,6 @@ fn gotos_to_unknown_nodes_fail_their_task() {
 /// the Send is stored. It used to be stored in `__pregel_tasks` and fail
 /// the receiving task in the next superstep, again on every resume.
 #[test]
-#[ignore = "needs a fix in run.rs: goto_write must refuse a Goto::Send whose arg is not an object (InvalidUpdateError), as it refuses an unknown node"]
 fn a_send_of_a_non_object_fails_the_sender() {
     let g = compile(
         simple()
@@ -626,7 +624,6 @@ fn update_state_as_an_unknown_node_stores_nothing() {
 /// the head. LangGraph stores the writes on the head before applying them;
 /// the engine must apply them first.
 #[test]
-#[ignore = "needs a fix in state.rs: in `update`, run apply_writes before saver.put_writes (the head's pending writes), so a refused update stores nothing"]
 fn update_state_refused_by_a_reducer_stores_nothing() {
     let g = compile(simple());
     let t = CheckpointConfig::thread("t");

@@ -920,6 +920,12 @@ impl CompiledGraph {
             Goto::Node(n) if n == END => Ok((String::new(), Value::Null)),
             Goto::Node(n) if runnable(&n) => Ok((format!("branch:to:{n}"), Value::Null)),
             Goto::Node(n) => Err(invalid(format!("{from} went to unknown node {n:?}"))),
+            // The receiving task reads its argument as its state: refused
+            // here, in the sender, rather than failing the receiver on every
+            // run from the stored Send.
+            Goto::Send(s) if !s.arg.is_object() => {
+                Err(invalid(format!("Send to {:?} needs an object argument, got {}", s.node, s.arg)))
+            }
             Goto::Send(s) if runnable(&s.node) => Ok((TASKS.to_string(), send_value(&s.node, &s.arg))),
             Goto::Send(s) => Err(invalid(format!("Send to unknown node {:?}", s.node))),
         }

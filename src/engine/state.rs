@@ -386,6 +386,8 @@ impl CompiledGraph {
             triggers: &task.triggers,
             writes: &writes,
         }];
+        // Applied first: writes a reducer refuses leave nothing stored.
+        apply_writes(&mut loaded.cp, &mut loaded.channels, &mut tw, true)?;
         if let Some(saved) = saved.as_ref().filter(|_| head) {
             let stored: Vec<(&str, Value)> =
                 writes.iter().filter(|(c, _)| c != PUSH).map(|(c, v)| (c.as_str(), v.clone())).collect();
@@ -393,7 +395,6 @@ impl CompiledGraph {
                 self.saver.put_writes(&saved.config, &stored, &task.id, &task.path.as_str())?;
             }
         }
-        apply_writes(&mut loaded.cp, &mut loaded.channels, &mut tw, true)?;
         // A subgraph's checkpoints keep their parents (namespace -> the
         // enclosing runs' checkpoint ids), as LangGraph's update does.
         let parents = saved

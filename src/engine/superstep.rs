@@ -110,18 +110,15 @@ impl CompiledGraph {
             last: None,
             parents: &ctx.parents,
         };
-        // Room for every step up to one past the limit (a stored step near
-        // i64::MAX has none).
-        let stop = step
-            .checked_add(self.graph.recursion_limit)
-            .and_then(|s| s.checked_add(2))
-            .map(|s| s - 1)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "the thread's checkpoint is at step {step}: no room for {} more steps",
-                    self.graph.recursion_limit
-                ))
-            })?;
+        // Room for every step up to one past the limit, as far as steps can
+        // count (a limit of i64::MAX never stops a run); a stored step at
+        // the end of the range has none.
+        if step >= i64::MAX - 1 {
+            return Err(Error::InvalidArgument(format!(
+                "the thread's checkpoint is at step {step}: no room for more steps"
+            )));
+        }
+        let stop = step.saturating_add(self.graph.recursion_limit).saturating_add(1).min(i64::MAX - 1);
         let mut updated: Option<BTreeSet<String>> = None;
         if let Input::Resume(answer) = &input {
             if cp.versions.is_empty() {
