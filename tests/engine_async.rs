@@ -90,3 +90,55 @@ fn an_async_node_outside_a_runtime_is_a_typed_error() {
     assert!(matches!(err, agentstate::Error::Node { .. }), "{err:?}");
     assert!(err.to_string().contains("ainvoke"), "{err}");
 }
+
+/// A retried async node: the sleeps between attempts do not stall a
+/// single-threaded runtime (the run is on the blocking pool), and only the
+/// successful attempt's writes are stored.
+#[tokio::test(flavor = "current_thread")]
+async fn a_retried_async_node_sleeps_off_the_runtime() {
+    use agentstate::engine::{NodeError, RetryPolicy};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let db = Db::open_in_memory().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let graph = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .async_node("llm", move |_| {
+            let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                if n < 3 {
+                    return Err(NodeError::with_kind("RateLimitError", format!("busy ({n})")));
+                }
+                Ok(Update::new().set("items", json!([format!("llm:{n}")])))
+            }
+        })
+        .retry("llm", RetryPolicy::new().initial_interval(Duration::from_millis(100)).jitter(false))
+        .edge(START, "llm")
+        .edge("llm", END)
+        .compile(db.checkpointer())
+        .unwrap();
+    let ticks = async {
+        let mut n = 0;
+        let until = Instant::now() + Duration::from_millis(250);
+        while Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            n += 1;
+        }
+        n
+    };
+    let start = Instant::now();
+    let (out, ticks) =
+        tokio::join!(graph.ainvoke(Some(json!({"items": []})), CheckpointConfig::thread("t")), ticks);
+    // 100 ms then 200 ms between the three attempts.
+    assert!(start.elapsed() >= Duration::from_millis(300), "{:?}", start.elapsed());
+    assert_eq!(Value::Object(out.unwrap().to_map()), json!({"items": ["llm:3"]}));
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    assert!(ticks >= 6, "the runtime stalled during the retries: {ticks} ticks");
+    let saver = db.checkpointer();
+    let history = saver.list(&ListQuery::thread("t")).unwrap();
+    assert_eq!(history.len(), 3, "no checkpoint between attempts");
+    assert!(history.iter().all(|t| t.pending_writes.iter().all(|w| w.channel != "__error__")));
+}

@@ -15,10 +15,11 @@
 mod harness;
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use agentstate::engine::{
-    interrupt, remove_message, ChannelSpec, Durability, Goto, Graph, GraphBuilder, NodeError, Reducer, Send,
-    State, Update, END, START,
+    interrupt, remove_message, ChannelSpec, Durability, Goto, Graph, GraphBuilder, NodeError, Reducer,
+    RetryPolicy, Send, State, Update, END, START,
 };
 use agentstate::{CheckpointConfig, Db, Error, ListQuery};
 use harness::{counted, fixture, int, py_str, strs, Counts, Harness};
@@ -1438,4 +1439,142 @@ fn stream_interrupt_error() {
     h.graph("mixed", "main", b);
     h.check(&fx);
     assert_eq!(*runs.lock().unwrap(), 3, "flaky ran three times");
+}
+
+/// Node retry policies: retried inside the task (no checkpoint between
+/// attempts), a fresh attempt count on resume, errors `retry_on` leaves
+/// out not retried, `interrupt()` not retried.
+#[test]
+fn retry_policy() {
+    let fx = fixture("retry_policy");
+    let mut h = Harness::new();
+    let fast = || {
+        RetryPolicy::new()
+            .initial_interval(Duration::from_millis(1))
+            .backoff_factor(2.0)
+            .max_interval(Duration::from_millis(4))
+            .jitter(false)
+    };
+    // `node` fails with `kind` on its first `times` runs (over the whole
+    // test), then writes `["<node>:<run>"]`; `after` counts the items.
+    let build =
+        |counts: &Counts, node: &'static str, times: usize, kind: &'static str, policy: RetryPolicy| {
+            let runs = Arc::new(Mutex::new(0));
+            Graph::builder()
+                .state("items", ChannelSpec::reducer(Reducer::Append))
+                .node(
+                    node,
+                    counted(counts, node, move |_| {
+                        let mut n = runs.lock().unwrap();
+                        *n += 1;
+                        if *n <= times {
+                            return Err(NodeError::with_kind(kind, format!("{node} failed ({n})")));
+                        }
+                        Ok(Update::new().set("items", json!([format!("{node}:{n}")])))
+                    }),
+                )
+                .node(
+                    "after",
+                    counted(counts, "after", |s| {
+                        Ok(Update::new().set("items", json!([format!("after:{}", strs(s, "items").len())])))
+                    }),
+                )
+                .retry(node, policy)
+                .edge(START, node)
+                .edge(node, "after")
+                .edge("after", END)
+        };
+    let twice = build(&h.counts, "flaky", 2, "ConnectionError", fast().max_attempts(3));
+    h.graph("twice", "twice", twice);
+    let exhaust = build(&h.counts, "doomed", 3, "ConnectionError", fast().max_attempts(2));
+    h.graph("exhaust", "exhaust", exhaust);
+    let no_retry = build(&h.counts, "picky", 1, "ValueError", fast().max_attempts(3));
+    h.graph("no_retry", "no_retry", no_retry);
+    let only_key =
+        build(&h.counts, "narrow", 1, "ConnectionError", fast().max_attempts(3).retry_on_kinds(["KeyError"]));
+    h.graph("only_key", "only_key", only_key);
+    let ask = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .node(
+            "ask",
+            counted(&h.counts, "ask", |_| {
+                let answer = interrupt(json!("approve?"))?;
+                Ok(Update::new().set("items", json!([format!("ask:{}", py_str(Some(&answer)))])))
+            }),
+        )
+        .node(
+            "after",
+            counted(&h.counts, "after", |s| {
+                Ok(Update::new().set("items", json!([format!("after:{}", strs(s, "items").len())])))
+            }),
+        )
+        .retry("ask", fast().max_attempts(3))
+        .edge(START, "ask")
+        .edge("ask", "after")
+        .edge("after", END);
+    h.graph("ask", "ask", ask);
+    h.check(&fx);
+}
+
+/// A retry policy on a subgraph node (a retry runs the subgraph afresh in
+/// namespace `sub:<task id>|1`, also its stream namespace) and on a node
+/// inside a subgraph.
+#[test]
+fn retry_subgraph() {
+    let fx = fixture("retry_subgraph");
+    let mut h = Harness::new();
+    let policy = || {
+        RetryPolicy::new()
+            .max_attempts(3)
+            .initial_interval(Duration::from_millis(1))
+            .max_interval(Duration::from_millis(4))
+            .jitter(false)
+    };
+    let step = |counts: &Counts, n: &'static str| {
+        counted(counts, n, move |_| Ok(Update::new().set("trace", json!([n]))))
+    };
+    let build = |counts: &Counts, flaky: &'static str, outer: bool| {
+        let runs = Arc::new(Mutex::new(0));
+        let mut child = Graph::builder()
+            .state("trace", ChannelSpec::reducer(Reducer::Append))
+            .node("s1", step(counts, "s1"))
+            .node(
+                flaky,
+                counted(counts, flaky, move |_| {
+                    let mut n = runs.lock().unwrap();
+                    *n += 1;
+                    if *n <= 1 {
+                        return Err(NodeError::with_kind("ConnectionError", format!("{flaky} failed ({n})")));
+                    }
+                    Ok(Update::new().set("trace", json!([format!("{flaky}:{n}")])))
+                }),
+            )
+            .edge(START, "s1")
+            .edge("s1", flaky)
+            .edge(flaky, END);
+        if !outer {
+            child = child.retry(flaky, policy());
+        }
+        let parent = Graph::builder()
+            .state("trace", ChannelSpec::reducer(Reducer::Append))
+            .node("pre", step(counts, "pre"))
+            .subgraph("sub", child)
+            .node("post", step(counts, "post"))
+            .edge(START, "pre")
+            .edge("pre", "sub")
+            .edge("sub", "post")
+            .edge("post", END);
+        if outer {
+            parent.retry("sub", policy())
+        } else {
+            parent
+        }
+    };
+    let outer = build(&h.counts, "s2", true);
+    h.graph("outer", "outer", outer);
+    let inner = build(&h.counts, "t2", false);
+    h.graph("inner", "inner", inner);
+    let streamed = build(&h.counts, "u2", true);
+    h.graph("streamed", "streamed", streamed);
+    h.check(&fx);
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::channel::ChannelSpec;
+use super::retry::RetryPolicy;
 use super::run::CompiledGraph;
 use super::{END, START, TASKS};
 use crate::checkpoint::Checkpointer;
@@ -301,6 +302,8 @@ pub(crate) struct NodeSpec {
     /// Channel writes after every run (edges and join barriers).
     pub(crate) static_writes: Vec<(String, Value)>,
     pub(crate) routers: Vec<RouterFn>,
+    /// How the node is retried when it fails ([`GraphBuilder::retry`]).
+    pub(crate) retry: Option<RetryPolicy>,
 }
 
 /// The compiled graph: channels, nodes, triggers.
@@ -359,6 +362,7 @@ pub struct GraphBuilder {
     recursion_limit: Option<i64>,
     interrupt_before: Vec<String>,
     interrupt_after: Vec<String>,
+    retries: Vec<(String, RetryPolicy)>,
 }
 
 /// Drops nested subgraphs one by one: a builder nested however deep is
@@ -496,11 +500,26 @@ impl GraphBuilder {
         self
     }
 
+    /// Retries node `name` when it fails, as `policy` says (LangGraph's
+    /// `add_node(name, f, retry_policy=policy)`): the node runs again in
+    /// the same task, nothing is stored between attempts, and the task
+    /// stores the writes of the attempt that succeeds or the error of the
+    /// last one. An [`interrupt()`](super::interrupt()) is not retried. The
+    /// sleep between attempts blocks the task's thread (never a tokio
+    /// worker: under [`ainvoke`](super::CompiledGraph::ainvoke) the run is
+    /// on tokio's blocking pool). On a [`subgraph`](Self::subgraph) node, a
+    /// retry resumes the subgraph from its last checkpoint (LangGraph
+    /// passes it `resuming`). Set twice, the last policy counts.
+    pub fn retry(mut self, name: impl Into<String>, policy: RetryPolicy) -> Self {
+        self.retries.push((name.into(), policy));
+        self
+    }
+
     /// Checks the graph and compiles it to run on `checkpointer`.
     ///
     /// # Errors
     /// [`Error::InvalidGraph`] for a duplicate or reserved name, an edge or
-    /// join naming an unknown node, two different joins whose barrier
+    /// join naming an unknown node, a retry policy for an unknown node, two different joins whose barrier
     /// channels would have the same name (`join(["a+b"], "c")` and
     /// `join(["a", "b"], "c")`), no edge from [`START`], a limit < 1, or
     /// subgraphs nested more than 32 deep (a subgraph of a subgraph ...:
@@ -593,6 +612,9 @@ impl GraphBuilder {
         {
             return bad(format!("breakpoint on unknown node {n:?}"));
         }
+        if let Some((n, _)) = self.retries.iter().find(|(n, _)| !names.contains(n)) {
+            return bad(format!("retry policy for unknown node {n:?}"));
+        }
         if !self.edges.iter().any(|(f, _)| f == START) && !self.routers.iter().any(|(f, _)| f == START) {
             return bad("the graph has no edge from START".into());
         }
@@ -615,10 +637,12 @@ impl GraphBuilder {
             reads_single: START.into(),
             static_writes: Vec::new(),
             routers: Vec::new(),
+            retry: None,
         }];
         for (name, func) in std::mem::take(&mut self.nodes) {
             let branch = format!("branch:to:{name}");
             channels.push((branch.clone(), Arc::new(ChannelSpec::branch())));
+            let retry = self.retries.iter().rev().find(|(n, _)| *n == name).map(|(_, p)| p.clone());
             nodes.push(NodeSpec {
                 name,
                 triggers: vec![branch],
@@ -626,6 +650,7 @@ impl GraphBuilder {
                 reads_single: String::new(),
                 static_writes: Vec::new(),
                 routers: Vec::new(),
+                retry,
             });
         }
         for (from, to) in &self.edges {
@@ -709,5 +734,12 @@ mod tests {
         assert!(err(Graph::builder().node("a", noop).edge(START, "a").join(["a", "q"], "a")));
         assert!(err(Graph::builder().node("a", noop).edge(START, "a").recursion_limit(0)));
         assert!(err(Graph::builder().state("a", ChannelSpec::last_value()).node("a", noop).edge(START, "a")));
+        assert!(err(Graph::builder().node("a", noop).edge(START, "a").retry("b", RetryPolicy::new())));
+        assert!(Graph::builder()
+            .node("a", noop)
+            .edge(START, "a")
+            .retry("a", RetryPolicy::new())
+            .build()
+            .is_ok());
     }
 }

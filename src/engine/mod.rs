@@ -55,7 +55,11 @@
 //! [`stream_subgraphs`](CompiledGraph::stream_subgraphs) adds what runs
 //! inside subgraphs, each event with its namespace.
 //!
-//! Not yet: node retry and cache policies, deferred nodes,
+//! Retry a failing node inside its task with
+//! [`retry`](GraphBuilder::retry) and a [`RetryPolicy`] (LangGraph's
+//! `retry_policy`): only the last attempt's writes or error are stored.
+//!
+//! Not yet: node cache policies, deferred nodes,
 //! `Command(update=..)` / `Command(goto=..)` as input, invoking a subgraph
 //! on its own namespace.
 
@@ -64,6 +68,7 @@ mod channel;
 mod graph;
 mod interrupt;
 mod messages;
+mod retry;
 mod run;
 mod state;
 mod superstep;
@@ -75,6 +80,7 @@ pub use graph::{AsyncNodeFn, NodeFuture};
 pub use graph::{Goto, Graph, GraphBuilder, NodeError, NodeFn, RouterFn, Send, State, SyncNodeFn, Update};
 pub use interrupt::{interrupt, Interrupt};
 pub use messages::remove_message;
+pub use retry::{default_retry_on, RetryOnFn, RetryPolicy};
 pub use run::{CompiledGraph, PendingTask, StreamEvent};
 pub use state::StateSnapshot;
 pub use task_id::{checkpoint_id_bytes, interrupt_id, task_id};

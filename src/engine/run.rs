@@ -745,14 +745,16 @@ impl CompiledGraph {
     }
 
     /// The (sub)graph that runs in namespace `ns` (`""`: this one;
-    /// `sub:<task id>|inner:<task id>`: nested subgraphs by node name).
+    /// `sub:<task id>|inner:<task id>`: nested subgraphs by node name; a
+    /// numeric segment, `sub:<task id>|1`, is a subgraph's further call in
+    /// its task, a retry's).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if a segment names no subgraph node.
     pub(crate) fn for_namespace(&self, ns: &str) -> Result<CompiledGraph> {
         let mut graph = self.graph.clone();
         if !ns.is_empty() {
-            for segment in ns.split('|') {
+            for segment in ns.split('|').filter(|s| s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit())) {
                 let name = segment.split(':').next().unwrap_or_default();
                 let child = graph.node(name).and_then(|n| n.subgraph()).cloned();
                 graph = child.ok_or_else(|| {

@@ -404,29 +404,59 @@ impl CompiledGraph {
         } else {
             format!("{ns}|{}:{}", task.name, task.id)
         };
+        // The node's retry policy: a failed attempt whose error it retries
+        // is dropped and the node runs again in this task, after a sleep
+        // (LangGraph's run_with_retry; nothing is stored in between).
+        let policy = self.graph.node(&task.name).and_then(|n| n.retry.as_ref());
+        let mut failures = 0u32;
+        let mut retry = |result: &std::result::Result<Vec<(String, Value)>, NodeError>| {
+            let (Err(e), Some(p)) = (result, policy) else { return false };
+            if !p.retries(e) {
+                return false;
+            }
+            failures += 1;
+            // The task's thread sleeps: it is never a tokio worker (an
+            // async node's future is driven from it with block_on).
+            p.backoff(failures).map(std::thread::sleep).is_some()
+        };
         if let Some(child) = self.graph.node(&task.name).and_then(|n| n.subgraph()) {
             let mut parents = run.ctx.parents.clone();
             parents.insert(ns.to_string(), Value::String(run.cp_id.to_string()));
-            // Streaming with subgraphs: the child's run reports its events
-            // under its namespace.
             let sub_sink = run.ctx.sub_sink;
-            let child_ns = task_ns.clone();
-            let tagged = sub_sink.map(|report| move |e: StreamEvent| report(&child_ns, e));
-            let child_ctx = Ctx {
-                ns: task_ns,
-                parents,
-                resuming: run.resuming,
-                durability: run.ctx.durability,
-                sink: tagged.as_ref().map(|f| f as &(dyn Fn(StreamEvent) + Sync)),
-                sub_sink,
-                resume_map: run.ctx.resume_map,
-            };
-            let mut outer = shared_resume.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let result = self.run_subgraph(child, task, &child_ctx, run.thread_id, channels, &mut outer);
-            if let Some(unused) = outer {
-                *shared_resume.lock().unwrap_or_else(|p| p.into_inner()) = Some(unused);
+            let mut resuming = run.resuming;
+            let mut call = 0u32;
+            loop {
+                // A retry is the subgraph's next call in this task: LangGraph
+                // runs it afresh in namespace `<node>:<task id>|<n>`.
+                let child_ns = if call == 0 { task_ns.clone() } else { format!("{task_ns}|{call}") };
+                // Streaming with subgraphs: the child's run reports its
+                // events under its namespace.
+                let tag = child_ns.clone();
+                let tagged = sub_sink.map(|report| move |e: StreamEvent| report(&tag, e));
+                let child_ctx = Ctx {
+                    ns: child_ns,
+                    parents: parents.clone(),
+                    resuming,
+                    durability: run.ctx.durability,
+                    sink: tagged.as_ref().map(|f| f as &(dyn Fn(StreamEvent) + Sync)),
+                    sub_sink,
+                    resume_map: run.ctx.resume_map,
+                };
+                let mut outer = shared_resume.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let result = self.run_subgraph(child, task, &child_ctx, run.thread_id, channels, &mut outer);
+                if let Some(unused) = outer {
+                    *shared_resume.lock().unwrap_or_else(|p| p.into_inner()) = Some(unused);
+                }
+                let result = result?;
+                if retry(&result) {
+                    // (LangGraph passes it `resuming`: nothing to resume in
+                    // the new namespace.)
+                    resuming = true;
+                    call += 1;
+                    continue;
+                }
+                return Ok((result, Scratchpad::default()));
             }
-            return Ok((result?, Scratchpad::default()));
         }
         let mut resume = task_resume(run.loaded, &task.id);
         if let Some(answers) = run.ctx.resume_map {
@@ -437,9 +467,19 @@ impl CompiledGraph {
                 resume.push(v.clone());
             }
         }
-        let pad = Scratchpad::new(task_ns, resume, shared_resume.clone());
-        let (result, pad) = with_scratchpad(pad, || self.run_task(task, channels));
-        Ok((result, pad))
+        let mut pad = Scratchpad::new(task_ns, resume, shared_resume.clone());
+        loop {
+            // Each attempt counts its interrupt() calls from the first (the
+            // answers the task has are kept) and writes only what it
+            // answers itself (LangGraph clears a failed attempt's writes).
+            pad.counter = 0;
+            pad.used_resume = false;
+            let (result, after) = with_scratchpad(pad, || self.run_task(task, channels));
+            pad = after;
+            if !retry(&result) {
+                return Ok((result, pad));
+            }
+        }
     }
 
     /// Runs subgraph `child` as `task` (in namespace `ctx.ns`, on the

@@ -410,12 +410,18 @@ impl Harness {
 }
 
 /// The compiled nodes of the (sub)graph that runs in namespace `ns`
-/// (`compiled_subgraphs` keyed by node path, `mid|inner`).
+/// (`compiled_subgraphs` keyed by node path, `mid|inner`; a numeric
+/// segment, a subgraph's further call in one task as a retry makes it,
+/// `sub:<id>|1`, is no node).
 fn compiled_nodes<'a>(fx: &'a Value, key: &str, ns: &str) -> &'a Value {
     if ns.is_empty() {
         return &fx["graphs"][key]["compiled"]["nodes"];
     }
-    let path: Vec<&str> = ns.split('|').map(|s| s.split(':').next().unwrap()).collect();
+    let path: Vec<&str> = ns
+        .split('|')
+        .filter(|s| !s.bytes().all(|b| b.is_ascii_digit()))
+        .map(|s| s.split(':').next().unwrap())
+        .collect();
     &fx["graphs"][key]["compiled_subgraphs"][path.join("|")]["nodes"]
 }
 

@@ -56,7 +56,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command, Interrupt, Send, StateSnapshot, interrupt
+from langgraph.types import Command, Interrupt, RetryPolicy, Send, StateSnapshot, interrupt
 from typing_extensions import TypedDict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -489,6 +489,10 @@ class Harness:
         if not ns:
             return g
         for seg in ns.split(NS_SEP):
+            if seg.isdigit():
+                # the n-th further call of a subgraph in one task (a retried
+                # subgraph node runs in "<node>:<task id>|1", "|2", ...)
+                continue
             node = seg.split(NS_END)[0]
             subs = g.nodes[node].subgraphs
             assert len(subs) == 1, (ns, node)
@@ -2646,6 +2650,203 @@ def stream_subgraphs(h: Harness) -> dict:
                 }
             },
         },
+    }
+
+
+_RETRY_RUNS: Counter = Counter()
+
+
+@scenario
+def retry_policy(h: Harness) -> dict:
+    """Node retry policies (RetryPolicy): retried inside the task, no
+    checkpoint between attempts; only the last attempt's outcome is stored."""
+    _RETRY_RUNS.clear()
+
+    class S(TypedDict):
+        items: Annotated[list, operator.add]
+
+    def failing(name: str, times: int, exc: type):
+        # raises on its first `times` runs (over the whole scenario), then writes
+        def f(s):
+            _RETRY_RUNS[name] += 1
+            n = _RETRY_RUNS[name]
+            if n <= times:
+                raise exc(f"{name} failed ({n})")
+            return {"items": [f"{name}:{n}"]}
+
+        return f
+
+    def after(s):
+        return {"items": [f"after:{len(s['items'])}"]}
+
+    def ask(s):
+        _RETRY_RUNS["ask"] += 1
+        ans = interrupt("approve?")
+        return {"items": [f"ask:{ans}"]}
+
+    fast = dict(initial_interval=0.001, backoff_factor=2.0, max_interval=0.004, jitter=False)
+
+    def build(node: str, fn: Callable, policy: RetryPolicy) -> StateGraph:
+        b = StateGraph(S)
+        b.add_node(node, counted(node, fn), retry_policy=policy)
+        b.add_node("after", counted("after", after))
+        b.add_edge(START, node)
+        b.add_edge(node, "after")
+        b.add_edge("after", END)
+        return b
+
+    # fails twice (ConnectionError: retried by default), succeeds on attempt 3
+    h.compile("twice", build("flaky", failing("flaky", 2, ConnectionError), RetryPolicy(max_attempts=3, **fast)))
+    # fails three times under max_attempts=2: the run fails after 2 attempts;
+    # invoke(None) starts over with a fresh count (fails once more, then succeeds)
+    h.compile("exhaust", build("doomed", failing("doomed", 3, ConnectionError), RetryPolicy(max_attempts=2, **fast)))
+    # ValueError: not retried by the default retry_on
+    h.compile("no_retry", build("picky", failing("picky", 1, ValueError), RetryPolicy(max_attempts=3, **fast)))
+    # retry_on=[KeyError]: a ConnectionError is not retried either
+    h.compile(
+        "only_key",
+        build("narrow", failing("narrow", 1, ConnectionError), RetryPolicy(max_attempts=3, retry_on=[KeyError], **fast)),
+    )
+    # interrupt() in a retried node: not retried
+    h.compile("ask", build("ask", ask, RetryPolicy(max_attempts=3, **fast)))
+
+    h.invoke("twice", "twice", {"items": []})
+    h.invoke("exhaust", "exhaust", {"items": []})
+    h.get_state("exhaust", {"configurable": {"thread_id": "exhaust"}}, False)
+    h.invoke("exhaust", "exhaust", None)
+    h.invoke("no_retry", "no_retry", {"items": []})
+    h.invoke("no_retry", "no_retry", None)
+    h.invoke("only_key", "only_key", {"items": []})
+    h.invoke("only_key", "only_key", None)
+    h.invoke("ask", "ask", {"items": []})
+    h.invoke("ask", "ask", Command(resume="yes"), {"configurable": {"thread_id": "ask"}})
+
+    def spec(node: str, raises: str, writes: Any, policy: dict) -> dict:
+        return {
+            "spec": {
+                "state": {"items": {"reducer": "operator.add"}},
+                "nodes": [
+                    {"node": node, "raises": raises, "writes": {"items": writes}, "retry_policy": policy},
+                    {"node": "after", "writes": {"items": {"expr": "['after:' + str(len(state.items))]"}}},
+                ],
+                "edges": [["__start__", node], [node, "after"], ["after", "__end__"]],
+            }
+        }
+
+    pol = {"initial_interval": 0.001, "backoff_factor": 2.0, "max_interval": 0.004, "jitter": False}
+    return {
+        "description": "Node retry policies. 'twice': flaky raises ConnectionError twice and succeeds on "
+        "its third attempt under max_attempts=3 (one task, three executions, one set of writes, no "
+        "__error__). 'exhaust': doomed raises ConnectionError on its first three runs under "
+        "max_attempts=2: the invoke fails after two attempts (one __error__ write), get_state, then "
+        "invoke(None) retries with a fresh attempt count (fails once, succeeds). 'no_retry': "
+        "ValueError is not retried by the default retry_on (one execution), then invoke(None) "
+        "succeeds. 'only_key': retry_on=[KeyError] does not retry a ConnectionError. 'ask': "
+        "interrupt() in a node with a retry policy is not retried; then Command(resume='yes').",
+        "graphs": {
+            "twice": spec("flaky", "ConnectionError('flaky failed (<n>)') on its first 2 runs",
+                          {"expr": "['flaky:' + str(n)]"}, {**pol, "max_attempts": 3}),
+            "exhaust": spec("doomed", "ConnectionError('doomed failed (<n>)') on its first 3 runs",
+                            {"expr": "['doomed:' + str(n)]"}, {**pol, "max_attempts": 2}),
+            "no_retry": spec("picky", "ValueError('picky failed (<n>)') on its first run",
+                             {"expr": "['picky:' + str(n)]"}, {**pol, "max_attempts": 3}),
+            "only_key": spec("narrow", "ConnectionError('narrow failed (<n>)') on its first run",
+                             {"expr": "['narrow:' + str(n)]"}, {**pol, "max_attempts": 3, "retry_on": ["KeyError"]}),
+            "ask": spec("ask", "calls interrupt('approve?')", {"expr": "['ask:' + answer]"}, {**pol, "max_attempts": 3}),
+        },
+    }
+
+
+@scenario
+def retry_subgraph(h: Harness) -> dict:
+    """A retry policy on a subgraph node: the retry resumes the subgraph
+    (LangGraph passes it `resuming`); and a retried node inside a subgraph."""
+    _RETRY_RUNS.clear()
+
+    class S(TypedDict):
+        trace: Annotated[list, operator.add]
+
+    def step(name: str):
+        return lambda s: {"trace": [name]}
+
+    def failing(name: str, times: int):
+        def f(s):
+            _RETRY_RUNS[name] += 1
+            n = _RETRY_RUNS[name]
+            if n <= times:
+                raise ConnectionError(f"{name} failed ({n})")
+            return {"trace": [f"{name}:{n}"]}
+
+        return f
+
+    fast = dict(initial_interval=0.001, backoff_factor=2.0, max_interval=0.004, jitter=False)
+
+    def child(flaky: str, inner_policy: RetryPolicy | None):
+        sb = StateGraph(S)
+        sb.add_node("s1", counted("s1", step("s1")))
+        sb.add_node(flaky, counted(flaky, failing(flaky, 1)), retry_policy=inner_policy)
+        sb.add_edge(START, "s1")
+        sb.add_edge("s1", flaky)
+        sb.add_edge(flaky, END)
+        return sb.compile()
+
+    def parent(sub, outer_policy: RetryPolicy | None) -> StateGraph:
+        pb = StateGraph(S)
+        pb.add_node("pre", counted("pre", step("pre")))
+        pb.add_node("sub", sub, retry_policy=outer_policy)
+        pb.add_node("post", counted("post", step("post")))
+        pb.add_edge(START, "pre")
+        pb.add_edge("pre", "sub")
+        pb.add_edge("sub", "post")
+        pb.add_edge("post", END)
+        return pb
+
+    # the policy on the subgraph node: s2 fails once, the subgraph is retried
+    h.compile("outer", parent(child("s2", None), RetryPolicy(max_attempts=3, **fast)))
+    # the policy on the node inside the subgraph
+    h.compile("inner", parent(child("t2", RetryPolicy(max_attempts=3, **fast)), None))
+    # the 'outer' graph again, streamed with subgraphs=True: the retry's
+    # events come with namespace [sub:<task id>, "1"]
+    h.compile("streamed", parent(child("u2", None), RetryPolicy(max_attempts=3, **fast)))
+    h.invoke("outer", "outer", {"trace": []})
+    h.invoke("inner", "inner", {"trace": []})
+    h.stream("streamed", "streamed", {"trace": []}, subgraphs=True)
+
+    pol = {"initial_interval": 0.001, "backoff_factor": 2.0, "max_interval": 0.004, "jitter": False, "max_attempts": 3}
+
+    def spec(flaky: str, outer: bool) -> dict:
+        fl = {"node": flaky, "raises": f"ConnectionError('{flaky} failed (<n>)') on its first run",
+              "writes": {"trace": {"expr": f"['{flaky}:' + str(n)]"}}}
+        if not outer:
+            fl["retry_policy"] = pol
+        sub = {"node": "sub", "subgraph": "sub"}
+        if outer:
+            sub["retry_policy"] = pol
+        return {
+            "spec": {
+                "state": {"trace": {"reducer": "operator.add"}},
+                "nodes": [{"node": "pre", "writes": {"trace": {"literal": ["pre"]}}}, sub,
+                          {"node": "post", "writes": {"trace": {"literal": ["post"]}}}],
+                "edges": [["__start__", "pre"], ["pre", "sub"], ["sub", "post"], ["post", "__end__"]],
+                "subgraphs": {
+                    "sub": {
+                        "state": {"trace": {"reducer": "operator.add"}},
+                        "nodes": [{"node": "s1", "writes": {"trace": {"literal": ["s1"]}}}, fl],
+                        "edges": [["__start__", "s1"], ["s1", flaky], [flaky, "__end__"]],
+                    }
+                },
+            }
+        }
+
+    return {
+        "description": "Retry policies and subgraphs. 'outer': the parent's subgraph node 'sub' has "
+        "RetryPolicy(max_attempts=3); inside it s2 raises ConnectionError on its first run: the "
+        "attempt fails inside the subgraph (its checkpoint stores s2's __error__), the retry resumes "
+        "the subgraph (only s2 reruns). 'inner': the policy is on t2 inside the subgraph: t2 is "
+        "retried in its task, the subgraph sees one run. 'streamed': 'outer' (its flaky node "
+        "named u2) streamed with subgraphs=True: the failed attempt's events under "
+        "[sub:<task id>], the retry's under [sub:<task id>, '1'].",
+        "graphs": {"outer": spec("s2", True), "inner": spec("t2", False), "streamed": spec("u2", True)},
     }
 
 
