@@ -989,41 +989,7 @@ fn send_reducer_error() {
     let fx = fixture("send_reducer_error");
     let mut h = Harness::new();
     let fail = Arc::new(Mutex::new(true));
-    let flag = fail.clone();
-    let concat = |a: &Value, b: &Value| Ok(json!(format!("{}{}", py_str(Some(a)), py_str(Some(b)))));
-    let b = Graph::builder()
-        .state("topics", ChannelSpec::last_value())
-        .state("log", ChannelSpec::custom(concat, Some(json!(""))))
-        .state("joined", ChannelSpec::last_value())
-        .node(
-            "plan",
-            counted(&h.counts, "plan", |_| {
-                Ok(Update::new().set("topics", json!(["t1", "t2", "t3"])).set("log", json!("|plan")))
-            }),
-        )
-        .node(
-            "worker",
-            counted(&h.counts, "worker", move |s| {
-                let topic = py_str(s.get("topic"));
-                if topic == "t2" && std::mem::replace(&mut *flag.lock().unwrap(), false) {
-                    return Err(NodeError::with_kind("ValueError", "t2 failed"));
-                }
-                Ok(Update::new().set("log", json!(format!("|{topic}"))))
-            }),
-        )
-        .node(
-            "join",
-            counted(&h.counts, "join", |s| Ok(Update::new().set("joined", json!(py_str(s.get("log")))))),
-        )
-        .edge(START, "plan")
-        .conditional_edges("plan", |s| {
-            Ok(strs(s, "topics")
-                .into_iter()
-                .map(|t| Goto::Send(Send::new("worker", json!({"topic": t}))))
-                .collect())
-        })
-        .edge("worker", "join")
-        .edge("join", END);
+    let b = sends_graph(&h.counts, &fail);
     h.graph("sends", "main", b);
     h.check(&fx);
     assert!(!*fail.lock().unwrap(), "the t2 worker failed once");
@@ -1038,38 +1004,7 @@ fn interrupt_then_error() {
     let fx = fixture("interrupt_then_error");
     let mut h = Harness::new();
     let runs = Arc::new(Mutex::new(0));
-    let flaky_runs = runs.clone();
-    let b = Graph::builder()
-        .state("items", ChannelSpec::reducer(Reducer::Append))
-        .node(
-            "ask",
-            counted(&h.counts, "ask", |_| {
-                let answer = interrupt(json!("approve?"))?;
-                Ok(Update::new().set("items", json!([format!("ask:{}", py_str(Some(&answer)))])))
-            }),
-        )
-        .node(
-            "flaky",
-            counted(&h.counts, "flaky", move |_| {
-                let mut n = flaky_runs.lock().unwrap();
-                *n += 1;
-                if *n <= 2 {
-                    return Err(NodeError::with_kind("ValueError", format!("flaky failed ({n})")));
-                }
-                Ok(Update::new().set("items", json!(["flaky"])))
-            }),
-        )
-        .node(
-            "join",
-            counted(&h.counts, "join", |s| {
-                Ok(Update::new().set("items", json!([format!("join:{}", strs(s, "items").len())])))
-            }),
-        )
-        .edge(START, "ask")
-        .edge(START, "flaky")
-        .edge("ask", "join")
-        .edge("flaky", "join")
-        .edge("join", END);
+    let b = ask_and_flaky(&h.counts, &runs);
     h.graph("mixed", "main", b);
     h.check(&fx);
     assert_eq!(*runs.lock().unwrap(), 3, "flaky ran three times");
@@ -1356,41 +1291,7 @@ fn stream_send() {
     let fx = fixture("stream_send");
     let mut h = Harness::new();
     let fail = Arc::new(Mutex::new(true));
-    let flag = fail.clone();
-    let concat = |a: &Value, b: &Value| Ok(json!(format!("{}{}", py_str(Some(a)), py_str(Some(b)))));
-    let b = Graph::builder()
-        .state("topics", ChannelSpec::last_value())
-        .state("log", ChannelSpec::custom(concat, Some(json!(""))))
-        .state("joined", ChannelSpec::last_value())
-        .node(
-            "plan",
-            counted(&h.counts, "plan", |_| {
-                Ok(Update::new().set("topics", json!(["t1", "t2", "t3"])).set("log", json!("|plan")))
-            }),
-        )
-        .node(
-            "worker",
-            counted(&h.counts, "worker", move |s| {
-                let topic = py_str(s.get("topic"));
-                if topic == "t2" && std::mem::replace(&mut *flag.lock().unwrap(), false) {
-                    return Err(NodeError::with_kind("ValueError", "t2 failed"));
-                }
-                Ok(Update::new().set("log", json!(format!("|{topic}"))))
-            }),
-        )
-        .node(
-            "join",
-            counted(&h.counts, "join", |s| Ok(Update::new().set("joined", json!(py_str(s.get("log")))))),
-        )
-        .edge(START, "plan")
-        .conditional_edges("plan", |s| {
-            Ok(strs(s, "topics")
-                .into_iter()
-                .map(|t| Goto::Send(Send::new("worker", json!({"topic": t}))))
-                .collect())
-        })
-        .edge("worker", "join")
-        .edge("join", END);
+    let b = sends_graph(&h.counts, &fail);
     h.graph("sends", "main", b);
     h.check(&fx);
     assert!(!*fail.lock().unwrap(), "the t2 worker failed once");
@@ -1404,38 +1305,7 @@ fn stream_interrupt_error() {
     let fx = fixture("stream_interrupt_error");
     let mut h = Harness::new();
     let runs = Arc::new(Mutex::new(0));
-    let flaky_runs = runs.clone();
-    let b = Graph::builder()
-        .state("items", ChannelSpec::reducer(Reducer::Append))
-        .node(
-            "ask",
-            counted(&h.counts, "ask", |_| {
-                let answer = interrupt(json!("approve?"))?;
-                Ok(Update::new().set("items", json!([format!("ask:{}", py_str(Some(&answer)))])))
-            }),
-        )
-        .node(
-            "flaky",
-            counted(&h.counts, "flaky", move |_| {
-                let mut n = flaky_runs.lock().unwrap();
-                *n += 1;
-                if *n <= 2 {
-                    return Err(NodeError::with_kind("ValueError", format!("flaky failed ({n})")));
-                }
-                Ok(Update::new().set("items", json!(["flaky"])))
-            }),
-        )
-        .node(
-            "join",
-            counted(&h.counts, "join", |s| {
-                Ok(Update::new().set("items", json!([format!("join:{}", strs(s, "items").len())])))
-            }),
-        )
-        .edge(START, "ask")
-        .edge(START, "flaky")
-        .edge("ask", "join")
-        .edge("flaky", "join")
-        .edge("join", END);
+    let b = ask_and_flaky(&h.counts, &runs);
     h.graph("mixed", "main", b);
     h.check(&fx);
     assert_eq!(*runs.lock().unwrap(), 3, "flaky ran three times");
@@ -1577,4 +1447,82 @@ fn retry_subgraph() {
     let streamed = build(&h.counts, "u2", true);
     h.graph("streamed", "streamed", streamed);
     h.check(&fx);
+}
+
+/// plan sends t1..t3 to worker (a concat reducer on `log`), then join; the
+/// t2 worker fails once while `fail` is set (`send_reducer_error`,
+/// `stream_send`).
+fn sends_graph(counts: &Counts, fail: &Arc<Mutex<bool>>) -> GraphBuilder {
+    let flag = fail.clone();
+    let concat = |a: &Value, b: &Value| Ok(json!(format!("{}{}", py_str(Some(a)), py_str(Some(b)))));
+    Graph::builder()
+        .state("topics", ChannelSpec::last_value())
+        .state("log", ChannelSpec::custom(concat, Some(json!(""))))
+        .state("joined", ChannelSpec::last_value())
+        .node(
+            "plan",
+            counted(counts, "plan", |_| {
+                Ok(Update::new().set("topics", json!(["t1", "t2", "t3"])).set("log", json!("|plan")))
+            }),
+        )
+        .node(
+            "worker",
+            counted(counts, "worker", move |s| {
+                let topic = py_str(s.get("topic"));
+                if topic == "t2" && std::mem::replace(&mut *flag.lock().unwrap(), false) {
+                    return Err(NodeError::with_kind("ValueError", "t2 failed"));
+                }
+                Ok(Update::new().set("log", json!(format!("|{topic}"))))
+            }),
+        )
+        .node(
+            "join",
+            counted(counts, "join", |s| Ok(Update::new().set("joined", json!(py_str(s.get("log")))))),
+        )
+        .edge(START, "plan")
+        .conditional_edges("plan", |s| {
+            Ok(strs(s, "topics")
+                .into_iter()
+                .map(|t| Goto::Send(Send::new("worker", json!({"topic": t}))))
+                .collect())
+        })
+        .edge("worker", "join")
+        .edge("join", END)
+}
+
+/// ask interrupts, flaky fails its first two runs (counted in `runs`), both
+/// join (`interrupt_then_error`, `stream_interrupt_error`).
+fn ask_and_flaky(counts: &Counts, runs: &Arc<Mutex<i32>>) -> GraphBuilder {
+    let flaky_runs = runs.clone();
+    Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .node(
+            "ask",
+            counted(counts, "ask", |_| {
+                let answer = interrupt(json!("approve?"))?;
+                Ok(Update::new().set("items", json!([format!("ask:{}", py_str(Some(&answer)))])))
+            }),
+        )
+        .node(
+            "flaky",
+            counted(counts, "flaky", move |_| {
+                let mut n = flaky_runs.lock().unwrap();
+                *n += 1;
+                if *n <= 2 {
+                    return Err(NodeError::with_kind("ValueError", format!("flaky failed ({n})")));
+                }
+                Ok(Update::new().set("items", json!(["flaky"])))
+            }),
+        )
+        .node(
+            "join",
+            counted(counts, "join", |s| {
+                Ok(Update::new().set("items", json!([format!("join:{}", strs(s, "items").len())])))
+            }),
+        )
+        .edge(START, "ask")
+        .edge(START, "flaky")
+        .edge("ask", "join")
+        .edge("flaky", "join")
+        .edge("join", END)
 }

@@ -74,27 +74,6 @@ fn lying_nest(marker: u8, levels: usize, size: usize) -> Vec<u8> {
     out
 }
 
-/// Runs the ignored test `child` of this binary in a child process limited
-/// to 4 GB of address space (so that an allocation a lying header asks for
-/// aborts the child, not the machine), with `var` set to `path`; asserts it
-/// passed.
-fn run_memory_limited(child: &str, var: &str, path: &std::path::Path) {
-    let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("ulimit -v 4000000; exec \"$0\" --ignored --exact {child} --nocapture --test-threads=1"))
-        .arg(&exe)
-        .env(var, path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the child failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// 4 MB of lies: 500 nested headers in it claim 500 times 4 M elements.
 const LIES: usize = 4 << 20;
 
@@ -121,7 +100,7 @@ fn lying_msgpack_lengths_decode_in_memory_bounded_by_the_input() {
             [lying_nest(0xdd, 500, LIES)],
         )
         .unwrap();
-    run_memory_limited("lying_msgpack_lengths_child", "AGENTSTATE_CODEC_LIES_CHILD", &path);
+    common::harness::run_memory_limited("lying_msgpack_lengths_child", "AGENTSTATE_CODEC_LIES_CHILD", &path);
 }
 
 #[test]
@@ -156,7 +135,7 @@ fn a_checkpoint_row_with_lying_lengths_is_corrupt_in_bounded_memory() {
         .unwrap()
         .execute("UPDATE checkpoints SET checkpoint = ?1 WHERE thread_id = 't'", [row])
         .unwrap();
-    run_memory_limited("lying_row_lengths_child", "AGENTSTATE_ROW_LIES_CHILD", &path);
+    common::harness::run_memory_limited("lying_row_lengths_child", "AGENTSTATE_ROW_LIES_CHILD", &path);
 }
 
 #[test]

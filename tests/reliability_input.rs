@@ -1073,22 +1073,7 @@ fn absurd_index_dims_are_refused_before_anything_changes() {
     let db = Db::open(&path).unwrap();
     db.store(common::harness::store_config(64)).unwrap().put(&["a"], "k", json!({"text": "tea"})).unwrap();
     drop(db);
-    let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(
-            "ulimit -v 4000000; exec \"$0\" --ignored --exact absurd_dims_child --nocapture --test-threads=1",
-        )
-        .arg(&exe)
-        .env("AGENTSTATE_DIMS_CHILD", &path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the child failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::harness::run_memory_limited("absurd_dims_child", "AGENTSTATE_DIMS_CHILD", &path);
     // Still 64 dimensions, every vector intact.
     assert!(Db::open(&path).unwrap().store(common::harness::store_config(64)).is_ok());
     common::ops::check_vectors(&path, 64).unwrap();

@@ -50,3 +50,24 @@ pub fn child_env(var: &str, parent: &str) -> String {
     std::env::var(var)
         .unwrap_or_else(|_| panic!("child-process entry point: run by the test `{parent}`, which sets {var}"))
 }
+
+/// Runs the ignored test `child` of this test binary in a child process
+/// limited to 4 GB of address space (so that an allocation a bug asks for
+/// aborts the child, not the machine), with `var` set to `path` (read
+/// there with [`child_env`]); asserts that it passed.
+pub fn run_memory_limited(child: &str, var: &str, path: &std::path::Path) {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v 4000000; exec \"$0\" --ignored --exact {child} --nocapture --test-threads=1"))
+        .arg(&exe)
+        .env(var, path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the child failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -2332,38 +2332,47 @@ def stream_interrupt_error(h: Harness) -> dict:
     }
 
 
+class _TraceCount(TypedDict):
+    trace: Annotated[list, operator.add]
+    count: int
+
+
+def _step(n):
+    return lambda s: {"trace": [n], "count": s["count"] + 1}
+
+
+def _sub_ask(s):
+    ans = interrupt("sub approve?")
+    return {"trace": [f"s2:{ans}"], "count": s["count"] + 1}
+
+
+def _sub_child() -> Any:
+    """s1 then s2, which asks for approval (subgraph_state, stream_subgraphs)."""
+    sb = StateGraph(_TraceCount)
+    sb.add_node("s1", counted("s1", _step("s1")))
+    sb.add_node("s2", counted("s2", _sub_ask))
+    sb.add_edge(START, "s1")
+    sb.add_edge("s1", "s2")
+    sb.add_edge("s2", END)
+    return sb.compile()
+
+
+def _sub_parent(sub_name: str, sub: Any) -> StateGraph:
+    """pre, the subgraph `sub` as node `sub_name`, post."""
+    pb = StateGraph(_TraceCount)
+    pb.add_node("pre", counted("pre", _step("pre")))
+    pb.add_node(sub_name, sub)
+    pb.add_node("post", counted("post", _step("post")))
+    pb.add_edge(START, "pre")
+    pb.add_edge("pre", sub_name)
+    pb.add_edge(sub_name, "post")
+    pb.add_edge("post", END)
+    return pb
+
+
 @scenario
 def subgraph_state(h: Harness) -> dict:
-    class S(TypedDict):
-        trace: Annotated[list, operator.add]
-        count: int
-
-    def mk(n):
-        return lambda s: {"trace": [n], "count": s["count"] + 1}
-
-    def s2_ask(s):
-        ans = interrupt("sub approve?")
-        return {"trace": [f"s2:{ans}"], "count": s["count"] + 1}
-
-    def child() -> Any:
-        sb = StateGraph(S)
-        sb.add_node("s1", counted("s1", mk("s1")))
-        sb.add_node("s2", counted("s2", s2_ask))
-        sb.add_edge(START, "s1")
-        sb.add_edge("s1", "s2")
-        sb.add_edge("s2", END)
-        return sb.compile()
-
-    def parent(sub_name: str, sub: Any) -> StateGraph:
-        pb = StateGraph(S)
-        pb.add_node("pre", counted("pre", mk("pre")))
-        pb.add_node(sub_name, sub)
-        pb.add_node("post", counted("post", mk("post")))
-        pb.add_edge(START, "pre")
-        pb.add_edge("pre", sub_name)
-        pb.add_edge(sub_name, "post")
-        pb.add_edge("post", END)
-        return pb
+    S, mk, child, parent = _TraceCount, _step, _sub_child, _sub_parent
 
     # One level: inspect, edit the subgraph's state through the config
     # get_state(subgraphs=True) shows for it (checkpoint id and map), resume.
@@ -2493,36 +2502,7 @@ def subgraph_state(h: Harness) -> dict:
 
 @scenario
 def stream_subgraphs(h: Harness) -> dict:
-    class S(TypedDict):
-        trace: Annotated[list, operator.add]
-        count: int
-
-    def mk(n):
-        return lambda s: {"trace": [n], "count": s["count"] + 1}
-
-    def s2_ask(s):
-        ans = interrupt("sub approve?")
-        return {"trace": [f"s2:{ans}"], "count": s["count"] + 1}
-
-    def child() -> Any:
-        sb = StateGraph(S)
-        sb.add_node("s1", counted("s1", mk("s1")))
-        sb.add_node("s2", counted("s2", s2_ask))
-        sb.add_edge(START, "s1")
-        sb.add_edge("s1", "s2")
-        sb.add_edge("s2", END)
-        return sb.compile()
-
-    def parent(sub_name: str, sub: Any) -> StateGraph:
-        pb = StateGraph(S)
-        pb.add_node("pre", counted("pre", mk("pre")))
-        pb.add_node(sub_name, sub)
-        pb.add_node("post", counted("post", mk("post")))
-        pb.add_edge(START, "pre")
-        pb.add_edge("pre", sub_name)
-        pb.add_edge(sub_name, "post")
-        pb.add_edge("post", END)
-        return pb
+    S, mk, child, parent = _TraceCount, _step, _sub_child, _sub_parent
 
     h.compile("one", parent("sub", child()))
     cfg = {"configurable": {"thread_id": "one"}}
