@@ -1526,3 +1526,49 @@ fn ask_and_flaky(counts: &Counts, runs: &Arc<Mutex<i32>>) -> GraphBuilder {
         .edge("flaky", "join")
         .edge("join", END)
 }
+
+/// `Command(update=.., goto=..)` as input (`invoke_command`): update only
+/// on a finished thread (nothing runs, the writes stay pending on the head
+/// and are applied again by the next run and by get_state; a second
+/// Command there stores them again, its own last), goto a node nothing else
+/// triggers, both, Sends, streamed, and with a resume.
+#[test]
+fn command_input() {
+    let fx = fixture("command_input");
+    let mut h = Harness::new();
+    let tagged = |counts: &Counts, n: &'static str| {
+        counted(counts, n, move |s| {
+            Ok(Update::new().set("items", json!([format!("{n}:{}", py_str(s.get("count")))])))
+        })
+    };
+    for thread in ["update", "goto", "both", "send", "streamed"] {
+        let b = Graph::builder()
+            .state("items", ChannelSpec::reducer(Reducer::Append))
+            .state("count", ChannelSpec::last_value())
+            .node("a", counted(&h.counts, "a", |_| Ok(Update::new().set("items", json!(["a"])))))
+            .node("side", tagged(&h.counts, "side"))
+            .node("worker", tagged(&h.counts, "worker"))
+            .edge(START, "a")
+            .edge("a", END)
+            .edge("side", END)
+            .edge("worker", END);
+        h.graph(thread, "main", b);
+    }
+    for thread in ["resume", "all"] {
+        let ask = counted(&h.counts, "ask", |s| {
+            let answer = interrupt(json!("q?"))?;
+            let item = format!("ask:{}:{}", py_str(Some(&answer)), py_str(s.get("count")));
+            Ok(Update::new().set("items", json!([item])))
+        });
+        let b = Graph::builder()
+            .state("items", ChannelSpec::reducer(Reducer::Append))
+            .state("count", ChannelSpec::last_value())
+            .node("ask", ask)
+            .node("after", tagged(&h.counts, "after"))
+            .edge(START, "ask")
+            .edge("ask", "after")
+            .edge("after", END);
+        h.graph(thread, "ask", b);
+    }
+    h.check(&fx);
+}

@@ -198,6 +198,67 @@ impl Goto {
     }
 }
 
+/// The input of a run that goes on from a thread's head (LangGraph's
+/// `invoke(Command(update=.., goto=.., resume=..))`), for
+/// [`invoke_command`](super::CompiledGraph::invoke_command).
+///
+/// `update` and `goto` are stored as pending writes of the null task on
+/// the head (`goto` a node as its `branch:to:<node>` channel, a [`Send`]
+/// in `__pregel_tasks`), applied before the next superstep: the tasks the
+/// head had pending run, with the nodes and Sends of `goto`. With nothing
+/// to run, no checkpoint is stored and the writes stay pending: the
+/// thread's state ([`get_state`](super::CompiledGraph::get_state)) and its
+/// next run apply them again. `resume` answers an
+/// [`interrupt()`](super::interrupt()) as
+/// [`resume`](super::CompiledGraph::resume) does.
+///
+/// ```
+/// use agentstate::engine::{Command, Goto, Send, Update};
+/// use serde_json::json;
+///
+/// let cmd = Command::new()
+///     .update(Update::new().set("count", json!(3)))
+///     .goto(Goto::node("side"))
+///     .goto(Goto::Send(Send::new("worker", json!({"count": 9}))))
+///     .resume(json!("yes"));
+/// # let _ = cmd;
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+#[must_use]
+pub struct Command {
+    pub(crate) update: Vec<(String, Value)>,
+    pub(crate) goto: Vec<Goto>,
+    pub(crate) resume: Option<Value>,
+}
+
+impl Command {
+    /// An empty command (invoking it is [`Error::EmptyInput`](crate::Error::EmptyInput)).
+    pub fn new() -> Command {
+        Command::default()
+    }
+
+    /// Adds `update`'s state writes, in order (and its gotos, after those
+    /// given so far).
+    pub fn update(mut self, update: Update) -> Command {
+        self.update.extend(update.writes);
+        self.goto.extend(update.gotos);
+        self
+    }
+
+    /// Adds a node to go to, or a [`Send`] (LangGraph's `goto` list, in
+    /// order).
+    pub fn goto(mut self, goto: Goto) -> Command {
+        self.goto.push(goto);
+        self
+    }
+
+    /// Answers the pending [`interrupt()`](super::interrupt()).
+    pub fn resume(mut self, answer: Value) -> Command {
+        self.resume = Some(answer);
+        self
+    }
+}
+
 /// What a node returns: state writes, in order (keys that are not state
 /// keys are ignored, as in LangGraph), and optionally where to go next
 /// (LangGraph's `Command(update=..., goto=...)`).

@@ -59,9 +59,12 @@
 //! [`retry`](GraphBuilder::retry) and a [`RetryPolicy`] (LangGraph's
 //! `retry_policy`): only the last attempt's writes or error are stored.
 //!
-//! Not yet: node cache policies, deferred nodes,
-//! `Command(update=..)` / `Command(goto=..)` as input, invoking a subgraph
-//! on its own namespace.
+//! Go on from a thread's head with a [`Command`] (LangGraph's
+//! `Command(update=.., goto=.., resume=..)` as input) and
+//! [`invoke_command`](CompiledGraph::invoke_command).
+//!
+//! Not yet: node cache policies, deferred nodes, invoking a subgraph on its
+//! own namespace.
 
 mod algo;
 mod channel;
@@ -77,7 +80,9 @@ mod task_id;
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
 #[cfg(feature = "tokio")]
 pub use graph::{AsyncNodeFn, NodeFuture};
-pub use graph::{Goto, Graph, GraphBuilder, NodeError, NodeFn, RouterFn, Send, State, SyncNodeFn, Update};
+pub use graph::{
+    Command, Goto, Graph, GraphBuilder, NodeError, NodeFn, RouterFn, Send, State, SyncNodeFn, Update,
+};
 pub use interrupt::{interrupt, Interrupt};
 pub use messages::remove_message;
 pub use retry::{default_retry_on, RetryOnFn, RetryPolicy};

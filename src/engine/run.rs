@@ -15,8 +15,8 @@ use super::algo::{
     apply_writes, is_control, prepare_next_tasks, send_value, Channels, CpState, Task, TaskInput, TaskWrites,
 };
 use super::channel::Channel;
-use super::graph::{Compiled, Goto, NodeError, NodeFn, NodeKind, State, Update};
-use super::{Durability, END, ERROR, INTERRUPT, NO_WRITES, RESUME, TASKS};
+use super::graph::{Command, Compiled, Goto, NodeError, NodeFn, NodeKind, State, Update};
+use super::{Durability, END, ERROR, INTERRUPT, NO_WRITES, RESUME, START, TASKS};
 use crate::checkpoint::{CheckpointConfig, CheckpointTuple, Checkpointer, Metadata};
 use crate::error::{Error, Result};
 
@@ -309,6 +309,9 @@ pub(crate) enum Input {
     Resume(Value),
     /// Answers by interrupt id (checked against the pending ones).
     ResumeMap(BTreeMap<String, Value>),
+    /// A [`Command`]'s null-task writes (`goto` then `update`), and its
+    /// resume answer.
+    Command(Vec<(String, Value)>, Option<Value>),
 }
 
 /// A thread's state loaded from its latest checkpoint.
@@ -425,6 +428,58 @@ impl CompiledGraph {
         self.run(Input::ResumeMap(answers), config)
     }
 
+    /// Goes on from the head of `config`'s thread with `command`'s
+    /// `update`, `goto` and `resume` (LangGraph's
+    /// `invoke(Command(update=.., goto=.., resume=..))`): they are stored
+    /// as pending writes of the null task on the head and applied before
+    /// the next superstep, which runs the head's pending tasks and the
+    /// nodes and Sends of `goto`. See [`Command`].
+    ///
+    /// # Errors
+    /// As [`invoke`](Self::invoke); [`Error::EmptyInput`] if `command` is
+    /// empty or the thread has no checkpoint (LangGraph takes the Command
+    /// as the graph input then);
+    /// [`Error::InvalidArgument`] if `config` names a checkpoint id, if a
+    /// `goto` names no node of the graph (or [`END`](super::END)) or a
+    /// Send's argument is not an object.
+    pub fn invoke_command(&self, command: Command, config: &CheckpointConfig) -> Result<Value> {
+        let input = self.command_input(command, config)?;
+        self.run(input, config)
+    }
+
+    /// The null-task writes of `command`, in LangGraph's order: the gotos,
+    /// then the update.
+    fn command_input(&self, command: Command, config: &CheckpointConfig) -> Result<Input> {
+        if config.checkpoint_id.is_some() {
+            return Err(Error::InvalidArgument(
+                "a Command at a checkpoint id is not supported yet: send it to the thread's head".into(),
+            ));
+        }
+        if command.update.is_empty() && command.goto.is_empty() && command.resume.is_none() {
+            return Err(Error::EmptyInput);
+        }
+        let runnable = |n: &str| self.graph.node(n).is_some_and(|n| n.func.is_some());
+        let mut writes = Vec::with_capacity(command.goto.len() + command.update.len());
+        for goto in command.goto {
+            writes.push(match goto {
+                Goto::Node(n) if runnable(&n) => (format!("branch:to:{n}"), Value::String(START.into())),
+                Goto::Node(n) => return Err(Error::InvalidArgument(format!("goto an unknown node {n:?}"))),
+                Goto::Send(s) if !s.arg.is_object() => {
+                    return Err(Error::InvalidArgument(format!(
+                        "Send to {:?} needs an object argument, got {}",
+                        s.node, s.arg
+                    )))
+                }
+                Goto::Send(s) if runnable(&s.node) => (TASKS.to_string(), send_value(&s.node, &s.arg)),
+                Goto::Send(s) => {
+                    return Err(Error::InvalidArgument(format!("Send to unknown node {:?}", s.node)))
+                }
+            });
+        }
+        writes.extend(command.update);
+        Ok(Input::Command(writes, command.resume))
+    }
+
     /// Fails unless every id of `answers` is an interrupt pending on the
     /// head of `config`'s thread (and there is at least one).
     fn check_pending(&self, answers: &BTreeMap<String, Value>, config: &CheckpointConfig) -> Result<()> {
@@ -536,6 +591,23 @@ impl CompiledGraph {
         self.stream_input(Input::Resume(answer), config, on_event)
     }
 
+    /// [`invoke_command`](Self::invoke_command), reported as
+    /// [`stream`](Self::stream) reports (LangGraph's
+    /// `stream(Command(update=.., goto=..), ..)`): first the state it goes
+    /// on from, `command`'s update applied, then the supersteps.
+    ///
+    /// # Errors
+    /// As [`invoke_command`](Self::invoke_command).
+    pub fn stream_command(
+        &self,
+        command: Command,
+        config: &CheckpointConfig,
+        on_event: impl FnMut(StreamEvent) + std::marker::Send,
+    ) -> Result<State> {
+        let input = self.command_input(command, config)?;
+        self.stream_input(input, config, on_event)
+    }
+
     /// [`stream`](Self::stream), also reporting what runs inside
     /// [subgraphs](super::GraphBuilder::subgraph) (LangGraph's `stream(...,
     /// stream_mode=["updates", "values"], subgraphs=True)`): `on_event` gets
@@ -644,7 +716,9 @@ impl CompiledGraph {
                 "invoke in a namespace (a subgraph's) is not supported yet".into(),
             ));
         }
-        if config.checkpoint_id.is_some() && matches!(input, Input::Resume(_) | Input::ResumeMap(_)) {
+        if config.checkpoint_id.is_some()
+            && matches!(input, Input::Resume(_) | Input::ResumeMap(_) | Input::Command(..))
+        {
             return Err(Error::InvalidArgument(
                 "resume at a checkpoint id is not supported yet: resume the thread's head".into(),
             ));

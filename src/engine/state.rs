@@ -13,7 +13,7 @@ use super::algo::{
 use super::graph::Update;
 use super::run::{CompiledGraph, PendingTask, Save};
 use super::task_id::update_task_id;
-use super::{INTERRUPT, PUSH, START};
+use super::{INPUT, INTERRUPT, NULL_TASK_ID, PUSH, RESUME, START};
 use crate::checkpoint::{ChannelVersion, ChannelVersions, CheckpointConfig, ListQuery, Metadata};
 use crate::error::{Error, Result};
 
@@ -60,6 +60,18 @@ impl CompiledGraph {
         let graph = self.for_namespace(&config.checkpoint_ns)?;
         let loaded = graph.load(config)?;
         let mut channels = loaded.channels;
+        // The null task's writes (a Command's update and goto) are shown
+        // applied, as LangGraph does; `next` is the checkpoint's own.
+        let null_writes: Vec<(String, Value)> = loaded
+            .pending
+            .iter()
+            .filter(|(t, c, _)| t == NULL_TASK_ID && c != RESUME)
+            .map(|(_, c, v)| (c.clone(), v.clone()))
+            .collect();
+        if !null_writes.is_empty() {
+            let mut tw = [TaskWrites { path: "~".into(), name: INPUT, triggers: &[], writes: &null_writes }];
+            channels = with_writes(&loaded.cp, &channels, &mut tw)?;
+        }
         let mut next: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();
         // The thread's head is shown live, as LangGraph does: the values
         // with the outputs of the tasks that already finished applied, only

@@ -59,6 +59,9 @@ struct Cursor<'a> {
     /// or the run stops first.
     last: Option<HeldWrites>,
     parents: &'a Map<String, Value>,
+    /// The checkpoint whose channels the run changed without storing them
+    /// (the null task's writes applied): not kept for the next run.
+    unkept: Option<String>,
 }
 
 impl CompiledGraph {
@@ -109,6 +112,7 @@ impl CompiledGraph {
             held: Vec::new(),
             last: None,
             parents: &ctx.parents,
+            unkept: None,
         };
         // Room for every step up to one past the limit, as far as steps can
         // count (a limit of i64::MAX never stops a run); a stored step at
@@ -120,6 +124,41 @@ impl CompiledGraph {
         }
         let stop = step.saturating_add(self.graph.recursion_limit).saturating_add(1).min(i64::MAX - 1);
         let mut updated: Option<BTreeSet<String>> = None;
+        if let Input::Command(writes, resume) = &input {
+            if cp.versions.is_empty() {
+                return Err(Error::EmptyInput);
+            }
+            // LangGraph stores the null task's writes again with the new
+            // ones after them, its resume last; its earlier special writes
+            // (a resume) drop out of the writes this run reads.
+            let special = |c: &str| c == RESUME || c == ERROR || c == INTERRUPT;
+            pending.retain(|(t, c, _)| !(t == NULL_TASK_ID && special(c)));
+            let mut saved: Vec<(String, Value)> = pending
+                .iter()
+                .filter(|(t, _, _)| t == NULL_TASK_ID)
+                .map(|(_, c, v)| (c.clone(), v.clone()))
+                .collect();
+            saved.extend(writes.iter().cloned());
+            pending.extend(writes.iter().map(|(c, v)| (NULL_TASK_ID.to_string(), c.clone(), v.clone())));
+            if let Some(answer) = resume {
+                saved.push((RESUME.to_string(), answer.clone()));
+                pending.push((NULL_TASK_ID.into(), RESUME.into(), answer.clone()));
+            }
+            self.write(&mut cur, &cp.id, NULL_TASK_ID, "", saved, false)?;
+        }
+        // The null task's writes (a Command's update and goto, here or
+        // from an earlier run on this checkpoint) are applied first, as
+        // LangGraph's input task: new versions, nothing seen.
+        let null_writes: Vec<(String, Value)> = pending
+            .iter()
+            .filter(|(t, c, _)| t == NULL_TASK_ID && c != RESUME)
+            .map(|(_, c, v)| (c.clone(), v.clone()))
+            .collect();
+        if !null_writes.is_empty() {
+            let mut tw = [TaskWrites { path: "~".into(), name: INPUT, triggers: &[], writes: &null_writes }];
+            apply_writes(&mut cp, &mut channels, &mut tw, true)?;
+            cur.unkept = Some(cp.id.clone());
+        }
         if let Input::Resume(answer) = &input {
             if cp.versions.is_empty() {
                 return Err(Error::EmptyInput);
@@ -140,11 +179,12 @@ impl CompiledGraph {
         if null_resume.is_none() {
             null_resume = outer_resume.take();
         }
-        let mut resuming = matches!(input, Input::Nothing | Input::Resume(_) | Input::ResumeMap(_));
+        let mut resuming =
+            matches!(input, Input::Nothing | Input::Resume(_) | Input::ResumeMap(_) | Input::Command(..));
         let mut pending = Some(pending);
         match input {
             Input::Nothing if cp.versions.is_empty() => return Err(Error::EmptyInput),
-            Input::Nothing | Input::Resume(_) | Input::ResumeMap(_) => {
+            Input::Nothing | Input::Resume(_) | Input::ResumeMap(_) | Input::Command(..) => {
                 let all: BTreeMap<_, _> = cp
                     .versions
                     .iter()
@@ -572,7 +612,7 @@ impl CompiledGraph {
     fn end(&self, cur: &Cursor<'_>, cp: &CpState, channels: Channels, interrupts: Vec<Value>) -> Outcome {
         let values = read_shared(&channels, &self.graph.state_keys);
         // Subgraph namespaces carry a task id: a later run does not reuse them.
-        if cur.thread.checkpoint_ns.is_empty() {
+        if cur.thread.checkpoint_ns.is_empty() && cur.unkept.as_deref() != Some(cp.id.as_str()) {
             let head = cur.parent.as_ref().filter(|p| p.checkpoint.id == cp.id).cloned();
             self.live.keep(&cur.thread.thread_id, "", &cp.id, channels, head.zip(cur.tag));
         }

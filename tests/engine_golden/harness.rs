@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use agentstate::engine::{
-    interrupt_id, task_id, CompiledGraph, Durability, GraphBuilder, NodeError, State, StateSnapshot,
-    StreamEvent, Update, NULL_TASK_ID,
+    interrupt_id, task_id, Command, CompiledGraph, Durability, Goto, GraphBuilder, NodeError, State,
+    StateSnapshot, StreamEvent, Update, NULL_TASK_ID,
 };
 use agentstate::{CheckpointConfig, Db, Error, JsonPlusSerializer, ListQuery, Serializer};
 use serde_json::{json, Map, Value};
@@ -137,6 +137,12 @@ impl Harness {
             }
             let result = match call["call"].as_str().unwrap() {
                 "invoke" => match Some(call["input"].clone()).filter(|v| !v.is_null()) {
+                    Some(cmd)
+                        if cmd["__type__"] == "Command"
+                            && (cmd.get("update").is_some() || cmd.get("goto").is_some()) =>
+                    {
+                        graph.invoke_command(command(&cmd), &cfg)
+                    }
                     Some(cmd) if cmd["__type__"] == "Command" => match by_interrupt(&cmd["resume"]) {
                         Some(answers) => graph.resume_by_id(our_interrupt_ids(graph, &cfg, answers), &cfg),
                         None => graph.resume(cmd["resume"].clone(), &cfg),
@@ -164,6 +170,12 @@ impl Harness {
                     let mut events = Vec::new();
                     let collect = |e: StreamEvent| events.push(stream_pair(e));
                     let out = match Some(call["input"].clone()).filter(|v| !v.is_null()) {
+                        Some(cmd)
+                            if cmd["__type__"] == "Command"
+                                && (cmd.get("update").is_some() || cmd.get("goto").is_some()) =>
+                        {
+                            graph.stream_command(command(&cmd), &cfg, collect)
+                        }
                         Some(cmd) if cmd["__type__"] == "Command" => {
                             graph.stream_resume(cmd["resume"].clone(), &cfg, collect)
                         }
@@ -494,6 +506,28 @@ fn stream_pair(e: StreamEvent) -> Value {
         StreamEvent::Values(state) => json!(["values", Value::Object(state.to_map())]),
         other => panic!("unexpected stream event {other:?}"),
     }
+}
+
+/// A recorded `Command` input with `update` / `goto` (a node name, a
+/// `Send`, or a list of them) and maybe `resume`, as our [`Command`].
+fn command(cmd: &Value) -> Command {
+    let mut out = Command::new();
+    if let Some(update) = cmd.get("update").and_then(Value::as_object) {
+        out = out.update(update.iter().fold(Update::new(), |u, (k, v)| u.set(k, v.clone())));
+    }
+    let goto = |g: &Value| match g {
+        Value::String(n) => Goto::node(n.clone()),
+        s => Goto::Send(agentstate::engine::Send::new(s["node"].as_str().unwrap(), s["arg"].clone())),
+    };
+    match cmd.get("goto") {
+        Some(Value::Array(gs)) => out = gs.iter().fold(out, |o, g| o.goto(goto(g))),
+        Some(g) => out = out.goto(goto(g)),
+        None => {}
+    }
+    if let Some(answer) = cmd.get("resume") {
+        out = out.resume(answer.clone());
+    }
+    out
 }
 
 /// A resume map (`Command(resume={interrupt id: answer})`), its ids named

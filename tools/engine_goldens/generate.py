@@ -582,6 +582,39 @@ def id_names(raw: dict) -> dict[str, str]:
                 names[intr["id"]] = answered if "|" in answered else f"interrupt({tname})"
     for raw_id, name in derived.items():
         names.setdefault(raw_id, name)
+    # tasks only their pending writes show (a Command input's goto, applied
+    # after get_state's task list was made): derived from the write's path
+    for c in raw["checkpoints"]:
+        cname = names[c["checkpoint_id"]]
+        step = c["metadata"]["step"] + 1
+        for w in c["pending_writes"]:
+            if w["task_id"] in names or w["task_id"] == NULL_TASK_ID:
+                continue
+            path = w["task_path"]
+            cands = {
+                ch[len("branch:to:") :]
+                for x in raw["checkpoints"]
+                for ch in x["checkpoint"]["channel_versions"]
+                if ch.startswith("branch:to:")
+            } | {
+                x["value"]["node"]
+                for y in raw["checkpoints"]
+                for x in y["pending_writes"]
+                if isinstance(x["value"], dict) and x["value"].get("__type__") == "Send"
+            }
+            for node in sorted(cands):
+                if path.startswith("~" + PULL):
+                    if not path.endswith(", " + node):
+                        continue
+                    t = {"name": node, "path": [PULL, node]}
+                    parts = task_id_parts(c["checkpoint_ns"], step, node, t["path"], [f"branch:to:{node}"])
+                else:
+                    i = int(path.split(",")[1].strip())
+                    t = {"name": node, "path": [PUSH, i, False]}
+                    parts = task_id_parts(c["checkpoint_ns"], step, node, t["path"], [])
+                if derive_task_id(c["checkpoint_id"], parts) == w["task_id"]:
+                    names[w["task_id"]] = _task_name(cname, t)
+                    break
     return names
 
 
@@ -2827,6 +2860,116 @@ def retry_subgraph(h: Harness) -> dict:
         "named u2) streamed with subgraphs=True: the failed attempt's events under "
         "[sub:<task id>], the retry's under [sub:<task id>, '1'].",
         "graphs": {"outer": spec("s2", True), "inner": spec("t2", False), "streamed": spec("u2", True)},
+    }
+
+
+@scenario
+def command_input(h: Harness) -> dict:
+    """Command(update=.., goto=..) as input: written as the null task's
+    pending writes on the head, applied before the next superstep."""
+
+    class S(TypedDict):
+        items: Annotated[list, operator.add]
+        count: int
+
+    b = StateGraph(S)
+    b.add_node("a", counted("a", lambda s: {"items": ["a"]}))
+    b.add_node("side", counted("side", lambda s: {"items": [f"side:{s.get('count')}"]}))
+    b.add_node("worker", counted("worker", lambda s: {"items": [f"worker:{s.get('count')}"]}))
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    b.add_edge("side", END)
+    b.add_edge("worker", END)
+    h.compile("main", b)
+
+    def ask(s):
+        ans = interrupt("q?")
+        return {"items": [f"ask:{ans}:{s.get('count')}"]}
+
+    b2 = StateGraph(S)
+    b2.add_node("ask", counted("ask", ask))
+    b2.add_node("after", counted("after", lambda s: {"items": [f"after:{s.get('count')}"]}))
+    b2.add_edge(START, "ask")
+    b2.add_edge("ask", "after")
+    b2.add_edge("after", END)
+    h.compile("ask", b2)
+
+    def cfg(t):
+        return {"configurable": {"thread_id": t}}
+
+    # update only, on a finished thread: no task runs, the writes stay pending
+    h.invoke("main", "update", {"items": [], "count": 0})
+    h.invoke("main", "update", Command(update={"items": ["u"], "count": 7}), cfg("update"))
+    h.get_state("main", cfg("update"), subgraphs=False)
+    h.invoke("main", "update", None, cfg("update"))
+    # a second Command on the same head: the null task's writes are stored again, the new one last
+    h.invoke("main", "update", Command(update={"items": ["v"]}), cfg("update"))
+    h.get_state("main", cfg("update"), subgraphs=False)
+    # goto only, to a node nothing else triggers
+    h.invoke("main", "goto", {"items": [], "count": 0})
+    h.invoke("main", "goto", Command(goto="side"), cfg("goto"))
+    h.get_state("main", cfg("goto"), subgraphs=False)
+    # update and goto (a list)
+    h.invoke("main", "both", {"items": [], "count": 0})
+    h.invoke("main", "both", Command(update={"count": 3}, goto=["side", "a"]), cfg("both"))
+    h.get_state("main", cfg("both"), subgraphs=False)
+    # goto with Sends, and an update
+    h.invoke("main", "send", {"items": [], "count": 0})
+    h.invoke(
+        "main",
+        "send",
+        Command(update={"count": 1}, goto=[Send("worker", {"items": [], "count": 9}), Send("side", {"items": [], "count": 5})]),
+        cfg("send"),
+    )
+    h.get_state("main", cfg("send"), subgraphs=False)
+    # streamed: update and goto
+    h.invoke("main", "streamed", {"items": [], "count": 0})
+    h.stream("main", "streamed", Command(update={"count": 2}, goto="side"), cfg("streamed"))
+    # resume and update on an interrupted thread
+    h.invoke("ask", "resume", {"items": [], "count": 0})
+    h.invoke("ask", "resume", Command(resume="yes", update={"count": 4}), cfg("resume"))
+    h.get_state("ask", cfg("resume"), subgraphs=False)
+    # resume, update and goto at once
+    h.invoke("ask", "all", {"items": [], "count": 0})
+    h.invoke("ask", "all", Command(resume="ok", update={"items": ["u"]}, goto="after"), cfg("all"))
+    h.get_state("ask", cfg("all"), subgraphs=False)
+    nodes = lambda names: [
+        {"node": n, "writes": {"items": {"expr": f"['{n}:' + str(state.count)]"}}} for n in names
+    ]
+    return {
+        "description": "Command input. Graph 'main': START -> a -> END; side and worker have no "
+        "incoming edge (-> END). 'update': Command(update={items: ['u'], count: 7}) on a finished "
+        "thread (no task runs; the null task's writes stay pending on the head, get_state applies "
+        "them), then invoke(None) (they are applied again), then Command(update={items: ['v']}) "
+        "(stored after the earlier null writes). 'streamed': Command(update={count: 2}, "
+        "goto='side') streamed. 'goto': Command(goto='side'). 'both': "
+        "Command(update={count: 3}, goto=['side', 'a']). 'send': Command(update={count: 1}, "
+        "goto=[Send('worker', {count: 9}), Send('side', {count: 5})]). Graph 'ask': START -> ask "
+        "(interrupt('q?')) -> after -> END. 'resume': Command(resume='yes', update={count: 4}). "
+        "'all': Command(resume='ok', update={items: ['u']}, goto='after').",
+        "graphs": {
+            "main": {
+                "spec": {
+                    "state": {"items": {"type": "list", "reducer": "operator.add"}, "count": {"type": "int"}},
+                    "nodes": [{"node": "a", "writes": {"items": {"literal": ["a"]}}}] + nodes(["side", "worker"]),
+                    "edges": [["__start__", "a"], ["a", "__end__"], ["side", "__end__"], ["worker", "__end__"]],
+                }
+            },
+            "ask": {
+                "spec": {
+                    "state": {"items": {"type": "list", "reducer": "operator.add"}, "count": {"type": "int"}},
+                    "nodes": [
+                        {
+                            "node": "ask",
+                            "calls": "answer = interrupt('q?')",
+                            "writes": {"items": {"expr": "['ask:' + answer + ':' + str(state.count)]"}},
+                        }
+                    ]
+                    + nodes(["after"]),
+                    "edges": [["__start__", "ask"], ["ask", "after"], ["after", "__end__"]],
+                }
+            },
+        },
     }
 
 
