@@ -74,7 +74,9 @@ mod messages;
 mod retry;
 mod run;
 mod state;
+mod stream;
 mod superstep;
+mod task;
 mod task_id;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
@@ -86,8 +88,9 @@ pub use graph::{
 pub use interrupt::{interrupt, Interrupt};
 pub use messages::remove_message;
 pub use retry::{default_retry_on, RetryOnFn, RetryPolicy};
-pub use run::{CompiledGraph, PendingTask, StreamEvent};
+pub use run::{CompiledGraph, PendingTask};
 pub use state::StateSnapshot;
+pub use stream::StreamEvent;
 pub use task_id::{checkpoint_id_bytes, interrupt_id, task_id};
 
 /// When a run stores its checkpoints and writes (LangGraph's `durability`).

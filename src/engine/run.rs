@@ -7,16 +7,15 @@
 //! same rows, one commit.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::algo::{
-    apply_writes, is_control, prepare_next_tasks, send_value, Channels, CpState, Task, TaskInput, TaskWrites,
-};
+use super::algo::{is_control, prepare_next_tasks, send_value, Channels, CpState, Task};
 use super::channel::Channel;
-use super::graph::{Command, Compiled, Goto, NodeError, NodeFn, NodeKind, State, Update};
-use super::{Durability, END, ERROR, INTERRUPT, NO_WRITES, RESUME, START, TASKS};
+use super::graph::{Command, Compiled, Goto, State};
+use super::stream::StreamEvent;
+use super::{Durability, ERROR, INTERRUPT, RESUME, START, TASKS};
 use crate::checkpoint::{CheckpointConfig, CheckpointTuple, Checkpointer, Metadata};
 use crate::error::{Error, Result};
 
@@ -150,32 +149,6 @@ pub struct PendingTask {
     pub state: Option<Box<super::StateSnapshot>>,
 }
 
-/// What a node function reads: the task's state (a task whose input is
-/// not an object cannot run a node).
-fn node_state(task: &Task) -> std::result::Result<&State, NodeError> {
-    match &task.input {
-        TaskInput::State(s) => Ok(s),
-        TaskInput::Raw(other) => Err(NodeError::with_kind(
-            "InvalidUpdateError",
-            format!("the input of {} is not an object: {other}", task.name),
-        )),
-    }
-}
-
-/// Runs a node function; a panic becomes the task's error (kind `Panic`).
-fn caught(
-    f: impl FnOnce() -> std::result::Result<Update, NodeError>,
-) -> std::result::Result<Update, NodeError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "node panicked".to_string());
-        Err(NodeError::with_kind("Panic", message))
-    })
-}
-
 /// The answers task `id` consumed in earlier runs (its `__resume__` write).
 pub(crate) fn task_resume(pending: &[(String, String, Value)], id: &str) -> Vec<Value> {
     match pending.iter().find(|(t, c, _)| t == id && c == RESUME).map(|(_, _, v)| v) {
@@ -239,59 +212,6 @@ pub(crate) struct Ctx<'s> {
     /// Answers by interrupt id for this run (and its subgraphs): a task
     /// takes the one for the interrupt it would raise next.
     pub(crate) resume_map: Option<&'s BTreeMap<String, Value>>,
-}
-
-/// What [`CompiledGraph::stream`] reports as a run goes (LangGraph's
-/// `stream_mode="updates"` and `"values"` together): each event is one
-/// `(mode, chunk)` pair LangGraph's `stream(..., stream_mode=["updates",
-/// "values"])` yields, in the same order (`tests/fixtures/engine/stream_*`).
-///
-/// A superstep's events come once its tasks have all finished (and their
-/// writes are stored), in task order; LangGraph yields each task's as it
-/// finishes.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum StreamEvent {
-    /// One task's writes to state keys in a superstep, in task order
-    /// (`stream_mode="updates"`: `{node: update}`). Reported for every task
-    /// that finished, also in a superstep that then fails or pauses; an
-    /// empty `update` (it wrote no state key) is LangGraph's `{node: None}`.
-    Updates {
-        /// The node that ran.
-        node: String,
-        /// What it wrote, by state key (before the reducers).
-        update: Map<String, Value>,
-    },
-    /// The state (`stream_mode="values"`): at the start of a resumed run
-    /// (`stream(None, ..)`, [`stream_resume`](CompiledGraph::stream_resume)),
-    /// also when nothing is left to run; after each superstep that changed
-    /// a state key, the first being the one that applies the input, once
-    /// its checkpoint is stored; after an [`Interrupt`](Self::Interrupt)
-    /// from `interrupt()`, the state before that superstep with the
-    /// interrupts under `"__interrupt__"`; and last when the run pauses
-    /// there, if the superstep's finished tasks changed a state key: their
-    /// writes applied (not stored; the output of `invoke` shows the same).
-    Values(State),
-    /// A task that finished in an earlier run (stopped by an error or an
-    /// interrupt) is not run again: its stored update, reported before the
-    /// superstep's other tasks run (LangGraph's `updates` chunk `{node:
-    /// update, "__metadata__": {"cached": True}}`).
-    CachedUpdates {
-        /// The node whose writes were stored.
-        node: String,
-        /// Its writes, by state key; empty as in [`Updates`](Self::Updates).
-        update: Map<String, Value>,
-    },
-    /// The run pauses (LangGraph's `updates` chunk `{"__interrupt__":
-    /// interrupts}`): a task called [`interrupt()`](super::interrupt()) (its
-    /// interrupts, stored form, read with
-    /// [`Interrupt::from_stored`](super::Interrupt::from_stored); one event
-    /// per interrupted task, then a [`Values`](Self::Values)), or a
-    /// breakpoint stopped it (`interrupts` empty, the last event).
-    Interrupt {
-        /// The task's interrupts; empty for a breakpoint.
-        interrupts: Vec<Value>,
-    },
 }
 
 /// What a run ends with.
@@ -449,7 +369,7 @@ impl CompiledGraph {
 
     /// The null-task writes of `command`, in LangGraph's order: the gotos,
     /// then the update.
-    fn command_input(&self, command: Command, config: &CheckpointConfig) -> Result<Input> {
+    pub(crate) fn command_input(&self, command: Command, config: &CheckpointConfig) -> Result<Input> {
         if config.checkpoint_id.is_some() {
             return Err(Error::InvalidArgument(
                 "a Command at a checkpoint id is not supported yet: send it to the thread's head".into(),
@@ -553,158 +473,11 @@ impl CompiledGraph {
         crate::nonblocking::off_thread(move || graph.run_shared(Input::ResumeMap(answers), &config)).await
     }
 
-    /// [`invoke_state`](Self::invoke_state), reporting each superstep to
-    /// `on_event` as it completes: every task's update, then the state
-    /// (LangGraph's `stream(..., stream_mode=["updates", "values"])`; see
-    /// [`StreamEvent`] for what comes when). The events come on the calling
-    /// thread, before the run goes on. Subgraphs report nothing here (their
-    /// node's update comes when they finish); see
-    /// [`stream_subgraphs`](Self::stream_subgraphs).
-    ///
-    /// # Errors
-    /// As [`invoke`](Self::invoke); events already reported stay reported
-    /// (a failing superstep reports its finished tasks' updates first, as
-    /// LangGraph does).
-    pub fn stream(
-        &self,
-        input: Option<Value>,
-        config: &CheckpointConfig,
-        on_event: impl FnMut(StreamEvent) + std::marker::Send,
-    ) -> Result<State> {
-        self.stream_input(input.map_or(Input::Nothing, Input::Value), config, on_event)
-    }
-
-    /// [`resume`](Self::resume), reported as [`stream`](Self::stream)
-    /// reports (LangGraph's `stream(Command(resume=answer), ..)`): first the
-    /// state it resumes from, then the updates of tasks that finished
-    /// before the pause ([`StreamEvent::CachedUpdates`]), then the
-    /// supersteps.
-    ///
-    /// # Errors
-    /// As [`resume`](Self::resume).
-    pub fn stream_resume(
-        &self,
-        answer: Value,
-        config: &CheckpointConfig,
-        on_event: impl FnMut(StreamEvent) + std::marker::Send,
-    ) -> Result<State> {
-        self.stream_input(Input::Resume(answer), config, on_event)
-    }
-
-    /// [`invoke_command`](Self::invoke_command), reported as
-    /// [`stream`](Self::stream) reports (LangGraph's
-    /// `stream(Command(update=.., goto=..), ..)`): first the state it goes
-    /// on from, `command`'s update applied, then the supersteps.
-    ///
-    /// # Errors
-    /// As [`invoke_command`](Self::invoke_command).
-    pub fn stream_command(
-        &self,
-        command: Command,
-        config: &CheckpointConfig,
-        on_event: impl FnMut(StreamEvent) + std::marker::Send,
-    ) -> Result<State> {
-        let input = self.command_input(command, config)?;
-        self.stream_input(input, config, on_event)
-    }
-
-    /// [`stream`](Self::stream), also reporting what runs inside
-    /// [subgraphs](super::GraphBuilder::subgraph) (LangGraph's `stream(...,
-    /// stream_mode=["updates", "values"], subgraphs=True)`): `on_event` gets
-    /// each event with the namespace it comes from, `""` for this graph,
-    /// else the subgraph run's `checkpoint_ns` (`<node>:<task id>`, nested
-    /// ones joined by `|`; LangGraph's namespace tuple holds the same
-    /// segments). A subgraph's run reports as a run of its own: its input
-    /// state (or, when it resumes, the state it resumes from), its tasks'
-    /// updates and its state after each superstep, its interrupts; its
-    /// events come while its parent's task runs, before that superstep's
-    /// events of the parent (`tests/fixtures/engine/stream_subgraphs.json`),
-    /// on the thread that runs that task (one event at a time).
-    ///
-    /// # Errors
-    /// As [`stream`](Self::stream).
-    ///
-    /// ```
-    /// # fn main() -> agentstate::Result<()> {
-    /// use agentstate::engine::{ChannelSpec, Graph, Reducer, StreamEvent, Update, END, START};
-    /// use agentstate::{CheckpointConfig, Db};
-    /// use serde_json::json;
-    ///
-    /// let child = Graph::builder()
-    ///     .state("items", ChannelSpec::reducer(Reducer::Append))
-    ///     .node("inner", |_| Ok(Update::new().set("items", json!(["inner"]))))
-    ///     .edge(START, "inner")
-    ///     .edge("inner", END);
-    /// let graph = Graph::builder()
-    ///     .state("items", ChannelSpec::reducer(Reducer::Append))
-    ///     .subgraph("sub", child)
-    ///     .edge(START, "sub")
-    ///     .edge("sub", END)
-    ///     .compile(Db::open_in_memory()?.checkpointer())?;
-    /// let mut updates = Vec::new();
-    /// graph.stream_subgraphs(Some(json!({"items": []})), &CheckpointConfig::thread("t"), |ns, event| {
-    ///     if let StreamEvent::Updates { node, .. } = event {
-    ///         updates.push((ns.split(':').next().unwrap_or_default().to_string(), node));
-    ///     }
-    /// })?;
-    /// // The subgraph's node (in namespace "sub:<task id>"), then the subgraph node.
-    /// assert_eq!(updates, [("sub".to_string(), "inner".to_string()), (String::new(), "sub".to_string())]);
-    /// # Ok(()) }
-    /// ```
-    pub fn stream_subgraphs(
-        &self,
-        input: Option<Value>,
-        config: &CheckpointConfig,
-        on_event: impl FnMut(&str, StreamEvent) + std::marker::Send,
-    ) -> Result<State> {
-        self.stream_tagged(input.map_or(Input::Nothing, Input::Value), config, on_event)
-    }
-
-    /// [`stream_resume`](Self::stream_resume), reporting what runs inside
-    /// subgraphs as [`stream_subgraphs`](Self::stream_subgraphs) does
-    /// (LangGraph's `stream(Command(resume=answer), .., subgraphs=True)`).
-    ///
-    /// # Errors
-    /// As [`resume`](Self::resume).
-    pub fn stream_resume_subgraphs(
-        &self,
-        answer: Value,
-        config: &CheckpointConfig,
-        on_event: impl FnMut(&str, StreamEvent) + std::marker::Send,
-    ) -> Result<State> {
-        self.stream_tagged(Input::Resume(answer), config, on_event)
-    }
-
-    fn stream_input(
-        &self,
-        input: Input,
-        config: &CheckpointConfig,
-        on_event: impl FnMut(StreamEvent) + std::marker::Send,
-    ) -> Result<State> {
-        let on_event = Mutex::new(on_event);
-        let sink = |e: StreamEvent| (on_event.lock().unwrap_or_else(|p| p.into_inner()))(e);
-        self.run_with(input, config, Some(&sink), None)
-    }
-
-    /// A stream with the subgraphs' events, each with its namespace.
-    fn stream_tagged(
-        &self,
-        input: Input,
-        config: &CheckpointConfig,
-        on_event: impl FnMut(&str, StreamEvent) + std::marker::Send,
-    ) -> Result<State> {
-        // Subgraphs may report from their task's thread: one event at a time.
-        let on_event = Mutex::new(on_event);
-        let tagged = |ns: &str, e: StreamEvent| (on_event.lock().unwrap_or_else(|p| p.into_inner()))(ns, e);
-        let sink = |e: StreamEvent| tagged("", e);
-        self.run_with(input, config, Some(&sink), Some(&tagged))
-    }
-
     fn run_shared(&self, input: Input, config: &CheckpointConfig) -> Result<State> {
         self.run_with(input, config, None, None)
     }
 
-    fn run_with(
+    pub(crate) fn run_with(
         &self,
         input: Input,
         config: &CheckpointConfig,
@@ -905,139 +678,6 @@ impl CompiledGraph {
                 .collect();
         }
         Ok(Loaded { tuple, cp, channels, step, pending })
-    }
-
-    /// Runs one task: its node (or `__start__`'s pass-through), then its
-    /// edges and routers. Returns its writes, in LangGraph's order: state
-    /// writes, static edges, routers' targets.
-    pub(crate) fn run_task(
-        &self,
-        task: &Task,
-        channels: &Channels,
-    ) -> std::result::Result<Vec<(String, Value)>, NodeError> {
-        let graph = &self.graph;
-        let node =
-            graph.node(&task.name).ok_or_else(|| NodeError::new(format!("unknown node {}", task.name)))?;
-        let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
-        let update = match &node.func {
-            None => match &task.input {
-                TaskInput::Raw(Value::Object(m)) => Update::from(m.clone()),
-                TaskInput::State(s) => Update::from(s.to_map()),
-                TaskInput::Raw(other) => return Err(invalid(format!("Expected dict, got {other}"))),
-            },
-            // A panicking node fails its task like an erroring one (LangGraph
-            // catches every exception a node raises).
-            Some(NodeKind::Fn(NodeFn::Sync(f))) => {
-                let state = node_state(task)?;
-                caught(|| f(state))?
-            }
-            #[cfg(feature = "tokio")]
-            Some(NodeKind::Fn(NodeFn::Async(f))) => {
-                let state = node_state(task)?.clone();
-                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                    return Err(NodeError::with_kind(
-                        "RuntimeError",
-                        format!("{} is an async node: run the graph with ainvoke / aresume", task.name),
-                    ));
-                };
-                caught(|| runtime.block_on(f(state)))?
-            }
-            Some(NodeKind::Subgraph(_)) => {
-                return Err(NodeError::new(format!("{} is a subgraph", task.name)))
-            }
-        };
-        self.node_writes(task, update, channels)
-    }
-
-    /// The writes of `task`'s node returning `update`: its state writes
-    /// (non-state keys dropped), its gotos, static edges and routers'
-    /// targets, in LangGraph's order; `__no_writes__` if none.
-    pub(crate) fn node_writes(
-        &self,
-        task: &Task,
-        update: Update,
-        channels: &Channels,
-    ) -> std::result::Result<Vec<(String, Value)>, NodeError> {
-        let graph = &self.graph;
-        let node =
-            graph.node(&task.name).ok_or_else(|| NodeError::new(format!("unknown node {}", task.name)))?;
-        let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
-        let is_key = |k: &str| graph.state_keys.iter().any(|s| s == k);
-        let mut writes: Vec<(String, Value)> = update.writes.into_iter().filter(|(k, _)| is_key(k)).collect();
-        let gotos = update.gotos;
-        let state_writes = writes.len();
-        for goto in gotos {
-            writes.push(self.goto_write(&task.name, goto)?);
-        }
-        writes.extend(node.static_writes.iter().cloned());
-        if !node.routers.is_empty() {
-            let state = self
-                .fresh_state(task, &writes[..state_writes], channels)
-                .map_err(|e| invalid(e.to_string()))?;
-            for router in &node.routers {
-                for goto in router(&state)? {
-                    writes.push(self.goto_write(&task.name, goto)?);
-                }
-            }
-        }
-        writes.retain(|(c, _)| !c.is_empty());
-        if writes.is_empty() {
-            writes.push((NO_WRITES.to_string(), Value::Null));
-        }
-        Ok(writes)
-    }
-
-    /// The write that sends the graph to `goto` after `from` (an empty
-    /// channel name for [`END`], dropped by the caller).
-    fn goto_write(&self, from: &str, goto: Goto) -> std::result::Result<(String, Value), NodeError> {
-        let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
-        let runnable = |n: &str| self.graph.node(n).is_some_and(|n| n.func.is_some());
-        match goto {
-            Goto::Node(n) if n == END => Ok((String::new(), Value::Null)),
-            Goto::Node(n) if runnable(&n) => Ok((format!("branch:to:{n}"), Value::Null)),
-            Goto::Node(n) => Err(invalid(format!("{from} went to unknown node {n:?}"))),
-            // The receiving task reads its argument as its state: refused
-            // here, in the sender, rather than failing the receiver on every
-            // run from the stored Send.
-            Goto::Send(s) if !s.arg.is_object() => {
-                Err(invalid(format!("Send to {:?} needs an object argument, got {}", s.node, s.arg)))
-            }
-            Goto::Send(s) if runnable(&s.node) => Ok((TASKS.to_string(), send_value(&s.node, &s.arg))),
-            Goto::Send(s) => Err(invalid(format!("Send to unknown node {:?}", s.node))),
-        }
-    }
-
-    /// The state a router reads: the task's own writes applied to a copy of
-    /// the state channels (LangGraph's fresh `local_read`).
-    fn fresh_state(&self, task: &Task, writes: &[(String, Value)], channels: &Channels) -> Result<State> {
-        let keys = &self.graph.state_keys;
-        // Only the channels the task wrote are copied and updated; of the
-        // others, those a superstep clears (ephemeral values, a
-        // non-accumulating topic) read as empty, as LangGraph's local
-        // apply_writes leaves them.
-        let mut local: Channels = channels
-            .iter()
-            .filter(|(k, _)| keys.contains(k) && writes.iter().any(|(c, _)| c == *k))
-            .map(|(k, c)| (k.clone(), c.clone()))
-            .collect();
-        let mut cp = CpState::default();
-        let mut tw =
-            [TaskWrites { path: task.path.as_str(), name: &task.name, triggers: &task.triggers, writes }];
-        apply_writes(&mut cp, &mut local, &mut tw, false)?;
-        let bump_step = !task.triggers.is_empty();
-        let mut state = Vec::new();
-        for k in keys {
-            let value = match (local.get(k), channels.get(k)) {
-                (Some(ch), _) => ch.get_shared(),
-                (None, Some(ch)) if bump_step && ch.clears_each_step() => None,
-                (None, Some(ch)) => ch.get_shared(),
-                (None, None) => None,
-            };
-            if let Some(v) = value {
-                state.push((k.clone(), v));
-            }
-        }
-        Ok(State::from_shared(state))
     }
 
     /// Persists `cp` after `parent` through the step API: every channel

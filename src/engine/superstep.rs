@@ -14,8 +14,9 @@ use super::algo::{
 use super::graph::{Compiled, NodeError, Update};
 use super::interrupt::{with_scratchpad, Scratchpad};
 use super::run::{
-    should_interrupt, task_resume, CompiledGraph, Ctx, HeldWrites, Input, Loaded, Outcome, Save, StreamEvent,
+    should_interrupt, task_resume, CompiledGraph, Ctx, HeldWrites, Input, Loaded, Outcome, Save,
 };
+use super::stream::StreamEvent;
 use super::task_id::interrupt_id_after;
 use super::{Durability, ERROR, INPUT, INTERRUPT, NULL_TASK_ID, RESUME, START};
 use crate::checkpoint::{uuid6_after, CheckpointConfig, CheckpointTuple};
