@@ -9,6 +9,18 @@ use agentstate::engine::{interrupt, ChannelSpec, Graph, Interrupt, Reducer, Upda
 use agentstate::{CheckpointConfig, Db, ListQuery};
 use serde_json::{json, Value};
 
+/// How many 10 ms sleeps the runtime completes in `span`: a stalled
+/// runtime (a worker blocked by the graph) completes one or two.
+async fn ticks_for(span: Duration) -> usize {
+    let mut n = 0;
+    let until = Instant::now() + span;
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        n += 1;
+    }
+    n
+}
+
 fn fan_out(db: &Db) -> agentstate::engine::CompiledGraph {
     Graph::builder()
         .state("items", ChannelSpec::reducer(Reducer::Append))
@@ -44,15 +56,7 @@ async fn async_nodes_of_a_superstep_run_together_and_store_what_sync_nodes_would
 async fn a_single_threaded_runtime_keeps_running_while_a_graph_runs() {
     let db = Db::open_in_memory().unwrap();
     let graph = fan_out(&db);
-    let ticks = async {
-        let mut n = 0;
-        let until = Instant::now() + Duration::from_millis(250);
-        while Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            n += 1;
-        }
-        n
-    };
+    let ticks = ticks_for(Duration::from_millis(250));
     let (out, ticks) =
         tokio::join!(graph.ainvoke(Some(json!({"items": []})), CheckpointConfig::thread("t")), ticks);
     assert_eq!(Value::Object(out.unwrap().to_map()), json!({"items": ["x", "y", "z"]}));
@@ -120,15 +124,7 @@ async fn a_retried_async_node_sleeps_off_the_runtime() {
         .edge("llm", END)
         .compile(db.checkpointer())
         .unwrap();
-    let ticks = async {
-        let mut n = 0;
-        let until = Instant::now() + Duration::from_millis(250);
-        while Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            n += 1;
-        }
-        n
-    };
+    let ticks = ticks_for(Duration::from_millis(250));
     let start = Instant::now();
     let (out, ticks) =
         tokio::join!(graph.ainvoke(Some(json!({"items": []})), CheckpointConfig::thread("t")), ticks);

@@ -264,12 +264,7 @@ fn input_a_reducer_refuses_is_refused_before_anything_is_stored() {
     // A thread continued by a graph whose reducer cannot fold the stored
     // value: the same.
     let db = Db::open_in_memory().unwrap();
-    let a = Graph::builder()
-        .state("x", ChannelSpec::last_value())
-        .node("a", |_| Ok(Update::new().set("x", json!(5))))
-        .edge(START, "a")
-        .compile(db.checkpointer())
-        .unwrap();
+    let a = writes_x(&db);
     a.invoke(Some(json!({})), &t).unwrap();
     let before = stored(&db.checkpointer(), "t");
     let b = Graph::builder()
@@ -665,12 +660,7 @@ fn checkpoints_of_another_thread_are_not_found() {
 #[test]
 fn a_thread_continued_by_a_graph_with_other_channels() {
     let db = Db::open_in_memory().unwrap();
-    let a = Graph::builder()
-        .state("x", ChannelSpec::last_value())
-        .node("a", |_| Ok(Update::new().set("x", json!(5))))
-        .edge(START, "a")
-        .compile(db.checkpointer())
-        .unwrap();
+    let a = writes_x(&db);
     for (i, spec) in [ChannelSpec::reducer(Reducer::Append), ChannelSpec::reducer(Reducer::Messages)]
         .into_iter()
         .enumerate()
@@ -697,4 +687,15 @@ fn a_thread_continued_by_a_graph_with_other_channels() {
     let t = CheckpointConfig::thread("c");
     a.invoke(Some(json!({})), &t).unwrap();
     assert_eq!(c.invoke(Some(json!({})), &t).unwrap(), json!({"y": 1}));
+}
+
+/// A graph whose node `a` sets the last-value key `x` to 5 (the first
+/// writer of a thread another graph then continues).
+fn writes_x(db: &Db) -> agentstate::engine::CompiledGraph {
+    Graph::builder()
+        .state("x", ChannelSpec::last_value())
+        .node("a", |_| Ok(Update::new().set("x", json!(5))))
+        .edge(START, "a")
+        .compile(db.checkpointer())
+        .unwrap()
 }

@@ -87,6 +87,24 @@ pub(crate) struct TaskWrites<'a> {
     pub(crate) writes: &'a [(String, Value)],
 }
 
+impl<'a> TaskWrites<'a> {
+    /// LangGraph's `__input__` task: `writes` applied as the graph's input
+    /// (or a Command's update and goto), nothing seen.
+    pub(crate) fn input(writes: &'a [(String, Value)]) -> TaskWrites<'a> {
+        TaskWrites { path: "~".into(), name: super::INPUT, triggers: &[], writes }
+    }
+}
+
+/// The null task's writes among a checkpoint's pending writes (a
+/// Command's update and goto), its `__resume__` aside.
+pub(crate) fn null_writes(pending: &[(String, String, Value)]) -> Vec<(String, Value)> {
+    pending
+        .iter()
+        .filter(|(t, c, _)| t == NULL_TASK_ID && c != RESUME)
+        .map(|(_, c, v)| (c.clone(), v.clone()))
+        .collect()
+}
+
 impl<'a> From<&'a Task> for TaskWrites<'a> {
     fn from(t: &'a Task) -> Self {
         TaskWrites { path: t.path.as_str(), name: &t.name, triggers: &t.triggers, writes: &t.writes }

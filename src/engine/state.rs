@@ -7,13 +7,13 @@
 use serde_json::Value;
 
 use super::algo::{
-    apply_writes, finished_writes, prepare_next_tasks, read_state, with_writes, Task, TaskInput, TaskPath,
-    TaskWrites,
+    apply_writes, finished_writes, null_writes, prepare_next_tasks, read_state, with_writes, Task, TaskInput,
+    TaskPath, TaskWrites,
 };
 use super::graph::Update;
 use super::run::{CompiledGraph, PendingTask, Save};
 use super::task_id::update_task_id;
-use super::{INPUT, INTERRUPT, NULL_TASK_ID, PUSH, RESUME, START};
+use super::{INTERRUPT, PUSH, START};
 use crate::checkpoint::{ChannelVersion, ChannelVersions, CheckpointConfig, ListQuery, Metadata};
 use crate::error::{Error, Result};
 
@@ -62,14 +62,9 @@ impl CompiledGraph {
         let mut channels = loaded.channels;
         // The null task's writes (a Command's update and goto) are shown
         // applied, as LangGraph does; `next` is the checkpoint's own.
-        let null_writes: Vec<(String, Value)> = loaded
-            .pending
-            .iter()
-            .filter(|(t, c, _)| t == NULL_TASK_ID && c != RESUME)
-            .map(|(_, c, v)| (c.clone(), v.clone()))
-            .collect();
+        let null_writes = null_writes(&loaded.pending);
         if !null_writes.is_empty() {
-            let mut tw = [TaskWrites { path: "~".into(), name: INPUT, triggers: &[], writes: &null_writes }];
+            let mut tw = [TaskWrites::input(&null_writes)];
             channels = with_writes(&loaded.cp, &channels, &mut tw)?;
         }
         let mut next: Vec<String> = tasks.iter().map(|t| t.name.clone()).collect();

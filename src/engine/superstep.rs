@@ -8,8 +8,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use serde_json::{Map, Value};
 
 use super::algo::{
-    apply_writes, finished_writes, prepare_next_tasks, read_shared, Channels, CpState, Task, TaskInput,
-    TaskWrites,
+    apply_writes, finished_writes, null_writes, prepare_next_tasks, read_shared, Channels, CpState, Task,
+    TaskInput, TaskWrites,
 };
 use super::graph::{Compiled, NodeError, Update};
 use super::interrupt::{with_scratchpad, Scratchpad};
@@ -18,7 +18,7 @@ use super::run::{
 };
 use super::stream::StreamEvent;
 use super::task_id::interrupt_id_after;
-use super::{Durability, ERROR, INPUT, INTERRUPT, NULL_TASK_ID, RESUME, START};
+use super::{Durability, ERROR, INTERRUPT, NULL_TASK_ID, RESUME, START};
 use crate::checkpoint::{uuid6_after, CheckpointConfig, CheckpointTuple};
 use crate::error::{Error, Result};
 
@@ -150,13 +150,9 @@ impl CompiledGraph {
         // The null task's writes (a Command's update and goto, here or
         // from an earlier run on this checkpoint) are applied first, as
         // LangGraph's input task: new versions, nothing seen.
-        let null_writes: Vec<(String, Value)> = pending
-            .iter()
-            .filter(|(t, c, _)| t == NULL_TASK_ID && c != RESUME)
-            .map(|(_, c, v)| (c.clone(), v.clone()))
-            .collect();
+        let null_writes = null_writes(&pending);
         if !null_writes.is_empty() {
-            let mut tw = [TaskWrites { path: "~".into(), name: INPUT, triggers: &[], writes: &null_writes }];
+            let mut tw = [TaskWrites::input(&null_writes)];
             apply_writes(&mut cp, &mut channels, &mut tw, true)?;
             cur.unkept = Some(cp.id.clone());
         }
@@ -210,7 +206,7 @@ impl CompiledGraph {
                 let discard = prepare_next_tasks(&self.graph, &cp, &channels, step, ns, None)?;
                 let input_writes = [(START.to_string(), input)];
                 let mut tw: Vec<TaskWrites<'_>> = discard.iter().map(TaskWrites::from).collect();
-                tw.push(TaskWrites { path: "~".into(), name: INPUT, triggers: &[], writes: &input_writes });
+                tw.push(TaskWrites::input(&input_writes));
                 let up = apply_writes(&mut cp, &mut channels, &mut tw, true)?;
                 self.save_checkpoint(&mut cur, &mut cp, &mut channels, ("input", step), Some(&up), past)?;
                 updated = Some(up);
