@@ -342,7 +342,21 @@ impl Db {
             conn.execute_batch("VACUUM")?;
         }
         if self.inner.path.is_some() {
-            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            // A checkpoint another connection is running (this `Db`'s WAL
+            // thread, another process) makes this one give up at once,
+            // answering `busy` instead of waiting: try again, within the
+            // busy timeout.
+            let deadline = std::time::Instant::now() + self.inner.busy_timeout;
+            loop {
+                let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+                if busy == 0 {
+                    break;
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(Error::Busy);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         Ok(before.saturating_sub(size(&conn)?))
     }
