@@ -8,6 +8,7 @@ mod db;
 pub mod engine;
 mod error;
 pub mod filter;
+mod hash;
 pub mod import;
 pub mod inspect;
 mod json;

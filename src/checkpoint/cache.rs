@@ -10,7 +10,7 @@
 //! No code that can panic runs under its lock (map operations only), so a
 //! poisoned lock guards consistent data and is taken over.
 
-use std::collections::HashMap;
+use crate::hash::FastMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::types::CheckpointTuple;
@@ -21,6 +21,49 @@ pub(crate) const DEFAULT_BUDGET: usize = 64 << 20;
 
 /// (thread, namespace, channel, version).
 pub(crate) type BlobKey = (String, String, String, String);
+
+/// A [`BlobKey`] borrowed: maps keyed by `BlobKey` are looked up with one
+/// (`map.get(&key as &dyn AsKey)`) without building the four strings.
+pub(crate) type KeyRef<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+/// The four parts of a blob key, owned or borrowed. Hashes and compares as
+/// `BlobKey` does (a tuple hashes its fields in order), so that either
+/// finds the other's entry.
+pub(crate) trait AsKey {
+    fn parts(&self) -> KeyRef<'_>;
+}
+
+impl AsKey for BlobKey {
+    fn parts(&self) -> KeyRef<'_> {
+        (&self.0, &self.1, &self.2, &self.3)
+    }
+}
+
+impl AsKey for KeyRef<'_> {
+    fn parts(&self) -> KeyRef<'_> {
+        *self
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn AsKey + 'a> for BlobKey {
+    fn borrow(&self) -> &(dyn AsKey + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn AsKey + '_ {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.parts().hash(h);
+    }
+}
+
+impl PartialEq for dyn AsKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn AsKey + '_ {}
 
 /// Decoded values: `None` for an empty channel.
 pub(crate) type ValueCache = BlobCache<Option<ChannelValue>>;
@@ -41,13 +84,13 @@ pub(crate) struct BlobCache<V> {
 
 struct Inner<V> {
     /// The value and its cost.
-    map: HashMap<BlobKey, (V, usize)>,
+    map: FastMap<BlobKey, (V, usize)>,
     bytes: usize,
 }
 
 impl<V: Clone> BlobCache<V> {
     pub(crate) fn new(budget: usize) -> BlobCache<V> {
-        BlobCache { budget, inner: Mutex::new(Inner { map: HashMap::new(), bytes: 0 }) }
+        BlobCache { budget, inner: Mutex::new(Inner { map: FastMap::default(), bytes: 0 }) }
     }
 
     pub(crate) fn budget(&self) -> usize {
@@ -60,10 +103,15 @@ impl<V: Clone> BlobCache<V> {
 
     /// The value cached for `key`, if any.
     pub(crate) fn get(&self, key: &BlobKey) -> Option<V> {
+        self.get_ref(key.parts())
+    }
+
+    /// [`get`](Self::get) with a borrowed key.
+    pub(crate) fn get_ref(&self, key: KeyRef<'_>) -> Option<V> {
         if self.budget == 0 {
             return None;
         }
-        self.lock().map.get(key).map(|(v, _)| v.clone())
+        self.lock().map.get(&key as &dyn AsKey).map(|(v, _)| v.clone())
     }
 
     /// Caches `value` for `key`, counting `cost` bytes against the budget.
@@ -110,17 +158,17 @@ const TUPLES: usize = 256;
 /// missing from it. Channel values inside are shared (`Arc`), so a hit costs
 /// the clone of a few small maps.
 pub(crate) struct TupleCache<T = CheckpointTuple> {
-    inner: Mutex<HashMap<TupleKey, (u64, T)>>,
+    inner: Mutex<FastMap<TupleKey, (u64, T)>>,
 }
 
 impl<T> Default for TupleCache<T> {
     fn default() -> Self {
-        TupleCache { inner: Mutex::new(HashMap::new()) }
+        TupleCache { inner: Mutex::new(FastMap::default()) }
     }
 }
 
 impl<T: Clone> TupleCache<T> {
-    fn lock(&self) -> MutexGuard<'_, HashMap<TupleKey, (u64, T)>> {
+    fn lock(&self) -> MutexGuard<'_, FastMap<TupleKey, (u64, T)>> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

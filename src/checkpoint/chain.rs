@@ -3,7 +3,7 @@
 //! String versions sort by their counter, so a chain lies within one key
 //! range and is read with one range query, newest first.
 
-use std::collections::HashMap;
+use crate::hash::FastMap;
 use std::sync::Arc;
 
 use rusqlite::{params, Connection};
@@ -49,8 +49,8 @@ type ChannelKey = (String, String, String);
 /// delta's base is a prefix of the delta's version).
 #[derive(Default)]
 pub(super) struct Pieces {
-    rows: HashMap<BlobKey, BlobRow>,
-    last: HashMap<ChannelKey, Last>,
+    rows: FastMap<BlobKey, BlobRow>,
+    last: FastMap<ChannelKey, Last>,
 }
 
 /// A list as a range of a shared buffer: `count` elements whose encodings

@@ -171,7 +171,7 @@ impl Checkpointer {
     /// - database errors.
     pub fn get_tuple_encoded(&self, config: &CheckpointConfig) -> Result<Option<EncodedTuple>> {
         self.cached_tuple(&self.encoded_tuples, config, |tx, row| {
-            Ok(self.assemble_encoded(tx, vec![row], &mut Pieces::default(), true, false)?.pop())
+            Ok(self.assemble_encoded(tx, vec![row], &mut Pieces::default(), false, true, false)?.pop())
         })
     }
 
@@ -184,7 +184,9 @@ impl Checkpointer {
     pub fn list_encoded(&self, query: &ListQuery) -> Result<ListIter<EncodedTuple>> {
         self.list_with(
             query,
-            |saver, tx, rows, _: &mut Memo, pieces| saver.assemble_encoded(tx, rows, pieces, false, false),
+            |saver, tx, rows, memo: &mut Memo, pieces| {
+                saver.assemble_encoded(tx, rows, pieces, memo.contiguous(), false, false)
+            },
             |t| &t.config,
         )
     }
@@ -204,7 +206,9 @@ impl Checkpointer {
     pub fn list_encoded_sharing(&self, query: &ListQuery) -> Result<ListIter<EncodedTuple>> {
         self.list_with(
             query,
-            |saver, tx, rows, _: &mut Memo, pieces| saver.assemble_encoded(tx, rows, pieces, false, true),
+            |saver, tx, rows, memo: &mut Memo, pieces| {
+                saver.assemble_encoded(tx, rows, pieces, memo.contiguous(), false, true)
+            },
             |t| &t.config,
         )
     }
@@ -218,11 +222,12 @@ impl Checkpointer {
         conn: &Connection,
         rows: Vec<Row>,
         pieces: &mut Pieces,
+        contiguous: bool,
         cache: bool,
         share: bool,
     ) -> Result<Vec<EncodedTuple>> {
         let mut writes: Vec<Vec<EncodedWrite>> = rows.iter().map(|_| Vec::new()).collect();
-        for_each_write(conn, &rows, |i, task_id, channel, tag, stored| {
+        for_each_write(conn, &rows, contiguous, |i, task_id, channel, tag, stored| {
             let value = match stored {
                 Stored::Bytes(bytes) => TypedBytes::new(tag, bytes),
                 Stored::Blob(at) => TypedBytes::new(tag, shared_write(conn, &rows[i], &channel, at)?),

@@ -128,7 +128,7 @@ impl Checkpointer {
             remaining: query.limit,
             last: None,
             page: Vec::new().into_iter(),
-            memo: Memo::new(),
+            memo: Memo::for_pages(one_chain && filter.is_none()),
             pieces: Pieces::default(),
             assemble,
             config_of,

@@ -1,22 +1,25 @@
 //! Reading checkpoints: rows, their channel values (decoded once, shared)
 //! and their pending writes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::cache::{BlobKey, TupleCache};
+use super::cache::{AsKey, BlobKey, KeyRef, TupleCache};
 use super::chain;
 use super::compact;
 use super::packed;
 use super::row::{self, RowFormat};
-use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata, PendingWrite};
+use super::types::{
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata, PendingWrite,
+};
 use super::value::ChannelValue;
 use super::{require_thread, Checkpointer};
 use crate::error::{Error, Result};
+use crate::hash::FastMap;
 
 /// A `checkpoints` row before its blobs and writes are attached.
 pub(super) struct Row {
@@ -122,9 +125,14 @@ impl StoredRow {
 
 /// The checkpoint and the metadata of a row, parsed.
 pub(super) fn parse_row(row: &Row) -> Result<(StoredRow, Metadata)> {
+    parse_row_with(row, &mut row::VersionTexts::default())
+}
+
+/// [`parse_row`], building version texts through `texts`.
+fn parse_row_with(row: &Row, texts: &mut row::VersionTexts) -> Result<(StoredRow, Metadata)> {
     let mut stored = match row.format {
         RowFormat::Msgpack => {
-            let d = row::decode(&row.checkpoint)
+            let d = row::decode_with(&row.checkpoint, texts)
                 .map_err(|e| Error::corrupt(format!("checkpoint {}: {e}", row.id)))?;
             StoredRow {
                 v: d.v,
@@ -174,11 +182,17 @@ pub(super) fn row_configs(row: &Row) -> (CheckpointConfig, Option<CheckpointConf
 #[derive(Default)]
 pub(super) struct Memo {
     /// Values by blob key (`None`: an empty channel).
-    values: HashMap<BlobKey, Option<ChannelValue>>,
+    values: FastMap<BlobKey, Option<ChannelValue>>,
     /// The deltas decoded on the way (a history read), by the
     /// `checkpoint_blobs` row's stored key: a pending write that shares a
     /// delta's bytes (see `packed::Entry::blob`) is its elements.
-    deltas: HashMap<BlobKey, Delta>,
+    deltas: FastMap<BlobKey, Delta>,
+    /// Version texts built.
+    texts: row::VersionTexts,
+    /// Pages hold every checkpoint of their thread and namespace between
+    /// their first and last id (a history read without a filter): their
+    /// writes are read as one key range.
+    contiguous: bool,
 }
 
 /// A delta's elements: `list` from `start` on, decoded from bytes of type
@@ -194,6 +208,16 @@ impl Memo {
         Memo::default()
     }
 
+    /// Whether pages are contiguous (see the field).
+    pub(super) fn contiguous(&self) -> bool {
+        self.contiguous
+    }
+
+    /// The memo of a listing whose pages are `contiguous` (see the field).
+    pub(super) fn for_pages(contiguous: bool) -> Memo {
+        Memo { contiguous, ..Memo::default() }
+    }
+
     /// Entries held.
     pub(super) fn len(&self) -> usize {
         self.values.len() + self.deltas.len()
@@ -207,9 +231,18 @@ impl Memo {
     /// The value of a pending write stored as the bytes of the blob row
     /// `key` (a stored key), of type `tag`, if this read decoded that row:
     /// the same elements, copied (a write's value is owned).
-    fn write_from_delta(&self, key: &BlobKey, tag: &str) -> Option<Value> {
-        let d = self.deltas.get(key).filter(|d| d.tag == tag)?;
+    fn write_from_delta(&self, key: KeyRef<'_>, tag: &str) -> Option<Value> {
+        let d = self.deltas.get(&key as &dyn AsKey).filter(|d| d.tag == tag)?;
         elements_from(&d.list, d.start)
+    }
+}
+
+/// A version as `checkpoint_blobs` keys hold it before [`compact`]: a
+/// string version as it is, an integer in decimal.
+fn version_text(v: &ChannelVersion) -> std::borrow::Cow<'_, str> {
+    match v {
+        ChannelVersion::Str(s) => std::borrow::Cow::Borrowed(s),
+        ChannelVersion::Int(n) => std::borrow::Cow::Owned(n.to_string()),
     }
 }
 
@@ -293,7 +326,7 @@ impl Checkpointer {
         // Values first: a pending write may share the bytes of a delta their
         // chains decoded.
         for row in &rows {
-            let (mut stored, metadata) = parse_row(row)?;
+            let (mut stored, metadata) = parse_row_with(row, &mut memo.texts)?;
             let mut inline = std::mem::take(&mut stored.channel_values);
             let mut values = BTreeMap::new();
             for (ch, version) in &stored.channel_versions {
@@ -304,8 +337,15 @@ impl Checkpointer {
                 if stored.empty.contains(ch) {
                     continue;
                 }
-                let key = (row.thread_id.clone(), row.ns.clone(), ch.clone(), version.to_string());
-                if let Some(v) = self.load_value(conn, &key, memo, share)? {
+                let text = version_text(version);
+                let v = match self.known((&row.thread_id, &row.ns, ch, &text), memo) {
+                    Some(v) => v,
+                    None => {
+                        let key = (row.thread_id.clone(), row.ns.clone(), ch.clone(), text.into_owned());
+                        self.load_value(conn, &key, memo, share)?
+                    }
+                };
+                if let Some(v) = v {
                     values.insert(ch.clone(), v);
                 }
             }
@@ -341,7 +381,7 @@ impl Checkpointer {
         memo: &mut Memo,
         share: bool,
     ) -> Result<Option<ChannelValue>> {
-        if let Some(v) = self.known(key, memo) {
+        if let Some(v) = self.known(key.parts(), memo) {
             return Ok(v);
         }
         let (thread, ns, channel, _) = key;
@@ -383,7 +423,7 @@ impl Checkpointer {
             // After the tip: stop at a base already decoded (one look; with
             // the chain streaming in, decoding on is as cheap as looking).
             if first {
-                if let Some(v) = self.known(&key_of(&version(base)?), memo) {
+                if let Some(v) = self.known((thread, ns, channel, &version(base)?), memo) {
                     start = Some((v, None));
                     return Ok(false);
                 }
@@ -459,37 +499,37 @@ impl Checkpointer {
     /// `at` (a stored key), of type `tag`, from the value cache: the
     /// elements of that version's list from where its delta starts, if
     /// both are cached (the process wrote or read that version).
-    fn write_from_cache(&self, at: &BlobKey, tag: &str) -> Option<Value> {
-        let version = compact::blob_version(&at.3)?.into_owned();
-        let key = (at.0.clone(), at.1.clone(), at.2.clone(), version);
-        let (delta_tag, start) = self.starts.get(&key)?;
+    fn write_from_cache(&self, at: KeyRef<'_>, tag: &str) -> Option<Value> {
+        let version = compact::blob_version(at.3)?;
+        let key = (at.0, at.1, at.2, &*version);
+        let (delta_tag, start) = self.starts.get_ref(key)?;
         if delta_tag != tag {
             return None;
         }
-        elements_from(&self.values.get(&key)??, start)
+        elements_from(&self.values.get_ref(key)??, start)
     }
 
-    /// A value already decoded: in this read's memo, or in the cache.
-    fn known(&self, key: &BlobKey, memo: &mut Memo) -> Option<Option<ChannelValue>> {
-        if let Some(v) = memo.values.get(key) {
+    /// A value already decoded: in this read's memo, or in the cache (taken
+    /// from there each time: a lookup under an uncontended lock costs less
+    /// than copying the key into the memo).
+    fn known(&self, key: KeyRef<'_>, memo: &Memo) -> Option<Option<ChannelValue>> {
+        if let Some(v) = memo.values.get(&key as &dyn AsKey) {
             return Some(v.clone());
         }
-        let v = self.values.get(key)?;
-        memo.values.insert(key.clone(), v.clone());
-        Some(v)
+        self.values.get_ref(key)
     }
 
     /// The pending writes of every row, in one query, ordered by
     /// (task_path, task_id, idx) within a checkpoint (LangGraph's `writes_sort_key`).
     fn load_writes(&self, conn: &Connection, rows: &[Row], memo: &Memo) -> Result<Vec<Vec<PendingWrite>>> {
         let mut out: Vec<Vec<PendingWrite>> = rows.iter().map(|_| Vec::new()).collect();
-        for_each_write(conn, rows, |i, task_id, channel, tag, stored| {
+        for_each_write(conn, rows, memo.contiguous, |i, task_id, channel, tag, stored| {
             let value = match stored {
                 Stored::Bytes(bytes) => self.serde.loads_typed(tag, bytes)?,
                 Stored::Blob(blob) => {
                     let row = &rows[i];
-                    let at = (row.thread_id.clone(), row.ns.clone(), channel.clone(), blob.to_string());
-                    match memo.write_from_delta(&at, tag).or_else(|| self.write_from_cache(&at, tag)) {
+                    let at = (row.thread_id.as_str(), row.ns.as_str(), channel.as_str(), blob);
+                    match memo.write_from_delta(at, tag).or_else(|| self.write_from_cache(at, tag)) {
                         Some(v) => v,
                         None => self.serde.loads_typed(tag, &shared_write(conn, row, &channel, blob)?)?,
                     }
@@ -526,10 +566,12 @@ pub(super) enum Stored<'a> {
 /// Calls `f(i, task_id, channel, type tag, bytes)` for the pending writes
 /// of every row (`i`: its index in `rows`), in one query, rows in order,
 /// each row's ordered by (task_path, task_id, idx), LangGraph's
-/// `writes_sort_key`.
+/// `writes_sort_key`. `contiguous`: the rows are every checkpoint of one
+/// thread and namespace between the first and the last id, newest first.
 pub(super) fn for_each_write(
     conn: &Connection,
     rows: &[Row],
+    contiguous: bool,
     mut f: impl FnMut(usize, String, String, &str, Stored<'_>) -> Result<()>,
 ) -> Result<()> {
     // Columns: task_id, writes.
@@ -569,6 +611,31 @@ pub(super) fn for_each_write(
     // the outer loop: SQLite would otherwise scan the thread's writes and
     // look each one up among the keys.)
     let one_chain = rows.iter().all(|r| r.thread_id == first.thread_id && r.ns == first.ns);
+    if contiguous && one_chain && rows.windows(2).all(|w| w[0].id > w[1].id) {
+        // One key range, newest first; a write of a checkpoint the page
+        // does not hold (none, if the page is what it says) is skipped.
+        let Some(last) = rows.last() else { return Ok(()) };
+        let mut stmt = match conn.prepare_cached(
+            "SELECT task_id, writes, checkpoint_id FROM checkpoint_writes \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id BETWEEN ?3 AND ?4 \
+             ORDER BY checkpoint_id DESC, task_path, task_id",
+        ) {
+            Err(e) if no_packed_writes(&e) => return for_each_legacy_write(conn, rows, f),
+            other => other?,
+        };
+        let mut q = stmt.query(params![first.thread_id, first.ns, last.id, first.id])?;
+        let mut i = 0;
+        while let Some(r) = q.next()? {
+            let id = r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?;
+            while rows.get(i).is_some_and(|row| row.id.as_str() > id) {
+                i += 1;
+            }
+            if rows.get(i).is_some_and(|row| row.id == id) {
+                call(i, r)?;
+            }
+        }
+        return Ok(());
+    }
     let (sql, keys) = if one_chain {
         (
             "SELECT w.task_id, w.writes, k.key \

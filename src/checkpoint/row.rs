@@ -152,6 +152,46 @@ pub(crate) fn encode(checkpoint: &Checkpoint, mark_empty: bool) -> Vec<u8> {
 
 /// A row's contents; `Err` says what is wrong with a damaged row.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, String> {
+    decode_with(bytes, &mut VersionTexts::default())
+}
+
+/// The texts of LangGraph versions a read built, to hand out again: a
+/// checkpoint's `versions_seen` repeats versions of its `channel_versions`,
+/// and consecutive checkpoints of a history share most of them. A clone of
+/// the text costs a fifth of building it. Direct-mapped: a slot holds the
+/// last version that hashed to it.
+pub(crate) struct VersionTexts {
+    slots: Vec<Option<(Packed, String)>>,
+}
+
+/// A LangGraph version packed: (counter, digits, number of digits).
+type Packed = (u64, u64, u8);
+
+impl Default for VersionTexts {
+    fn default() -> VersionTexts {
+        VersionTexts { slots: vec![None; 64] }
+    }
+}
+
+impl VersionTexts {
+    fn text(&mut self, counter: u64, digits: u64, len: u8) -> String {
+        let key = (counter, digits, len);
+        // The high bits of a multiply mix every bit of both numbers.
+        let at = (counter ^ digits).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58;
+        let slot = &mut self.slots[at as usize];
+        match slot {
+            Some((k, text)) if *k == key => text.clone(),
+            _ => {
+                let text = langgraph_text(counter, digits, len);
+                *slot = Some((key, text.clone()));
+                text
+            }
+        }
+    }
+}
+
+/// [`decode`], building version texts through `texts`.
+pub(crate) fn decode_with(bytes: &[u8], texts: &mut VersionTexts) -> Result<Decoded, String> {
     let mut rd = Cursor::new(bytes);
     let rd = &mut rd;
     let bad = |what: &str| format!("the msgpack checkpoint row is damaged ({what})");
@@ -170,7 +210,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, String> {
     }
     let mut channel_versions = ChannelVersions::new();
     for name in &names {
-        channel_versions.insert(name.clone(), read_version(rd).ok_or_else(|| bad("versions"))?);
+        channel_versions.insert(name.clone(), read_version(rd, texts).ok_or_else(|| bad("versions"))?);
     }
     let channel = |rd: &mut Cursor<&[u8]>| -> Option<String> {
         match peek(rd)? {
@@ -205,7 +245,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, String> {
         let mut seen = ChannelVersions::new();
         for _ in 0..m {
             let k = channel(rd).ok_or_else(|| bad("versions_seen"))?;
-            seen.insert(k, read_version(rd).ok_or_else(|| bad("versions_seen"))?);
+            seen.insert(k, read_version(rd, texts).ok_or_else(|| bad("versions_seen"))?);
         }
         versions_seen.insert(node, seen);
     }
@@ -345,7 +385,7 @@ fn decimal(s: &str) -> Option<u64> {
     })
 }
 
-fn read_version(rd: &mut Cursor<&[u8]>) -> Option<ChannelVersion> {
+fn read_version(rd: &mut Cursor<&[u8]>, texts: &mut VersionTexts) -> Option<ChannelVersion> {
     Some(match peek(rd)? {
         0x90..=0x9f | 0xdc | 0xdd => {
             if decode::read_array_len(rd).ok()? != 3 {
@@ -359,7 +399,7 @@ fn read_version(rd: &mut Cursor<&[u8]>) -> Option<ChannelVersion> {
             {
                 return None;
             }
-            ChannelVersion::Str(langgraph_text(counter, digits, len))
+            ChannelVersion::Str(texts.text(counter, digits, len))
         }
         0xa0..=0xbf | 0xd9..=0xdb => ChannelVersion::Str(read_str(rd)?),
         _ => ChannelVersion::Int(decode::read_int(rd).ok()?),
