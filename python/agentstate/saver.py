@@ -42,6 +42,8 @@ _INLINE = (bool, type(None))
 _I64 = (-(2**63), 2**63 - 1)
 # The integers the crate's JSON keeps exactly (i64 and u64).
 _JSON_INTS = (-(2**63), 2**64 - 1)
+# A `list` limit above this is no limit (the native module takes a usize).
+_MAX_LIMIT = 2**63 - 1
 
 
 def _inline(value: Any) -> bool:
@@ -124,6 +126,8 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         write_behind: bool = False,
     ) -> None:
         super().__init__(serde=serde)
+        if "\x00" in str(path):
+            raise ValueError("path must not contain a NUL byte")  # as open() and sqlite3.connect()
         self.path = path
         # LangGraph's default serde gives one value the same bytes every time,
         # so a version stored again with other bytes is a real conflict; any
@@ -218,7 +222,8 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         row = self._native.get_tuple(
             str(configurable["thread_id"]),
             configurable.get("checkpoint_ns", ""),
-            get_checkpoint_id(config),
+            # An empty id is no id (the newest), as in LangGraph's savers.
+            get_checkpoint_id(config) or None,
         )
         return None if row is None else self._tuple(row)
 
@@ -236,10 +241,11 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         cursor = self._native.list(
             thread_id=None if thread_id is None else str(thread_id),
             checkpoint_ns=configurable.get("checkpoint_ns"),
-            checkpoint_id=configurable.get("checkpoint_id"),
+            # An empty id is no id, as in LangGraph's savers.
+            checkpoint_id=configurable.get("checkpoint_id") or None,
             filter=_dumps(_equality(filter)) if filter else None,
             before=get_checkpoint_id(before) if before else None,
-            limit=limit,
+            limit=_limit(limit),
             share=share,
         )
         # An older version of an appended message list is cut from the newer
@@ -282,6 +288,9 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
             else:
                 skipped.append(channel)
         stored["channel_values"] = inline
+        # The crate would read an integer beyond 64 bits anywhere in the
+        # checkpoint's JSON back as a float (LangGraph's savers refuse it).
+        _check_ints(stored, "checkpoint")
         args = [
             thread_id,
             ns,
@@ -425,6 +434,17 @@ def _take(it: Iterator[Any], n: int, done: Any) -> list[Any]:
         if item is done:
             break
     return out
+
+
+def _limit(limit: Any) -> Any:
+    """`list`'s limit for the native module: a negative one is refused
+    (LangGraph's savers disagree on what it means), one beyond any count is
+    no limit; anything else goes as is (a non-int raises `TypeError` there)."""
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        if limit < 0:
+            raise ValueError(f"limit must be None or a non-negative int, got {limit!r}")
+        return min(limit, _MAX_LIMIT)
+    return limit
 
 
 def _equality(filter: dict[str, Any]) -> dict[str, Any]:

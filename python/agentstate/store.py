@@ -148,7 +148,11 @@ class AgentStateStore(BaseStore):
     ) -> None:
         if search_memory is not None and (isinstance(search_memory, bool) or search_memory < 0):
             raise ValueError(f"search_memory must be a number of bytes >= 0, got {search_memory!r}")
+        if isinstance(search_memory, int):
+            search_memory = min(search_memory, _MAX_COUNT)  # more than any memory: no bound
         self.path = os.fspath(path)
+        if isinstance(self.path, str) and "\x00" in self.path:
+            raise ValueError("path must not contain a NUL byte")  # as open() and sqlite3.connect()
         self.ttl_config = _check_ttl_config(ttl)
         self.index_config: Optional[AgentStateIndexConfig] = None
         self.embeddings: Optional[Embeddings] = None
@@ -271,16 +275,22 @@ class AgentStateStore(BaseStore):
             )
             return future
 
-        self._ttl_stop_event.clear()
         interval = float(
             sweep_interval_minutes or self.ttl_config.get("sweep_interval_minutes") or 5
         )
+        if not interval > 0:
+            # Zero is the default (5); a negative or NaN interval would sweep
+            # in a busy loop.
+            raise ValueError(f"sweep_interval_minutes must be a positive number, got {sweep_interval_minutes!r}")
+        # Event.wait refuses a timeout beyond TIMEOUT_MAX (the sweeper died).
+        wait = min(interval * 60, threading.TIMEOUT_MAX)
+        self._ttl_stop_event.clear()
         logger.info("Starting store TTL sweeper with interval %s minutes", interval)
         future = concurrent.futures.Future()
 
         def sweep_loop() -> None:
             try:
-                while not self._ttl_stop_event.wait(interval * 60):
+                while not self._ttl_stop_event.wait(wait):
                     try:
                         swept = self.sweep_ttl()
                         if swept > 0:
@@ -339,7 +349,7 @@ def _index_config(
         raise TypeError(f"index must be an IndexConfig dict, got {type(index).__name__}")
     config = dict(index)
     dims = config.get("dims")
-    if isinstance(dims, bool) or not isinstance(dims, int) or dims <= 0:
+    if isinstance(dims, bool) or not isinstance(dims, int) or not 0 < dims <= _MAX_COUNT:
         raise ValueError(f"index needs 'dims', a positive int, got {dims!r}")
     if config.get("embed") is None:
         raise ValueError("index needs 'embed': an Embeddings, a function or a provider string")
@@ -523,13 +533,20 @@ def _minutes(ttl: Optional[float]) -> Optional[float]:
         return None
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
         raise TypeError(f"ttl must be a number of minutes or None, got {ttl!r}")
-    return float(ttl)
+    try:
+        return float(ttl)
+    except OverflowError:
+        raise ValueError(f"ttl must be a finite, non-negative number of minutes, got {ttl!r}") from None
 
 
 def _count(name: str, n: int) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"{name} must be a non-negative int, got {n!r}")
-    return n
+    # Beyond any count (the native module takes a usize): the same as no bound.
+    return min(n, _MAX_COUNT)
+
+
+_MAX_COUNT = 2**63 - 1
 
 
 def _time(seconds: float) -> datetime:
