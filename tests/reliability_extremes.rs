@@ -211,8 +211,9 @@ fn a_blob_at_the_largest_chain_position_is_continued_whole() {
 /// search from memory), but `Checkpointer::list` and a Store search from
 /// the file (`with_search_memory(0)`) failed with an untyped
 /// `Error::Sqlite` ("too many SQL variables"): the search budget changed
-/// the result. Now `Filter::parse` refuses it everywhere, and a filter
-/// just under the limit runs everywhere with one answer.
+/// the result. Now `Filter::parse` refuses a filter of more conditions than
+/// SQL can bind everywhere, a filter just under the limit runs everywhere
+/// with one answer, and an `$in` list of any length is one parameter.
 #[test]
 fn a_filter_too_large_for_sql_is_refused_alike_everywhere() {
     use agentstate::store::Search;
@@ -230,12 +231,8 @@ fn a_filter_too_large_for_sql_is_refused_alike_everywhere() {
         m.extend((0..n).map(|i| (format!("k{i}"), json!({"$ne": 1}))));
         serde_json::Value::Object(m)
     };
-    let too_large = [
-        json!({"x": {"$in": (0..40_000).collect::<Vec<_>>()}}),
-        json!({"x": {"$nin": (10..40_000).map(|i| format!("s{i}")).collect::<Vec<_>>()}}),
-        json!({"$or": (0..20_000).map(|i| json!({"x": i})).collect::<Vec<_>>()}),
-        conditions(20_000),
-    ];
+    let too_large =
+        [json!({"$or": (0..20_000).map(|i| json!({"x": i})).collect::<Vec<_>>()}), conditions(20_000)];
     for f in &too_large {
         let refused = |r: agentstate::Result<usize>| {
             assert!(
@@ -251,12 +248,86 @@ fn a_filter_too_large_for_sql_is_refused_alike_everywhere() {
     for f in [
         json!({"x": {"$in": (0..30_000).collect::<Vec<_>>()}}),
         json!({"x": {"$nin": (10..30_000).collect::<Vec<_>>()}}),
+        json!({"x": {"$in": (0..1_000_000).collect::<Vec<_>>()}}),
+        json!({"x": {"$nin": (10..40_000).map(|i| format!("s{i}")).collect::<Vec<_>>()}}),
         conditions(9_000),
     ] {
         assert!(agentstate::Filter::parse(&f).unwrap().matches(&json!({"x": 5})));
         assert_eq!(saver.list(&ListQuery::thread("t").filter(f.clone())).unwrap().len(), 1);
         assert_eq!(memory.search(Search::new(&["a"]).filter(f.clone())).unwrap().len(), 1);
         assert_eq!(file.search(Search::new(&["a"]).filter(f.clone())).unwrap().len(), 1);
+    }
+}
+
+/// Guarantee: a long `$in` / `$nin` list (bound as one JSON array) keeps
+/// the filter language's types: numbers match numbers of equal value
+/// (integer or float, at the extremes too), strings match strings, never
+/// each other or booleans; every way of evaluating it gives one answer.
+#[test]
+fn long_in_lists_keep_their_types_everywhere() {
+    use agentstate::store::Search;
+    use agentstate::{ListQuery, StoreConfig};
+    let docs = [
+        json!(5),
+        json!(5.0),
+        json!("5"),
+        json!(true),
+        json!(null),
+        json!(u64::MAX),
+        json!(i64::MIN),
+        json!(1e308),
+        json!(0.1),
+        json!(-0.0),
+        json!("s7"),
+        json!([5]),
+    ];
+    let db = Db::open_in_memory().unwrap();
+    let saver = db.checkpointer();
+    let memory = db.store(StoreConfig::default()).unwrap();
+    let file = db.store(StoreConfig::default().with_search_memory(0)).unwrap();
+    for (i, x) in docs.iter().enumerate() {
+        let meta = Metadata::new().with("x", x.clone()).with("i", json!(i));
+        saver
+            .put(
+                &CheckpointConfig::thread(format!("t{i}")),
+                &Checkpoint::new(),
+                &meta,
+                &ChannelVersions::new(),
+            )
+            .unwrap();
+        memory.put(&["a"], &format!("k{i}"), json!({"x": x, "i": i})).unwrap();
+    }
+    let filler = |n: usize| (1000..1000 + n).map(|i| json!(i)).collect::<Vec<_>>();
+    let lists = [
+        [vec![json!(5)], filler(40)].concat(),
+        [vec![json!(5.0), json!(u64::MAX), json!(i64::MIN), json!(1e308), json!(0.1), json!(0)], filler(40)]
+            .concat(),
+        [vec![json!("5"), json!("s7")], (0..40).map(|i| json!(format!("w{i}"))).collect()].concat(),
+        [vec![json!(5), json!("5"), json!(true), json!(null)], filler(40)].concat(),
+    ];
+    for list in lists {
+        for op in ["$in", "$nin"] {
+            let f = json!({"x": {op: list}});
+            let parsed = agentstate::Filter::parse(&f).unwrap();
+            let expected: Vec<usize> =
+                (0..docs.len()).filter(|i| parsed.matches(&json!({"x": docs[*i], "i": i}))).collect();
+            assert!(!expected.is_empty() && expected.len() < docs.len(), "{f}: {expected:?}");
+            let ids = |v: Vec<serde_json::Value>| {
+                let mut v: Vec<usize> = v.iter().map(|i| i.as_u64().unwrap() as usize).collect();
+                v.sort_unstable();
+                v
+            };
+            let listed = saver.list(&ListQuery::all().filter(f.clone())).unwrap();
+            assert_eq!(ids(listed.iter().map(|t| t.metadata.0["i"].clone()).collect()), expected, "list {f}");
+            for store in [&memory, &file] {
+                let hits = store.search(Search::new(&["a"]).filter(f.clone()).limit(100)).unwrap();
+                assert_eq!(
+                    ids(hits.iter().map(|h| h.item.value["i"].clone()).collect()),
+                    expected,
+                    "search {f}"
+                );
+            }
+        }
     }
 }
 

@@ -159,8 +159,9 @@ impl Filter {
     ///   array, `$exists` without a boolean, an empty `$or`, ...);
     /// * the filter nests more than 32 levels of objects and arrays;
     /// * the filter is too large for one SQLite statement: more than 32 000
-    ///   paths and values once compiled (an `$in` list counts each element,
-    ///   a condition its path two or three times).
+    ///   paths and values once compiled (a condition counts its path two or
+    ///   three times; an `$in` or `$nin` list counts one per element up to 16
+    ///   elements of a kind, and once when longer: a list of any length fits).
     pub fn parse(filter: &Value) -> Result<Filter> {
         let root = parse::parse_filter(filter)?;
         // Searches and lists run the filter in SQL (SQLite binds at most

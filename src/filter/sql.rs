@@ -48,6 +48,10 @@ pub(super) fn compile(root: &Node, column: &str) -> (String, Vec<SqlValue>) {
 /// SQL for "the value is a number" given `json_type` (may be NULL).
 const IS_NUMBER: &str = "IN ('integer', 'real')";
 
+/// An `$in` / `$nin` list of numbers or strings longer than this is bound
+/// as one JSON array rather than one parameter per element.
+const LONG_LIST: usize = 16;
+
 /// The kind of values a list of [`SqlGen::in_many`] holds.
 #[derive(Clone, Copy)]
 enum Kind {
@@ -235,15 +239,25 @@ impl SqlGen {
         }
         self.push("(");
         self.json_extract(p);
-        self.push(" IN (");
-        for (i, v) in many.iter().enumerate() {
-            if i > 0 {
-                self.push(", ");
-            }
-            match v {
-                Value::Number(n) => self.param(Num::of(n).to_sql()),
-                Value::String(s) => self.param(SqlValue::Text(s.clone())),
-                _ => {}
+        if many.len() > LONG_LIST {
+            // One parameter, the list as JSON, instead of one per element:
+            // SQLite binds at most 32 766 in a statement. Its elements are
+            // read by SQLite's JSON parser, as the document's are.
+            self.push(" IN (SELECT value FROM json_each(");
+            let arr = Value::Array(many.iter().map(|v| (*v).clone()).collect());
+            self.param(SqlValue::Text(arr.to_string()));
+            self.push(")");
+        } else {
+            self.push(" IN (");
+            for (i, v) in many.iter().enumerate() {
+                if i > 0 {
+                    self.push(", ");
+                }
+                match v {
+                    Value::Number(n) => self.param(Num::of(n).to_sql()),
+                    Value::String(s) => self.param(SqlValue::Text(s.clone())),
+                    _ => {}
+                }
             }
         }
         match kind {
