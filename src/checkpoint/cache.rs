@@ -201,6 +201,20 @@ mod tests {
     }
 
     #[test]
+    fn a_borrowed_key_finds_what_an_owned_one_stored() {
+        let c = ValueCache::new(1 << 20);
+        for i in 0..500 {
+            c.insert(key(&format!("t{i}"), &i.to_string()), Some(json!(i).into()), 100);
+        }
+        for i in 0..500 {
+            let (t, v) = (format!("t{i}"), i.to_string());
+            assert!(c.get_ref((&t, "", "c", &v)).is_some(), "{i}");
+            // Moving a byte between parts is another key.
+            assert!(c.get_ref((&t, "", &format!("c{v}"), "")).is_none(), "{i}");
+        }
+    }
+
+    #[test]
     fn stays_within_its_budget_and_forgets_threads() {
         let c = ValueCache::new(1000);
         for i in 0..100 {
