@@ -4,20 +4,25 @@
 use serde_json::Value;
 
 use super::algo::{apply_writes, send_value, Channels, CpState, Task, TaskInput, TaskWrites};
-use super::graph::{Goto, NodeError, NodeFn, NodeKind, State, Update};
+use super::graph::{Goto, NodeError, NodeFn, NodeKind, NodeSpec, State, Update};
 use super::run::CompiledGraph;
 use super::{END, NO_WRITES, TASKS};
 use crate::error::Result;
+
+/// LangGraph's `InvalidUpdateError`: what a node returned (or was given)
+/// cannot become writes.
+fn invalid_update(message: String) -> NodeError {
+    NodeError::with_kind("InvalidUpdateError", message)
+}
 
 /// What a node function reads: the task's state (a task whose input is
 /// not an object cannot run a node).
 fn node_state(task: &Task) -> std::result::Result<&State, NodeError> {
     match &task.input {
         TaskInput::State(s) => Ok(s),
-        TaskInput::Raw(other) => Err(NodeError::with_kind(
-            "InvalidUpdateError",
-            format!("the input of {} is not an object: {other}", task.name),
-        )),
+        TaskInput::Raw(other) => {
+            Err(invalid_update(format!("the input of {} is not an object: {other}", task.name)))
+        }
     }
 }
 
@@ -44,15 +49,12 @@ impl CompiledGraph {
         task: &Task,
         channels: &Channels,
     ) -> std::result::Result<Vec<(String, Value)>, NodeError> {
-        let graph = &self.graph;
-        let node =
-            graph.node(&task.name).ok_or_else(|| NodeError::new(format!("unknown node {}", task.name)))?;
-        let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
+        let node = self.task_node(task)?;
         let update = match &node.func {
             None => match &task.input {
                 TaskInput::Raw(Value::Object(m)) => Update::from(m.clone()),
                 TaskInput::State(s) => Update::from(s.to_map()),
-                TaskInput::Raw(other) => return Err(invalid(format!("Expected dict, got {other}"))),
+                TaskInput::Raw(other) => return Err(invalid_update(format!("Expected dict, got {other}"))),
             },
             // A panicking node fails its task like an erroring one (LangGraph
             // catches every exception a node raises).
@@ -75,7 +77,12 @@ impl CompiledGraph {
                 return Err(NodeError::new(format!("{} is a subgraph", task.name)))
             }
         };
-        self.node_writes(task, update, channels)
+        self.writes_of(node, task, update, channels)
+    }
+
+    /// The node `task` runs.
+    fn task_node(&self, task: &Task) -> std::result::Result<&NodeSpec, NodeError> {
+        self.graph.node(&task.name).ok_or_else(|| NodeError::new(format!("unknown node {}", task.name)))
     }
 
     /// The writes of `task`'s node returning `update`: its state writes
@@ -87,10 +94,18 @@ impl CompiledGraph {
         update: Update,
         channels: &Channels,
     ) -> std::result::Result<Vec<(String, Value)>, NodeError> {
+        self.writes_of(self.task_node(task)?, task, update, channels)
+    }
+
+    /// [`node_writes`](Self::node_writes) for `task`'s `node`.
+    fn writes_of(
+        &self,
+        node: &NodeSpec,
+        task: &Task,
+        update: Update,
+        channels: &Channels,
+    ) -> std::result::Result<Vec<(String, Value)>, NodeError> {
         let graph = &self.graph;
-        let node =
-            graph.node(&task.name).ok_or_else(|| NodeError::new(format!("unknown node {}", task.name)))?;
-        let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
         let is_key = |k: &str| graph.state_keys.iter().any(|s| s == k);
         let mut writes: Vec<(String, Value)> = update.writes.into_iter().filter(|(k, _)| is_key(k)).collect();
         let gotos = update.gotos;
@@ -102,7 +117,7 @@ impl CompiledGraph {
         if !node.routers.is_empty() {
             let state = self
                 .fresh_state(task, &writes[..state_writes], channels)
-                .map_err(|e| invalid(e.to_string()))?;
+                .map_err(|e| invalid_update(e.to_string()))?;
             for router in &node.routers {
                 for goto in router(&state)? {
                     writes.push(self.goto_write(&task.name, goto)?);
@@ -119,20 +134,19 @@ impl CompiledGraph {
     /// The write that sends the graph to `goto` after `from` (an empty
     /// channel name for [`END`], dropped by the caller).
     fn goto_write(&self, from: &str, goto: Goto) -> std::result::Result<(String, Value), NodeError> {
-        let invalid = |m: String| NodeError::with_kind("InvalidUpdateError", m);
         let runnable = |n: &str| self.graph.node(n).is_some_and(|n| n.func.is_some());
         match goto {
             Goto::Node(n) if n == END => Ok((String::new(), Value::Null)),
             Goto::Node(n) if runnable(&n) => Ok((format!("branch:to:{n}"), Value::Null)),
-            Goto::Node(n) => Err(invalid(format!("{from} went to unknown node {n:?}"))),
+            Goto::Node(n) => Err(invalid_update(format!("{from} went to unknown node {n:?}"))),
             // The receiving task reads its argument as its state: refused
             // here, in the sender, rather than failing the receiver on every
             // run from the stored Send.
             Goto::Send(s) if !s.arg.is_object() => {
-                Err(invalid(format!("Send to {:?} needs an object argument, got {}", s.node, s.arg)))
+                Err(invalid_update(format!("Send to {:?} needs an object argument, got {}", s.node, s.arg)))
             }
             Goto::Send(s) if runnable(&s.node) => Ok((TASKS.to_string(), send_value(&s.node, &s.arg))),
-            Goto::Send(s) => Err(invalid(format!("Send to unknown node {:?}", s.node))),
+            Goto::Send(s) => Err(invalid_update(format!("Send to unknown node {:?}", s.node))),
         }
     }
 
