@@ -986,7 +986,12 @@ fn update_state_head_graphs() -> Harness {
 /// the resume reruns only that push task.
 #[test]
 fn send_reducer_error() {
-    let fx = fixture("send_reducer_error");
+    check_sends("send_reducer_error");
+}
+
+/// The fixture `name` on [`sends_graph`] (its t2 worker failing once).
+fn check_sends(name: &str) {
+    let fx = fixture(name);
     let mut h = Harness::new();
     let fail = Arc::new(Mutex::new(true));
     let b = sends_graph(&h.counts, &fail);
@@ -1001,7 +1006,12 @@ fn send_reducer_error() {
 /// and the next resume does not run it again.
 #[test]
 fn interrupt_then_error() {
-    let fx = fixture("interrupt_then_error");
+    check_ask_and_flaky("interrupt_then_error");
+}
+
+/// The fixture `name` on [`ask_and_flaky`] (flaky runs three times).
+fn check_ask_and_flaky(name: &str) {
+    let fx = fixture(name);
     let mut h = Harness::new();
     let runs = Arc::new(Mutex::new(0));
     let b = ask_and_flaky(&h.counts, &runs);
@@ -1288,13 +1298,7 @@ fn stream_interrupt() {
 /// cached before t2 runs.
 #[test]
 fn stream_send() {
-    let fx = fixture("stream_send");
-    let mut h = Harness::new();
-    let fail = Arc::new(Mutex::new(true));
-    let b = sends_graph(&h.counts, &fail);
-    h.graph("sends", "main", b);
-    h.check(&fx);
-    assert!(!*fail.lock().unwrap(), "the t2 worker failed once");
+    check_sends("stream_send");
 }
 
 /// `stream` of `interrupt_then_error`: a superstep that both pauses and
@@ -1302,13 +1306,7 @@ fn stream_send() {
 /// task's update before the error; the next run reports it as cached.
 #[test]
 fn stream_interrupt_error() {
-    let fx = fixture("stream_interrupt_error");
-    let mut h = Harness::new();
-    let runs = Arc::new(Mutex::new(0));
-    let b = ask_and_flaky(&h.counts, &runs);
-    h.graph("mixed", "main", b);
-    h.check(&fx);
-    assert_eq!(*runs.lock().unwrap(), 3, "flaky ran three times");
+    check_ask_and_flaky("stream_interrupt_error");
 }
 
 /// Node retry policies: retried inside the task (no checkpoint between

@@ -1725,9 +1725,11 @@ def concat(a: str, b: str) -> str:
 _FLAKY_T2 = {"fail": True}
 
 
-@scenario
-def send_reducer_error(h: Harness) -> dict:
-    _FLAKY_T2["fail"] = True
+def _sends(flag: dict, sleeps: dict, raises: str, prose: str | None = None) -> tuple[StateGraph, dict]:
+    """plan sends one worker per topic into a user binary reducer (string
+    concatenation); the t2 worker raises ValueError while `flag["fail"]` is
+    set; a worker sleeps `sleeps[topic]` seconds first. The builder and its
+    spec (`raises`: the worker's error as the spec tells it)."""
 
     class S(TypedDict):
         topics: list
@@ -1741,10 +1743,10 @@ def send_reducer_error(h: Harness) -> dict:
         return [Send("worker", {"topic": t}) for t in s["topics"]]
 
     def worker(arg):
-        if arg["topic"] == "t2":
-            time.sleep(0.05)  # let t1 and t3 finish first, so their writes are saved
-            if _FLAKY_T2["fail"]:
-                raise ValueError("t2 failed")
+        if arg["topic"] in sleeps:
+            time.sleep(sleeps[arg["topic"]])
+        if arg["topic"] == "t2" and flag["fail"]:
+            raise ValueError("t2 failed")
         return {"log": f"|{arg['topic']}"}
 
     def join(s):
@@ -1758,6 +1760,45 @@ def send_reducer_error(h: Harness) -> dict:
     b.add_conditional_edges("plan", fan_out, ["worker"])
     b.add_edge("worker", "join")
     b.add_edge("join", END)
+    spec = {
+        "state": {
+            "topics": {"type": "list", "reducer": "last value"},
+            "log": {"type": "str", "reducer": "user function concat(a, b) = a + b (starts at '')"},
+            "joined": {"type": "str", "reducer": "last value"},
+        },
+        "nodes": [
+            {"node": "plan", "writes": {"topics": {"literal": ["t1", "t2", "t3"]}, "log": {"literal": "|plan"}}},
+            {
+                "node": "worker",
+                "input": "the Send arg {'topic': t}, not the state",
+                "raises": raises,
+                "writes": {"log": {"expr": "'|' + arg.topic"}},
+            },
+            {"node": "join", "writes": {"joined": {"expr": "state.log"}}},
+        ],
+        "edges": [["__start__", "plan"], ["worker", "join"], ["join", "__end__"]],
+        "conditional_edges": [
+            {
+                "source": "plan",
+                "rule": "[Send('worker', {'topic': t}) for t in state.topics]",
+                "path_map": ["worker"],
+            }
+        ],
+    }
+    if prose is not None:
+        spec["prose"] = prose
+    return b, spec
+
+
+@scenario
+def send_reducer_error(h: Harness) -> dict:
+    _FLAKY_T2["fail"] = True
+    # t2 sleeps so that t1 and t3 finish first and their writes are saved.
+    b, spec = _sends(
+        _FLAKY_T2,
+        {"t2": 0.05},
+        "ValueError('t2 failed') for topic t2 while the module flag is set (first invoke)",
+    )
     h.compile("main", b)
     cfg = {"configurable": {"thread_id": "sends"}}
     h.invoke("main", "sends", {"log": "in"})
@@ -1770,44 +1811,17 @@ def send_reducer_error(h: Harness) -> dict:
         "'|<topic>'; the t2 worker raises ValueError on the first invoke (t1's and t3's writes "
         "stay pending next to its __error__). invoke(None) reruns only the t2 push task; the "
         "reducer applies the three writes in task order; join copies log.",
-        "graphs": {
-            "main": {
-                "spec": {
-                    "state": {
-                        "topics": {"type": "list", "reducer": "last value"},
-                        "log": {"type": "str", "reducer": "user function concat(a, b) = a + b (starts at '')"},
-                        "joined": {"type": "str", "reducer": "last value"},
-                    },
-                    "nodes": [
-                        {"node": "plan", "writes": {"topics": {"literal": ["t1", "t2", "t3"]}, "log": {"literal": "|plan"}}},
-                        {
-                            "node": "worker",
-                            "input": "the Send arg {'topic': t}, not the state",
-                            "raises": "ValueError('t2 failed') for topic t2 while the module flag is set (first invoke)",
-                            "writes": {"log": {"expr": "'|' + arg.topic"}},
-                        },
-                        {"node": "join", "writes": {"joined": {"expr": "state.log"}}},
-                    ],
-                    "edges": [["__start__", "plan"], ["worker", "join"], ["join", "__end__"]],
-                    "conditional_edges": [
-                        {
-                            "source": "plan",
-                            "rule": "[Send('worker', {'topic': t}) for t in state.topics]",
-                            "path_map": ["worker"],
-                        }
-                    ],
-                }
-            }
-        },
+        "graphs": {"main": {"spec": spec}},
     }
 
 
 _FLAKY_TWICE = {"runs": 0}
 
 
-@scenario
-def interrupt_then_error(h: Harness) -> dict:
-    _FLAKY_TWICE["runs"] = 0
+def _ask_and_flaky(runs: dict) -> tuple[StateGraph, dict]:
+    """ask and flaky in one superstep, both -> join: ask calls
+    interrupt('approve?'), flaky raises on its first two runs (counted in
+    `runs["runs"]`). The builder and its spec."""
 
     class S(TypedDict):
         items: Annotated[list, operator.add]
@@ -1818,9 +1832,9 @@ def interrupt_then_error(h: Harness) -> dict:
 
     def flaky(s):
         time.sleep(0.05)  # let `ask` finish first, so its writes are saved
-        _FLAKY_TWICE["runs"] += 1
-        if _FLAKY_TWICE["runs"] <= 2:
-            raise ValueError(f"flaky failed ({_FLAKY_TWICE['runs']})")
+        runs["runs"] += 1
+        if runs["runs"] <= 2:
+            raise ValueError(f"flaky failed ({runs['runs']})")
         return {"items": ["flaky"]}
 
     def join(s):
@@ -1835,6 +1849,37 @@ def interrupt_then_error(h: Harness) -> dict:
     b.add_edge("ask", "join")
     b.add_edge("flaky", "join")
     b.add_edge("join", END)
+    spec = {
+        "state": {"items": {"type": "list", "reducer": "operator.add"}},
+        "nodes": [
+            {
+                "node": "ask",
+                "calls": "answer = interrupt('approve?')",
+                "writes": {"items": {"expr": "['ask:' + answer]"}},
+            },
+            {
+                "node": "flaky",
+                "raises": "ValueError('flaky failed (<n>)') on its first two runs (n = 1, 2)",
+                "writes": {"items": {"literal": ["flaky"]}},
+            },
+            {"node": "join", "writes": {"items": {"expr": "['join:' + str(len(state.items))]"}}},
+        ],
+        "edges": [
+            ["__start__", "ask"],
+            ["__start__", "flaky"],
+            ["ask", "join"],
+            ["flaky", "join"],
+            ["join", "__end__"],
+        ],
+        "prose": "flaky sleeps 50 ms first so ask's writes are saved before its error.",
+    }
+    return b, spec
+
+
+@scenario
+def interrupt_then_error(h: Harness) -> dict:
+    _FLAKY_TWICE["runs"] = 0
+    b, spec = _ask_and_flaky(_FLAKY_TWICE)
     h.compile("main", b)
     cfg = {"configurable": {"thread_id": "mixed"}}
     h.invoke("main", "mixed", {"items": []})
@@ -1849,34 +1894,7 @@ def interrupt_then_error(h: Harness) -> dict:
         "again. ask now has an __interrupt__ write and its output: it finished, so get_state "
         "shows its output applied and only flaky next, and invoke(None) reruns only flaky, "
         "then join.",
-        "graphs": {
-            "main": {
-                "spec": {
-                    "state": {"items": {"type": "list", "reducer": "operator.add"}},
-                    "nodes": [
-                        {
-                            "node": "ask",
-                            "calls": "answer = interrupt('approve?')",
-                            "writes": {"items": {"expr": "['ask:' + answer]"}},
-                        },
-                        {
-                            "node": "flaky",
-                            "raises": "ValueError('flaky failed (<n>)') on its first two runs (n = 1, 2)",
-                            "writes": {"items": {"literal": ["flaky"]}},
-                        },
-                        {"node": "join", "writes": {"items": {"expr": "['join:' + str(len(state.items))]"}}},
-                    ],
-                    "edges": [
-                        ["__start__", "ask"],
-                        ["__start__", "flaky"],
-                        ["ask", "join"],
-                        ["flaky", "join"],
-                        ["join", "__end__"],
-                    ],
-                    "prose": "flaky sleeps 50 ms first so ask's writes are saved before its error.",
-                }
-            }
-        },
+        "graphs": {"main": {"spec": spec}},
     }
 
 
@@ -2223,39 +2241,13 @@ _FLAKY_STREAM = {"fail": True}
 @scenario
 def stream_send(h: Harness) -> dict:
     _FLAKY_STREAM["fail"] = True
-
-    class S(TypedDict):
-        topics: list
-        log: Annotated[str, concat]
-        joined: str
-
-    def plan(s):
-        return {"topics": ["t1", "t2", "t3"], "log": "|plan"}
-
-    def fan_out(s):
-        return [Send("worker", {"topic": t}) for t in s["topics"]]
-
-    def worker(arg):
-        # t1 finishes first, t3 next, t2 last (in task order but for the failing t2)
-        if arg["topic"] == "t3":
-            time.sleep(0.03)
-        if arg["topic"] == "t2":
-            time.sleep(0.08)
-            if _FLAKY_STREAM["fail"]:
-                raise ValueError("t2 failed")
-        return {"log": f"|{arg['topic']}"}
-
-    def join(s):
-        return {"joined": s["log"]}
-
-    b = StateGraph(S)
-    b.add_node("plan", counted("plan", plan))
-    b.add_node("worker", counted("worker", worker))
-    b.add_node("join", counted("join", join))
-    b.add_edge(START, "plan")
-    b.add_conditional_edges("plan", fan_out, ["worker"])
-    b.add_edge("worker", "join")
-    b.add_edge("join", END)
+    # t1 finishes first, t3 next, t2 last (in task order but for the failing t2).
+    b, spec = _sends(
+        _FLAKY_STREAM,
+        {"t3": 0.03, "t2": 0.08},
+        "ValueError('t2 failed') for topic t2 on the first stream",
+        "t3 sleeps 30 ms, t2 80 ms, so they finish t1, t3, t2.",
+    )
     h.compile("main", b)
     cfg = {"configurable": {"thread_id": "sends"}}
     h.stream("main", "sends", {"log": "in"})
@@ -2267,36 +2259,7 @@ def stream_send(h: Harness) -> dict:
         "finished: their updates are streamed, then the error is raised (no values event for "
         "the failed superstep). stream(None) streams the state, t1's and t3's stored updates "
         "(marked cached, one event each), t2's update, the state, join.",
-        "graphs": {
-            "main": {
-                "spec": {
-                    "state": {
-                        "topics": {"type": "list", "reducer": "last value"},
-                        "log": {"type": "str", "reducer": "user function concat(a, b) = a + b (starts at '')"},
-                        "joined": {"type": "str", "reducer": "last value"},
-                    },
-                    "nodes": [
-                        {"node": "plan", "writes": {"topics": {"literal": ["t1", "t2", "t3"]}, "log": {"literal": "|plan"}}},
-                        {
-                            "node": "worker",
-                            "input": "the Send arg {'topic': t}, not the state",
-                            "raises": "ValueError('t2 failed') for topic t2 on the first stream",
-                            "writes": {"log": {"expr": "'|' + arg.topic"}},
-                        },
-                        {"node": "join", "writes": {"joined": {"expr": "state.log"}}},
-                    ],
-                    "edges": [["__start__", "plan"], ["worker", "join"], ["join", "__end__"]],
-                    "conditional_edges": [
-                        {
-                            "source": "plan",
-                            "rule": "[Send('worker', {'topic': t}) for t in state.topics]",
-                            "path_map": ["worker"],
-                        }
-                    ],
-                    "prose": "t3 sleeps 30 ms, t2 80 ms, so they finish t1, t3, t2.",
-                }
-            }
-        },
+        "graphs": {"main": {"spec": spec}},
     }
 
 
@@ -2306,33 +2269,7 @@ _FLAKY_STREAM_TWICE = {"runs": 0}
 @scenario
 def stream_interrupt_error(h: Harness) -> dict:
     _FLAKY_STREAM_TWICE["runs"] = 0
-
-    class S(TypedDict):
-        items: Annotated[list, operator.add]
-
-    def ask(s):
-        ans = interrupt("approve?")
-        return {"items": [f"ask:{ans}"]}
-
-    def flaky(s):
-        time.sleep(0.05)  # let `ask` finish first
-        _FLAKY_STREAM_TWICE["runs"] += 1
-        if _FLAKY_STREAM_TWICE["runs"] <= 2:
-            raise ValueError(f"flaky failed ({_FLAKY_STREAM_TWICE['runs']})")
-        return {"items": ["flaky"]}
-
-    def join(s):
-        return {"items": [f"join:{len(s['items'])}"]}
-
-    b = StateGraph(S)
-    b.add_node("ask", counted("ask", ask))
-    b.add_node("flaky", counted("flaky", flaky))
-    b.add_node("join", counted("join", join))
-    b.add_edge(START, "ask")
-    b.add_edge(START, "flaky")
-    b.add_edge("ask", "join")
-    b.add_edge("flaky", "join")
-    b.add_edge("join", END)
+    b, spec = _ask_and_flaky(_FLAKY_STREAM_TWICE)
     h.compile("main", b)
     cfg = {"configurable": {"thread_id": "mixed"}}
     h.stream("main", "mixed", {"items": []})
@@ -2344,24 +2281,7 @@ def stream_interrupt_error(h: Harness) -> dict:
         "the state, ask's update, then flaky's error again. stream(None): the state, ask's "
         "stored update (cached; it has an __interrupt__ write next to its output), flaky's "
         "update, the state, join.",
-        "graphs": {
-            "main": {
-                "spec": {
-                    "state": {"items": {"type": "list", "reducer": "operator.add"}},
-                    "nodes": [
-                        {"node": "ask", "calls": "answer = interrupt('approve?')", "writes": {"items": {"expr": "['ask:' + answer]"}}},
-                        {
-                            "node": "flaky",
-                            "raises": "ValueError('flaky failed (<n>)') on its first two runs (n = 1, 2)",
-                            "writes": {"items": {"literal": ["flaky"]}},
-                        },
-                        {"node": "join", "writes": {"items": {"expr": "['join:' + str(len(state.items))]"}}},
-                    ],
-                    "edges": [["__start__", "ask"], ["__start__", "flaky"], ["ask", "join"], ["flaky", "join"], ["join", "__end__"]],
-                    "prose": "flaky sleeps 50 ms first so ask's writes are saved before its error.",
-                }
-            }
-        },
+        "graphs": {"main": {"spec": spec}},
     }
 
 
