@@ -13,9 +13,7 @@ use super::chain;
 use super::compact;
 use super::packed;
 use super::row::{self, RowFormat};
-use super::types::{
-    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata, PendingWrite,
-};
+use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata, PendingWrite};
 use super::value::ChannelValue;
 use super::{require_thread, Checkpointer};
 use crate::error::{Error, Result};
@@ -237,15 +235,6 @@ impl Memo {
     }
 }
 
-/// A version as `checkpoint_blobs` keys hold it before [`compact`]: a
-/// string version as it is, an integer in decimal.
-fn version_text(v: &ChannelVersion) -> std::borrow::Cow<'_, str> {
-    match v {
-        ChannelVersion::Str(s) => std::borrow::Cow::Borrowed(s),
-        ChannelVersion::Int(n) => std::borrow::Cow::Owned(n.to_string()),
-    }
-}
-
 /// The elements of the list `value` from `start` on, copied into an array:
 /// the value of a pending write that shares a delta's bytes.
 fn elements_from(value: &ChannelValue, start: usize) -> Option<Value> {
@@ -337,7 +326,7 @@ impl Checkpointer {
                 if stored.empty.contains(ch) {
                     continue;
                 }
-                let text = version_text(version);
+                let text = version.text();
                 let v = match self.known((&row.thread_id, &row.ns, ch, &text), memo) {
                     Some(v) => v,
                     None => {
@@ -366,8 +355,9 @@ impl Checkpointer {
         Ok(out)
     }
 
-    /// The value of one blob (`None`: the channel is empty), from the memo of
-    /// this read, the shared cache, or the file. A blob stored as a delta is
+    /// The value of one blob (`None`: the channel is empty) that is neither
+    /// in the memo of this read nor in the shared cache ([`known`](Self::known),
+    /// which the caller asked): from the file. A blob stored as a delta is
     /// its base's list plus its own elements: its chain is read newest first
     /// in one range query (stopping early if the tip's base is already
     /// decoded), each row decoded straight from the query's buffer, and
@@ -381,9 +371,6 @@ impl Checkpointer {
         memo: &mut Memo,
         share: bool,
     ) -> Result<Option<ChannelValue>> {
-        if let Some(v) = self.known(key.parts(), memo) {
-            return Ok(v);
-        }
         let (thread, ns, channel, _) = key;
         let key_of = |v: &str| -> BlobKey { (thread.clone(), ns.clone(), channel.clone(), v.to_string()) };
         // The deltas from `key` back, newest first: (their names if

@@ -159,7 +159,9 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, String> {
 /// checkpoint's `versions_seen` repeats versions of its `channel_versions`,
 /// and consecutive checkpoints of a history share most of them. A clone of
 /// the text costs a fifth of building it. Direct-mapped: a slot holds the
-/// last version that hashed to it.
+/// last version that hashed to it. The slots are made on first use (a
+/// single row's read often has no packed version at all).
+#[derive(Default)]
 pub(crate) struct VersionTexts {
     slots: Vec<Option<(Packed, String)>>,
 }
@@ -167,17 +169,14 @@ pub(crate) struct VersionTexts {
 /// A LangGraph version packed: (counter, digits, number of digits).
 type Packed = (u64, u64, u8);
 
-impl Default for VersionTexts {
-    fn default() -> VersionTexts {
-        VersionTexts { slots: vec![None; 64] }
-    }
-}
-
 impl VersionTexts {
     fn text(&mut self, counter: u64, digits: u64, len: u8) -> String {
         let key = (counter, digits, len);
         // The high bits of a multiply mix every bit of both numbers.
         let at = (counter ^ digits).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58;
+        if self.slots.is_empty() {
+            self.slots.resize(64, None);
+        }
         let slot = &mut self.slots[at as usize];
         match slot {
             Some((k, text)) if *k == key => text.clone(),

@@ -170,9 +170,16 @@ impl ChannelVersion {
 impl fmt::Display for ChannelVersion {
     /// The text stored in `checkpoint_blobs.version` (`5` for `Int(5)`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text())
+    }
+}
+
+impl ChannelVersion {
+    /// Its [`Display`](fmt::Display) text, borrowed when it is a string.
+    pub(crate) fn text(&self) -> std::borrow::Cow<'_, str> {
         match self {
-            ChannelVersion::Int(n) => write!(f, "{n}"),
-            ChannelVersion::Str(s) => f.write_str(s),
+            ChannelVersion::Int(n) => std::borrow::Cow::Owned(n.to_string()),
+            ChannelVersion::Str(s) => std::borrow::Cow::Borrowed(s),
         }
     }
 }
