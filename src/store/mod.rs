@@ -226,8 +226,9 @@ impl Store {
 
     /// Items under the search's namespace prefix (label-aligned), filtered,
     /// then ranked by similarity to its query (best vector per item,
-    /// descending; ties by namespace then key; items without a vector after
-    /// every scored one, newest first) or, without a query, newest first;
+    /// descending; ties by the namespace's `.`-joined text, then key, in
+    /// byte order; items without a vector after every scored one, newest
+    /// first) or, without a query, newest first (ties as before);
     /// then `offset` and `limit` over that one sequence. Exact: every vector
     /// of every candidate is scored, over an in-memory copy of the searched
     /// prefixes that later searches reuse, or, if that copy would exceed
