@@ -2893,6 +2893,11 @@ def command_input(h: Harness) -> dict:
     }
 
 
+from random_graphs import random_graphs  # noqa: E402 (tools/engine_goldens/random_graphs.py)
+
+scenario(random_graphs)
+
+
 # ---------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------
