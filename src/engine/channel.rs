@@ -276,8 +276,12 @@ impl Channel {
                     self.stored_len = None;
                     Ok(true)
                 }
-                _ => Err(Error::InvalidUpdate(format!(
-                    "At key '{key}': Can receive only one value per step. Use an Annotated key to handle multiple values."
+                _ => Err(Error::InvalidUpdate(super::troubleshooting(
+                    &format!(
+                        "At key '{key}': Can receive only one value per step. Use an Annotated key to handle multiple \
+                         values."
+                    ),
+                    "INVALID_CONCURRENT_GRAPH_UPDATE",
                 ))),
             },
             Kind::Ephemeral { guard } => match values {
@@ -472,7 +476,17 @@ mod tests {
         assert!(c.update(&[json!(1)]).unwrap());
         assert_eq!(c.get(), Some(json!(1)));
         assert!(!c.update(&[]).unwrap());
-        assert!(matches!(c.update(&[json!(1), json!(2)]), Err(Error::InvalidUpdate(_))));
+        // LangGraph's text, troubleshooting line included (channels/last_value.py).
+        let Err(Error::InvalidUpdate(m)) = c.update(&[json!(1), json!(2)]) else { panic!("two writes") };
+        assert_eq!(
+            m,
+            format!(
+                "At key '{}': Can receive only one value per step. Use an Annotated key to handle multiple values.\n\
+                 For troubleshooting, visit: https://docs.langchain.com/oss/python/langgraph/errors/\
+                 INVALID_CONCURRENT_GRAPH_UPDATE",
+                c.key
+            )
+        );
     }
 
     #[test]

@@ -124,6 +124,13 @@ pub enum Durability {
     Exit,
 }
 
+/// `message` with the troubleshooting line LangGraph appends to some of its
+/// errors (`create_error_message` in `langgraph/errors.py`), so that an
+/// error's text is LangGraph's.
+pub(crate) fn troubleshooting(message: &str, code: &str) -> String {
+    format!("{message}\nFor troubleshooting, visit: https://docs.langchain.com/oss/python/langgraph/errors/{code}")
+}
+
 /// The virtual node that receives the graph input.
 pub const START: &str = "__start__";
 /// The virtual node that ends a path.

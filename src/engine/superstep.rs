@@ -201,7 +201,10 @@ impl CompiledGraph {
             }
             Input::Value(input) => {
                 if !input.is_object() {
-                    return Err(Error::InvalidUpdate(format!("Expected dict, got {input}")));
+                    return Err(Error::InvalidUpdate(super::troubleshooting(
+                        &format!("Expected dict, got {input}"),
+                        "INVALID_GRAPH_NODE_RETURN_VALUE",
+                    )));
                 }
                 let discard = prepare_next_tasks(&self.graph, &cp, &channels, step, ns, None)?;
                 let input_writes = [(START.to_string(), input)];

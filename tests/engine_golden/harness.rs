@@ -359,8 +359,20 @@ impl Harness {
                     let idx = e[0].as_i64().unwrap();
                     let channel = e[1].as_str().unwrap().to_string();
                     let tag = e[2].as_str().unwrap().to_string();
-                    let blob = e[3].as_slice().unwrap();
-                    let value = serde.loads_typed(&tag, blob).unwrap();
+                    // The value's bytes, or the key of the delta row of the
+                    // channel that holds exactly those bytes (docs/format.md).
+                    let blob: Vec<u8> = match &e[3] {
+                        rmpv::Value::String(key) => conn
+                            .query_row(
+                                "SELECT blob FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                                 AND channel = ?3 AND version = ?4",
+                                [thread.as_str(), ns.as_str(), channel.as_str(), key.as_str().unwrap()],
+                                |r| r.get(0),
+                            )
+                            .unwrap(),
+                        bytes => bytes.as_slice().unwrap().to_vec(),
+                    };
+                    let value = serde.loads_typed(&tag, &blob).unwrap();
                     writes.push(json!({"task_id": tname(&task), "idx": idx, "channel": channel, "value": norm_value(&value), "serde_type": tag, "task_path": path}));
                 }
             }
