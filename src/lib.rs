@@ -15,6 +15,7 @@ mod json;
 #[cfg(feature = "tokio")]
 pub mod nonblocking;
 mod pool;
+mod python;
 pub mod store;
 mod vector;
 mod vfs;

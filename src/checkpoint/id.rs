@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::row::push_padded;
 use super::types::ChannelVersion;
-use crate::store::python::python_float_repr;
+use crate::python::python_float_repr;
 
 /// 100 ns ticks between 1582-10-15 (the UUID epoch) and 1970-01-01.
 const GREGORIAN_OFFSET: u64 = 0x01B2_1DD2_1381_4000;

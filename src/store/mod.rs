@@ -39,7 +39,6 @@ pub(crate) mod namespace;
 mod ops;
 mod partial;
 mod path;
-pub(crate) mod python;
 mod quantised;
 mod refresh;
 mod reindex;

@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::python::{python_str, python_tuple_repr, python_tuple_repr_json, python_type_name};
 use crate::error::{Error, Result};
+use crate::python::{python_str, python_tuple_repr, python_tuple_repr_json, python_type_name};
 
 /// The separator between labels in the file's `prefix` column.
 pub(crate) const SEPARATOR: char = '.';

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::store::python::{python_str_repr, python_tuple_repr};
+use crate::python::{python_str_repr, python_tuple_repr};
 use std::collections::BTreeSet;
 
 fn msg(r: Result<impl fmt::Debug>) -> String {

@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::python::{python_bool, python_json_dumps_sorted, python_number};
+use crate::python::{python_bool, python_json_dumps_sorted, python_number};
 
 /// Splits a path into tokens as LangGraph's `tokenize_path` does.
 ///
@@ -298,7 +298,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::store::python::python_float_repr;
+    use crate::python::python_float_repr;
 
     fn toks(p: &str) -> Vec<String> {
         tokenize_path(p)
