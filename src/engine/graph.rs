@@ -136,9 +136,10 @@ impl NodeError {
         &self.kind
     }
 
-    /// The Python-repr form stored in the `__error__` write.
+    /// The Python-repr form stored in the `__error__` write: `Kind('message')`,
+    /// the message quoted and escaped as Python's `repr()` does it.
     pub fn repr(&self) -> String {
-        format!("{}('{}')", self.kind, self.message.replace('\\', "\\\\").replace('\'', "\\'"))
+        format!("{}({})", self.kind, crate::python::python_str_repr(&self.message))
     }
 }
 

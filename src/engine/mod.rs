@@ -131,6 +131,17 @@ pub(crate) fn troubleshooting(message: &str, code: &str) -> String {
     format!("{message}\nFor troubleshooting, visit: https://docs.langchain.com/oss/python/langgraph/errors/{code}")
 }
 
+/// LangGraph's `GraphRecursionError` text for a run that reached `limit`.
+pub(crate) fn recursion_message(limit: i64) -> String {
+    troubleshooting(
+        &format!(
+            "Recursion limit of {limit} reached without hitting a stop condition. You can increase the limit by \
+             setting the `recursion_limit` config key."
+        ),
+        "GRAPH_RECURSION_LIMIT",
+    )
+}
+
 /// The virtual node that receives the graph input.
 pub const START: &str = "__start__";
 /// The virtual node that ends a path.

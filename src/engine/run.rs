@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::algo::{is_control, prepare_next_tasks, send_value, Channels, CpState, Task};
 use super::channel::Channel;
@@ -580,7 +580,7 @@ impl CompiledGraph {
                         (INTERRUPT, Value::Array(items)) => task.interrupts.extend(items.iter().cloned()),
                         (INTERRUPT, other) => task.interrupts.push(other.clone()),
                         (chan, value) if keys.iter().any(|k| k == chan) => {
-                            result.insert(chan.to_string(), value.clone());
+                            fold_write(&mut result, chan, value)
                         }
                         _ => {}
                     }
@@ -751,4 +751,21 @@ impl CompiledGraph {
         )
         .commit_tagged()
     }
+}
+
+/// Adds a task's write to `channel` to its result as LangGraph's
+/// `map_task_result_writes` does: a second write to one channel turns its
+/// entry into `{"$writes": [first, second, ...]}` (a null first write is
+/// replaced, as Python's `None` is).
+fn fold_write(result: &mut Map<String, Value>, channel: &str, value: &Value) {
+    let Some(existing) = result.get_mut(channel).filter(|v| !v.is_null()) else {
+        result.insert(channel.to_string(), value.clone());
+        return;
+    };
+    if let Some(Value::Array(writes)) = existing.as_object_mut().and_then(|o| o.get_mut("$writes")) {
+        writes.push(value.clone());
+        return;
+    }
+    let first = std::mem::take(existing);
+    *existing = json!({"$writes": [first, value.clone()]});
 }

@@ -293,7 +293,14 @@ impl CompiledGraph {
                         self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
                     }
                     Err(e) => {
-                        let writes = vec![(ERROR.to_string(), Value::String(e.repr()))];
+                        // As LangGraph: the answers its interrupt() calls
+                        // took are kept with the error (the task's writes
+                        // so far), so a retry replays them.
+                        let mut writes = Vec::with_capacity(2);
+                        if pad.used_resume {
+                            writes.push((RESUME.to_string(), Value::Array(pad.resume.clone())));
+                        }
+                        writes.push((ERROR.to_string(), Value::String(e.repr())));
                         if failure.as_ref().is_none_or(|(j, _)| i < *j) {
                             failure = Some((i, e));
                         }
@@ -549,8 +556,16 @@ impl CompiledGraph {
         ) {
             Ok(out) => out,
             Err(Error::Node { error, .. }) => return Ok(Err(*error)),
-            Err(e @ (Error::InvalidUpdate(_) | Error::Recursion { .. } | Error::EmptyInput)) => {
-                return Ok(Err(NodeError::with_kind("SubgraphError", e.to_string())));
+            // The subgraph's exception fails the task as it is, as in
+            // LangGraph (class and text).
+            Err(Error::InvalidUpdate(message)) => {
+                return Ok(Err(NodeError::with_kind("InvalidUpdateError", message)));
+            }
+            Err(Error::Recursion { limit }) => {
+                return Ok(Err(NodeError::with_kind("GraphRecursionError", super::recursion_message(limit))));
+            }
+            Err(Error::EmptyInput) => {
+                return Ok(Err(NodeError::with_kind("EmptyInputError", "Received no input for __start__")));
             }
             Err(e) => return Err(e),
         };
