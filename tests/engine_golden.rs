@@ -22,7 +22,7 @@ use agentstate::engine::{
     RetryPolicy, Send, State, Update, END, START,
 };
 use agentstate::{CheckpointConfig, Db, Error, ListQuery};
-use harness::{counted, fixture, int, py_str, strs, Counts, Harness};
+use harness::{counted, fixture, int, one_task_path, py_str, strs, Counts, Harness};
 use serde_json::{json, Value};
 
 #[test]
@@ -895,40 +895,6 @@ fn recursion_limit() {
 fn update_state_head() {
     let fx = fixture("update_state_head");
     update_state_head_graphs().check_adjusted(&fx, one_task_path);
-}
-
-/// The fixture's checkpoints as our file keeps writes: one task path per
-/// task and checkpoint, so an update's writes stored under an interrupted
-/// task's id carry that task's path (see `update_state_head`).
-fn one_task_path(checkpoints: &mut [Value]) {
-    {
-        for cp in checkpoints {
-            let writes = cp["pending_writes"].as_array_mut().unwrap();
-            let path_of = |task: &Value| {
-                writes
-                    .iter()
-                    .find(|w| {
-                        w["task_id"] == *task
-                            && !w["task_path"].as_str().unwrap().starts_with("~__interrupt__")
-                    })
-                    .map(|w| w["task_path"].clone())
-            };
-            let paths: Vec<Option<Value>> = writes.iter().map(|w| path_of(&w["task_id"])).collect();
-            for (w, path) in writes.iter_mut().zip(paths) {
-                if let Some(path) = path {
-                    w["task_path"] = path;
-                }
-            }
-            let key = |w: &Value| {
-                (
-                    w["task_path"].as_str().unwrap().to_string(),
-                    w["task_id"].to_string(),
-                    w["idx"].as_i64().unwrap(),
-                )
-            };
-            writes.sort_by_key(key);
-        }
-    }
 }
 
 fn update_state_head_graphs() -> Harness {

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use agentstate::engine::{
     interrupt, ChannelSpec, Goto, Graph, GraphBuilder, NodeError, Reducer, Send, State, Update, END,
 };
-use harness::{counted, fixture, int, Counts, Harness};
+use harness::{counted, fixture, int, one_task_path, Counts, Harness};
 use serde_json::{json, Map, Value};
 
 /// `value(e)` of the spec: `(sum of terms + add) % 7`; a missing int reads
@@ -254,32 +254,6 @@ fn one_thread(fx: &Value, thread: &str) -> Value {
         .collect();
     out["saver_dependent"] = Value::Array(dependent);
     out
-}
-
-/// The fixture's checkpoints as our file keeps writes, a difference
-/// docs/design.md lists: one task path per task and checkpoint, so the
-/// writes `update_state(as_node=X)` stores under the pending task of X that
-/// already stored writes (an interrupted or failed X) carry that task's
-/// path, where LangGraph keeps `~__interrupt__, 0000000000` on them (as
-/// `update_state_head` in tests/engine_golden.rs).
-fn one_task_path(checkpoints: &mut [Value]) {
-    for cp in checkpoints {
-        let writes = cp["pending_writes"].as_array_mut().unwrap();
-        let path_of = |task: &Value| {
-            writes
-                .iter()
-                .find(|w| {
-                    w["task_id"] == *task && !w["task_path"].as_str().unwrap().starts_with("~__interrupt__")
-                })
-                .map(|w| w["task_path"].clone())
-        };
-        let paths: Vec<Option<Value>> = writes.iter().map(|w| path_of(&w["task_id"])).collect();
-        for (w, path) in writes.iter_mut().zip(paths) {
-            if let Some(path) = path {
-                w["task_path"] = path;
-            }
-        }
-    }
 }
 
 fn panic_text(p: &(dyn std::any::Any + std::marker::Send)) -> String {

@@ -720,3 +720,36 @@ pub(crate) fn canonical_writes(writes: &Value) -> Vec<Value> {
     });
     ws
 }
+
+/// The fixture's checkpoints as our file keeps writes, a difference
+/// docs/design.md lists: one task path per task and checkpoint, so the
+/// writes `update_state(as_node=X)` stores under the pending task of X that
+/// already stored writes (an interrupted or failed X) carry that task's
+/// path, where LangGraph keeps `~__interrupt__, 0000000000` on them; then
+/// sorted as reads order them (task path, task id, idx).
+pub(crate) fn one_task_path(checkpoints: &mut [Value]) {
+    for cp in checkpoints {
+        let writes = cp["pending_writes"].as_array_mut().unwrap();
+        let path_of = |task: &Value| {
+            writes
+                .iter()
+                .find(|w| {
+                    w["task_id"] == *task && !w["task_path"].as_str().unwrap().starts_with("~__interrupt__")
+                })
+                .map(|w| w["task_path"].clone())
+        };
+        let paths: Vec<Option<Value>> = writes.iter().map(|w| path_of(&w["task_id"])).collect();
+        for (w, path) in writes.iter_mut().zip(paths) {
+            if let Some(path) = path {
+                w["task_path"] = path;
+            }
+        }
+        writes.sort_by_key(|w| {
+            (
+                w["task_path"].as_str().unwrap().to_string(),
+                w["task_id"].to_string(),
+                w["idx"].as_i64().unwrap(),
+            )
+        });
+    }
+}
