@@ -131,6 +131,12 @@ pub(crate) fn troubleshooting(message: &str, code: &str) -> String {
     format!("{message}\nFor troubleshooting, visit: https://docs.langchain.com/oss/python/langgraph/errors/{code}")
 }
 
+/// LangGraph's `InvalidUpdateError` text for graph input or a node result
+/// that is not an object.
+pub(crate) fn expected_dict(got: &serde_json::Value) -> String {
+    troubleshooting(&format!("Expected dict, got {got}"), "INVALID_GRAPH_NODE_RETURN_VALUE")
+}
+
 /// LangGraph's `GraphRecursionError` text for a run that reached `limit`.
 pub(crate) fn recursion_message(limit: i64) -> String {
     troubleshooting(

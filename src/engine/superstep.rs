@@ -26,6 +26,13 @@ use crate::error::{Error, Result};
 /// scratchpad after the run.
 type TaskResult = (std::result::Result<Vec<(String, Value)>, NodeError>, Scratchpad);
 
+/// The `__resume__` write of a task that interrupted or failed: the answers
+/// its `interrupt()` calls took (LangGraph keeps them with the interrupt or
+/// the error, so a later run replays them); `None` if it took none.
+fn answers(pad: &Scratchpad) -> Option<(String, Value)> {
+    pad.used_resume.then(|| (RESUME.to_string(), Value::Array(pad.resume.clone())))
+}
+
 /// What every task of a superstep shares.
 struct RunOne<'a> {
     ctx: &'a Ctx<'a>,
@@ -201,10 +208,7 @@ impl CompiledGraph {
             }
             Input::Value(input) => {
                 if !input.is_object() {
-                    return Err(Error::InvalidUpdate(super::troubleshooting(
-                        &format!("Expected dict, got {input}"),
-                        "INVALID_GRAPH_NODE_RETURN_VALUE",
-                    )));
+                    return Err(Error::InvalidUpdate(super::expected_dict(&input)));
                 }
                 let discard = prepare_next_tasks(&self.graph, &cp, &channels, step, ns, None)?;
                 let input_writes = [(START.to_string(), input)];
@@ -286,20 +290,12 @@ impl CompiledGraph {
                     Err(e) if e.is_interrupt() => {
                         let values = e.interrupts().to_vec();
                         let mut writes = vec![(INTERRUPT.to_string(), Value::Array(values.clone()))];
-                        if pad.used_resume {
-                            writes.push((RESUME.to_string(), Value::Array(pad.resume.clone())));
-                        }
+                        writes.extend(answers(&pad));
                         interrupts.push((i, values));
                         self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
                     }
                     Err(e) => {
-                        // As LangGraph: the answers its interrupt() calls
-                        // took are kept with the error (the task's writes
-                        // so far), so a retry replays them.
-                        let mut writes = Vec::with_capacity(2);
-                        if pad.used_resume {
-                            writes.push((RESUME.to_string(), Value::Array(pad.resume.clone())));
-                        }
+                        let mut writes: Vec<_> = answers(&pad).into_iter().collect();
                         writes.push((ERROR.to_string(), Value::String(e.repr())));
                         if failure.as_ref().is_none_or(|(j, _)| i < *j) {
                             failure = Some((i, e));

@@ -54,12 +54,7 @@ impl CompiledGraph {
             None => match &task.input {
                 TaskInput::Raw(Value::Object(m)) => Update::from(m.clone()),
                 TaskInput::State(s) => Update::from(s.to_map()),
-                TaskInput::Raw(other) => {
-                    return Err(invalid_update(super::troubleshooting(
-                        &format!("Expected dict, got {other}"),
-                        "INVALID_GRAPH_NODE_RETURN_VALUE",
-                    )))
-                }
+                TaskInput::Raw(other) => return Err(invalid_update(super::expected_dict(other))),
             },
             // A panicking node fails its task like an erroring one (LangGraph
             // catches every exception a node raises).
