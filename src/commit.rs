@@ -11,6 +11,12 @@
 //! - **Write-behind** ([`DbBuilder::write_behind`](crate::DbBuilder::write_behind)):
 //!   the caller does not wait; the write is committed shortly after, with
 //!   whatever else was queued. [`Db::flush`](crate::Db::flush) waits for it.
+//!   While nobody waits, the thread opens a transaction at the first queued
+//!   job and applies each job as it arrives (on the second core, while the
+//!   caller computes its next step), then commits them all once: when
+//!   somebody waits, at [`LINGER`] after the first job, or at a full batch.
+//!   So the caller's `flush` finds the work done but the last job and the
+//!   commit, and the batch still costs one commit.
 //!
 //! A job that fails (a `Conflict`, say) is rolled back alone and the others
 //! commit; a job is never half applied. A batch first runs without
@@ -26,12 +32,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
 use crate::error::{Error, Result};
-use crate::pool::Pool;
+use crate::pool::{Pool, Pooled, WriteTurn};
 
 /// A write the committer runs inside a transaction (it may run more than
 /// once if the transaction is retried).
@@ -55,6 +61,9 @@ struct State {
     /// A batch is being written (by the thread or by a waiting caller):
     /// nobody else starts one.
     running: bool,
+    /// The batch being written is the thread's open transaction, which
+    /// takes jobs until it commits: a waiter wakes the thread to commit it.
+    streaming: bool,
     stop: bool,
     /// The thread waits on `work` (waking it is a system call: only then).
     sleeping: bool,
@@ -92,16 +101,76 @@ impl Shared {
         st.running = true;
         let batch = std::mem::take(&mut st.queue);
         drop(st);
-        let n = batch.len() as u64;
         // Whoever writes must leave `running` cleared, or every later wait
         // would hang: a panic outside the jobs fails the batch instead.
         let results = catch_unwind(AssertUnwindSafe(|| write_batch(&self.pool, self.busy, &batch)))
-            .unwrap_or_else(|_| {
-                batch
-                    .iter()
-                    .map(|_| Err(Error::corrupt("writing a batch panicked; whether it committed is unknown")))
-                    .collect()
-            });
+            .unwrap_or_else(|_| panicked(&batch));
+        self.finish(batch, results)
+    }
+
+    /// Takes the queue (as [`write_queue`](Self::write_queue)) into a
+    /// transaction the thread keeps open: applies each job now and every job
+    /// queued later as it comes, and commits when somebody waits, at
+    /// `LINGER` after the first job, or at a full batch. Results and wake-ups
+    /// as `write_queue`'s.
+    fn stream<'s>(&'s self, mut st: MutexGuard<'s, State>) -> MutexGuard<'s, State> {
+        st.running = true;
+        st.streaming = true;
+        let mut batch = std::mem::take(&mut st.queue);
+        drop(st);
+        let deadline = Instant::now() + LINGER;
+        let results = catch_unwind(AssertUnwindSafe(|| self.stream_into(&mut batch, deadline)))
+            .unwrap_or_else(|_| panicked(&batch));
+        self.finish(batch, results)
+    }
+
+    /// The body of [`stream`](Self::stream): `batch` grows by the jobs
+    /// taken from the queue; the result of each.
+    fn stream_into(&self, batch: &mut Vec<Queued>, deadline: Instant) -> Vec<Result<()>> {
+        let Ok(open) = Open::begin(&self.pool, self.busy) else {
+            // Busy or worse: the batch path retries and reports.
+            return write_batch(&self.pool, self.busy, batch);
+        };
+        let mut applied = 0;
+        loop {
+            while applied < batch.len() {
+                if run_job(&batch[applied], &open.conn).is_err() {
+                    // Roll back; the batch path runs every job again, each
+                    // alone in a savepoint, and commits the others.
+                    drop(open);
+                    return write_batch(&self.pool, self.busy, batch);
+                }
+                applied += 1;
+            }
+            let mut st = self.lock();
+            loop {
+                let full = batch.len() >= FULL_BATCH;
+                if !st.queue.is_empty() && !full {
+                    batch.append(&mut st.queue);
+                    break;
+                }
+                let now = Instant::now();
+                if full || st.waiters > 0 || st.stop || now >= deadline {
+                    drop(st);
+                    return match open.commit() {
+                        Ok(()) => batch.iter().map(|_| Ok(())).collect(),
+                        // Rolled back: the batch path retries a busy file.
+                        Err(Error::Busy) => write_batch(&self.pool, self.busy, batch),
+                        Err(e) => batch.iter().map(|_| Err(e.replicate())).collect(),
+                    };
+                }
+                st.sleeping = true;
+                st = self.work.wait_timeout(st, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+                st.sleeping = false;
+            }
+        }
+    }
+
+    /// Ends a batch: hands each job's result to its submitter or keeps the
+    /// first write-behind failure, counts the jobs finished and wakes
+    /// everyone waiting.
+    fn finish(&self, batch: Vec<Queued>, results: Vec<Result<()>>) -> MutexGuard<'_, State> {
+        let n = batch.len() as u64;
         let mut behind_error = None;
         for (q, r) in batch.into_iter().zip(results) {
             match q.reply {
@@ -118,6 +187,7 @@ impl Shared {
         let mut st = self.lock();
         st.finished += n;
         st.running = false;
+        st.streaming = false;
         if st.error.is_none() {
             st.error = behind_error;
         }
@@ -129,6 +199,61 @@ impl Shared {
             self.work.notify_one();
         }
         st
+    }
+}
+
+/// Every job of `batch` failed: writing it panicked outside the jobs.
+fn panicked(batch: &[Queued]) -> Vec<Result<()>> {
+    batch
+        .iter()
+        .map(|_| Err(Error::corrupt("writing a batch panicked; whether it committed is unknown")))
+        .collect()
+}
+
+/// The thread's open write transaction (see [`Shared::stream`]): dropped
+/// without [`commit`](Self::commit), it rolls back.
+struct Open<'p> {
+    conn: Pooled<'p>,
+    /// Held until the transaction ends (after `conn` is back in the pool).
+    _turn: WriteTurn<'p>,
+}
+
+impl<'p> Open<'p> {
+    /// `BEGIN IMMEDIATE` on a connection of `pool`, after the process's
+    /// other writers (see `Pool::write_turn`); retried while the file is
+    /// busy, for at most `busy`.
+    fn begin(pool: &'p Pool, busy: Duration) -> Result<Open<'p>> {
+        let conn = pool.get()?;
+        let turn = pool.write_turn(busy);
+        let deadline = Instant::now() + busy;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])).map_err(Error::from)
+            {
+                Ok(_) => return Ok(Open { conn, _turn: turn }),
+                Err(Error::Busy) if Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Commits; an error rolls back (when dropped).
+    fn commit(self) -> Result<()> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.conn.pool().committed();
+        Ok(())
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        // (A failed COMMIT may have ended the transaction.)
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
+        }
     }
 }
 
@@ -213,6 +338,10 @@ impl Committer {
             if !st.running && !st.queue.is_empty() {
                 st = shared.write_queue(st);
             } else {
+                if st.streaming && st.sleeping {
+                    // The thread keeps a transaction open: have it commit.
+                    shared.work.notify_one();
+                }
                 st.blocked += 1;
                 st = shared.done.wait(st).unwrap_or_else(PoisonError::into_inner);
                 st.blocked -= 1;
@@ -245,22 +374,10 @@ fn run(shared: &Shared) {
             st.sleeping = false;
             continue;
         }
-        // Nobody waits: let more jobs join this transaction. (A caller who
-        // starts waiting meanwhile writes the queue itself.)
-        let deadline = std::time::Instant::now() + LINGER;
-        while st.waiters == 0 && !st.stop && st.queue.len() < FULL_BATCH {
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                break;
-            }
-            st.sleeping = true;
-            st = shared.work.wait_timeout(st, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
-            st.sleeping = false;
-        }
-        if st.running || st.queue.is_empty() {
-            continue;
-        }
-        st = shared.write_queue(st);
+        // Nobody waits: open a transaction that takes the jobs as they come
+        // (a caller who starts waiting meanwhile has it committed).
+        // Otherwise write what is queued at once.
+        st = if st.waiters == 0 && !st.stop { shared.stream(st) } else { shared.write_queue(st) };
     }
 }
 

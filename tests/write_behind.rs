@@ -6,6 +6,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
+use agentstate::store::StoreConfig;
 use agentstate::{CheckpointConfig, CheckpointTuple, Checkpointer, Db, Durability, Error, ListQuery};
 use common::harness::{child_command, child_env};
 use serde_json::json;
@@ -189,6 +190,57 @@ fn flushing_and_reading_callers_commit_the_queue_in_order() {
         let t = saver.get_tuple(&CheckpointConfig::thread(format!("w{w}"))).unwrap().unwrap();
         assert_eq!(t.checkpoint.channel_values["n"], json!(60));
         assert_eq!(saver.list(&ListQuery::thread(format!("w{w}"))).unwrap().len(), 61);
+    }
+}
+
+/// While nobody waits, the committer applies queued steps as they arrive in
+/// a transaction it keeps open, and commits them once. Writers that do not
+/// go through the queue are never stuck behind that transaction: a Store put
+/// on the same `Db` (it commits the queue first) and one through another
+/// handle on the file (it waits for SQLite's lock) both go through, and
+/// every step and item is there afterwards.
+#[test]
+fn writes_outside_the_queue_go_through_while_the_committer_streams_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stream.db");
+    let db = behind(&path);
+    let other = Db::open(&path).unwrap();
+    let (store, other_store) =
+        (db.store(StoreConfig::new()).unwrap(), other.store(StoreConfig::new()).unwrap());
+    let saver = db.checkpointer();
+    let started = Instant::now();
+    let mut head = saver.start(&CheckpointConfig::thread("s")).set("n", json!(0)).commit().unwrap();
+    for i in 1..=200usize {
+        head = saver
+            .step(&head)
+            .append("messages", [json!({"i": i, "text": "x".repeat(200)})])
+            .set("n", json!(i))
+            .commit()
+            .unwrap();
+        if i % 10 == 0 {
+            store.put(&["mine"], &i.to_string(), json!({"i": i})).unwrap();
+        }
+        if i % 10 == 5 {
+            other_store.put(&["theirs"], &i.to_string(), json!({"i": i})).unwrap();
+        }
+    }
+    db.flush().unwrap();
+    // A transaction stays open at most a couple of milliseconds past its
+    // first job: 40 outside writes cannot have waited long in total.
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    drop((store, other_store, db, other));
+    let db = Db::open(&path).unwrap();
+    let t = db.checkpointer().get_tuple(&CheckpointConfig::thread("s")).unwrap().unwrap();
+    assert_eq!(t.config, head.config);
+    assert_eq!(t.checkpoint.channel_values["messages"].as_list().unwrap().len(), 200);
+    let store = db.store(StoreConfig::new()).unwrap();
+    for i in 1..=200usize {
+        let ns = match i % 10 {
+            0 => "mine",
+            5 => "theirs",
+            _ => continue,
+        };
+        assert_eq!(store.get(&[ns], &i.to_string()).unwrap().unwrap().value, json!({"i": i}));
     }
 }
 
