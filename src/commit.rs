@@ -36,8 +36,9 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
+use crate::db::CacheTag;
 use crate::error::{Error, Result};
-use crate::pool::{Pool, Pooled, WriteTurn};
+use crate::pool::{Pool, Pooled, WriteStart, WriteTurn};
 
 /// A write the committer runs inside a transaction (it may run more than
 /// once if the transaction is retried).
@@ -46,6 +47,9 @@ pub(crate) type Job = Box<dyn Fn(&Connection) -> Result<()> + Send>;
 struct Queued {
     job: Job,
     reply: Option<SyncSender<Result<()>>>,
+    /// Set when the job commits as the last of its transaction, with
+    /// nothing else changed in between (see `Pooled::wrote`).
+    tag: CacheTag,
 }
 
 #[derive(Default)]
@@ -153,7 +157,7 @@ impl Shared {
                 if full || st.waiters > 0 || st.stop || now >= deadline {
                     drop(st);
                     return match open.commit() {
-                        Ok(()) => batch.iter().map(|_| Ok(())).collect(),
+                        Ok(generation) => committed(batch, generation),
                         // Rolled back: the batch path retries a busy file.
                         Err(Error::Busy) => write_batch(&self.pool, self.busy, batch),
                         Err(e) => batch.iter().map(|_| Err(e.replicate())).collect(),
@@ -216,6 +220,7 @@ struct Open<'p> {
     conn: Pooled<'p>,
     /// Held until the transaction ends (after `conn` is back in the pool).
     _turn: WriteTurn<'p>,
+    start: WriteStart<'p>,
 }
 
 impl<'p> Open<'p> {
@@ -230,7 +235,11 @@ impl<'p> Open<'p> {
         loop {
             match conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])).map_err(Error::from)
             {
-                Ok(_) => return Ok(Open { conn, _turn: turn }),
+                Ok(_) => {
+                    let mut start = conn.write_start();
+                    start.observe(data_version(&conn)?);
+                    return Ok(Open { conn, _turn: turn, start });
+                }
                 Err(Error::Busy) if Instant::now() < deadline => {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(50));
@@ -240,11 +249,13 @@ impl<'p> Open<'p> {
         }
     }
 
-    /// Commits; an error rolls back (when dropped).
-    fn commit(self) -> Result<()> {
+    /// Commits; an error rolls back (when dropped). The generation under
+    /// which what the transaction left may be cached (see `Pooled::wrote`).
+    fn commit(mut self) -> Result<Option<u64>> {
         self.conn.prepare_cached("COMMIT")?.execute([])?;
         self.conn.pool().committed();
-        Ok(())
+        let start = std::mem::replace(&mut self.start, self.conn.write_start());
+        Ok(self.conn.wrote(start))
     }
 }
 
@@ -281,11 +292,11 @@ impl Committer {
     }
 
     /// Queues `job` and waits for its commit (group commit).
-    pub(crate) fn run_and_wait(&self, job: Job) -> Result<()> {
+    pub(crate) fn run_and_wait(&self, job: Job, tag: CacheTag) -> Result<()> {
         let (tx, rx) = sync_channel(1);
         let target = {
             let mut st = self.shared.lock();
-            st.queue.push(Queued { job, reply: Some(tx) });
+            st.queue.push(Queued { job, reply: Some(tx), tag });
             st.submitted += 1;
             st.submitted
         };
@@ -296,10 +307,10 @@ impl Committer {
     /// Queues `job` without waiting. Returns the error of an earlier
     /// write-behind job, if one failed and was not reported yet (the new job
     /// is queued all the same).
-    pub(crate) fn run_behind(&self, job: Job) -> Result<()> {
+    pub(crate) fn run_behind(&self, job: Job, tag: CacheTag) -> Result<()> {
         let (earlier, wake) = {
             let mut st = self.shared.lock();
-            st.queue.push(Queued { job, reply: None });
+            st.queue.push(Queued { job, reply: None, tag });
             st.submitted += 1;
             // The thread sleeps without work, or lingers until its deadline
             // or a full batch: wake it only then.
@@ -391,10 +402,15 @@ fn write_batch(pool: &Pool, busy: Duration, batch: &[Queued]) -> Vec<Result<()>>
     // back and the batch runs again with a savepoint per job (jobs can run
     // again: see `Job`).
     let all = pool.get().and_then(|mut conn| {
-        crate::db::write_on(&mut conn, busy, |tx| batch.iter().try_for_each(|q| run_job(q, tx)))
+        let mut start = conn.write_start();
+        crate::db::write_on(&mut conn, busy, |tx| {
+            start.observe(data_version(tx)?);
+            batch.iter().try_for_each(|q| run_job(q, tx))
+        })?;
+        Ok(conn.wrote(start))
     });
     match all {
-        Ok(()) => return batch.iter().map(|_| Ok(())).collect(),
+        Ok(generation) => return committed(batch, generation),
         Err(e) if batch.len() == 1 || matches!(e, Error::Busy) => {
             return batch.iter().map(|_| Err(e.replicate())).collect();
         }
@@ -426,6 +442,20 @@ fn write_batch(pool: &Pool, busy: Duration, batch: &[Queued]) -> Vec<Result<()>>
         Ok(()) => results,
         Err(e) => batch.iter().map(|_| Err(e.replicate())).collect(),
     }
+}
+
+/// The results of `batch`, committed whole: all `Ok`; the last job's tag is
+/// `generation` (what the others wrote may since have changed).
+fn committed(batch: &[Queued], generation: Option<u64>) -> Vec<Result<()>> {
+    if let (Some(last), Some(g)) = (batch.last(), generation) {
+        last.tag.set(g);
+    }
+    batch.iter().map(|_| Ok(())).collect()
+}
+
+/// `PRAGMA data_version` (inside a write: see `WriteStart::observe`).
+fn data_version(tx: &Connection) -> Result<i64> {
+    Ok(tx.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?)
 }
 
 /// Runs one job; a panic is that job's error.

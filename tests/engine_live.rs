@@ -71,24 +71,47 @@ fn a_run_sees_what_others_stored_since_its_last_run() {
 
 /// The head a run stored is reused without reading it back only while the
 /// file is unchanged: a thread deleted, or written through another handle
-/// on the same `Db`, in between is seen by the next run.
+/// on the same `Db` or another `Db` on the file, in between is seen by the
+/// next run. The same with `Durability::Async` on a write-behind `Db`, where
+/// the head is known unchanged only once its queued commit happened.
 #[test]
 fn the_stored_head_is_reused_only_while_the_file_is_unchanged() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path().join("head.db")).unwrap();
-    let a = graph(&db);
-    let t = CheckpointConfig::thread("t");
-    a.invoke(say("1"), &t).unwrap();
-    assert_eq!(contents(&a.invoke(say("2"), &t).unwrap()), ["1", "seen 1", "2", "seen 3"]);
-    db.checkpointer().delete_thread("t").unwrap();
-    assert_eq!(contents(&a.invoke(say("3"), &t).unwrap()), ["3", "seen 1"]);
-    // Another checkpointer on the same Db continues the thread by hand.
-    let saver = db.checkpointer();
-    let head = saver.get_tuple(&t).unwrap().unwrap();
-    saver.step(&head).set("n", json!(42)).commit().unwrap();
-    let out = a.invoke(say("4"), &t).unwrap();
-    assert_eq!(contents(&out), ["3", "seen 1", "4", "seen 3"]);
-    assert_eq!(a.get_state(&t).unwrap().values, out);
+    for (behind, durability) in
+        [(false, Durability::Sync), (true, Durability::Async), (true, Durability::Sync)]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("head.db");
+        let db = Db::builder().write_behind(behind).open(&path).unwrap();
+        let a = graph(&db).with_durability(durability);
+        let t = CheckpointConfig::thread("t");
+        a.invoke(say("1"), &t).unwrap();
+        assert_eq!(contents(&a.invoke(say("2"), &t).unwrap()), ["1", "seen 1", "2", "seen 3"]);
+        db.checkpointer().delete_thread("t").unwrap();
+        assert_eq!(contents(&a.invoke(say("3"), &t).unwrap()), ["3", "seen 1"]);
+        // Another checkpointer on the same Db continues the thread by hand.
+        let saver = db.checkpointer();
+        let head = saver.get_tuple(&t).unwrap().unwrap();
+        saver.step(&head).set("n", json!(42)).commit().unwrap();
+        let out = a.invoke(say("4"), &t).unwrap();
+        assert_eq!(contents(&out), ["3", "seen 1", "4", "seen 3"]);
+        assert_eq!(a.get_state(&t).unwrap().values, out);
+        // Another Db on the file does.
+        let other = Db::open(&path).unwrap().checkpointer();
+        let head = other.get_tuple(&t).unwrap().unwrap();
+        other
+            .step(&head)
+            .append("messages", [json!({"type": "human", "content": "aside", "id": "x"})])
+            .commit()
+            .unwrap();
+        let out = a.invoke(say("5"), &t).unwrap();
+        assert_eq!(contents(&out)[4..], ["aside", "5", "seen 6"], "write-behind {behind}, {durability:?}");
+        // A write right after the run (queued, on a write-behind Db) is
+        // seen too.
+        a.invoke(say("6"), &t).unwrap();
+        let head = saver.get_tuple(&t).unwrap().unwrap();
+        saver.step(&head).set("n", json!(7)).commit().unwrap();
+        assert_eq!(a.invoke(None, &t).unwrap()["n"], json!(7), "write-behind {behind}, {durability:?}");
+    }
 }
 
 #[test]

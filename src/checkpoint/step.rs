@@ -12,6 +12,7 @@ use super::types::{
 use super::value::ChannelValue;
 use super::write::{encode_row, sorted, writes_job, BlobValue, CheckpointJob, Head, PlannedBlob, WritesJob};
 use super::{next_version, require_thread, Checkpointer};
+use crate::db::CacheTag;
 use crate::error::Result;
 
 /// Lists with fewer elements than this are stored whole on append: rewriting
@@ -311,7 +312,7 @@ impl<'a> Step<'a> {
     /// long as [`Checkpointer::generation`] still says so, the tuple is what
     /// the file holds for the thread's head. `None` for a fork of an older
     /// checkpoint (it need not be the newest).
-    pub(crate) fn commit_tagged(self) -> Result<(CheckpointTuple, Option<u64>)> {
+    pub(crate) fn commit_tagged(self) -> Result<(CheckpointTuple, CacheTag)> {
         let saver = self.saver;
         require_thread(&CheckpointConfig::thread(&self.thread))?;
         if let Some(ch) = self.versions.keys().find(|ch| !self.updates.contains_key(*ch)) {
@@ -435,7 +436,8 @@ impl<'a> Step<'a> {
         };
         // A fork need not be the newest checkpoint: no tag (see above).
         let forked = matches!(job.head, Head::Exists(_));
-        let tag = saver.submit_checkpoint(job, parent_writes)?.filter(|_| !forked);
+        let tag = saver.submit_checkpoint(job, parent_writes)?;
+        let tag = if forked { CacheTag::default() } else { tag };
         let tuple = CheckpointTuple {
             config: CheckpointConfig::canonical(thread, ns, &cp.id),
             parent_config: parent_id.as_deref().map(|p| CheckpointConfig::canonical(thread, ns, p)),
@@ -518,10 +520,32 @@ mod tests {
         let saver = Db::open(dir.path().join("t.db")).unwrap().checkpointer();
         let (root, tag) =
             saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit_tagged().unwrap();
-        assert_eq!(tag, Some(saver.generation().unwrap()));
+        assert_eq!(tag.get(), Some(saver.generation().unwrap()));
         let (_, tag) = saver.step(&root).set("n", json!(1)).commit_tagged().unwrap();
-        assert_eq!(tag, Some(saver.generation().unwrap()));
+        assert_eq!(tag.get(), Some(saver.generation().unwrap()));
         let (_, tag) = saver.step(&root).fork().set("n", json!(2)).commit_tagged().unwrap();
-        assert_eq!(tag, None);
+        assert_eq!(tag.get(), None);
+    }
+
+    /// With write-behind, a step's tag is known once it is committed, and
+    /// only for the last job of its transaction: a job committed after it in
+    /// the same transaction may have changed what it wrote.
+    #[test]
+    fn a_queued_step_is_tagged_when_committed_last_in_its_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::builder().write_behind(true).open(dir.path().join("t.db")).unwrap();
+        let saver = db.checkpointer();
+        let (root, root_tag) =
+            saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit_tagged().unwrap();
+        let (_, last_tag) = saver.step(&root).set("n", json!(1)).commit_tagged().unwrap();
+        db.flush().unwrap();
+        let generation = saver.generation().unwrap();
+        // (`root` shared its transaction with the step, or committed alone
+        // before it: either way its tag is not today's generation.)
+        assert_ne!(root_tag.get(), Some(generation));
+        assert_eq!(last_tag.get(), Some(generation));
+        // A write after it moves the generation: the tag no longer matches.
+        saver.start(&CheckpointConfig::thread("u")).set("n", json!(0)).commit().unwrap();
+        assert_ne!(saver.generation().unwrap(), generation);
     }
 }

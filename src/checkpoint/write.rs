@@ -21,6 +21,7 @@ use super::types::{ChannelVersions, Checkpoint, CheckpointConfig, Metadata};
 use super::value::ChannelValue;
 use super::{merge_metadata, require_thread, special_idx, Checkpointer};
 use crate::codec::Serializer;
+use crate::db::CacheTag;
 use crate::error::{Error, Result};
 use crate::json::{too_deep, MAX_STORED_DEPTH};
 
@@ -199,11 +200,7 @@ impl Checkpointer {
     /// caller, through the group committer, or behind the caller: see
     /// [`DbBuilder::write_behind`](crate::DbBuilder::write_behind)), and
     /// remembers its values.
-    pub(super) fn submit_checkpoint(
-        &self,
-        job: CheckpointJob,
-        writes: Vec<WritesJob>,
-    ) -> Result<Option<u64>> {
+    pub(super) fn submit_checkpoint(&self, job: CheckpointJob, writes: Vec<WritesJob>) -> Result<CacheTag> {
         let job = Arc::new(job);
         let run = job.clone();
         let tag = self.db.submit_tagged(Box::new(move |tx| run.apply(tx, &writes)))?;

@@ -4,7 +4,7 @@
 //! hand out cheap handles that share it, so one file serves both halves.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
@@ -449,8 +449,8 @@ impl Db {
         // would otherwise bypass the check `conn` makes).
         self.refuse_foreign()?;
         match &self.inner.committer {
-            Some(c) if self.inner.behind => c.run_behind(job),
-            Some(c) => c.run_and_wait(job),
+            Some(c) if self.inner.behind => c.run_behind(job, CacheTag::default()),
+            Some(c) => c.run_and_wait(job, CacheTag::default()),
             None => {
                 let mut conn = self.conn()?;
                 write_on(&mut conn, self.inner.busy_timeout, |tx| job(tx))
@@ -458,13 +458,20 @@ impl Db {
         }
     }
 
-    /// [`submit`](Self::submit), and when the job ran in the caller, the
-    /// generation under which what it wrote may be cached
-    /// ([`Pooled::wrote`]); `None` if it was queued or committed
-    /// elsewhere, or the file moved meanwhile.
-    pub(crate) fn submit_tagged(&self, job: Job) -> Result<Option<u64>> {
-        if self.inner.committer.is_some() {
-            return self.submit(job).map(|()| None);
+    /// [`submit`](Self::submit), and the generation under which what the
+    /// job wrote may be cached ([`Pooled::wrote`]): known on return when
+    /// the job ran in the caller; for a queued job, once it is committed,
+    /// if it was the last job of its transaction. Empty if the file moved
+    /// meanwhile.
+    pub(crate) fn submit_tagged(&self, job: Job) -> Result<CacheTag> {
+        if let Some(c) = &self.inner.committer {
+            self.refuse_foreign()?;
+            let tag = CacheTag::pending();
+            match self.inner.behind {
+                true => c.run_behind(job, tag.clone())?,
+                false => c.run_and_wait(job, tag.clone())?,
+            }
+            return Ok(tag);
         }
         self.refuse_foreign()?;
         let mut conn = self.conn()?;
@@ -473,7 +480,7 @@ impl Db {
             start.observe(tx.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?);
             job(tx)
         })?;
-        Ok(conn.wrote(start))
+        Ok(CacheTag::known(conn.wrote(start)))
     }
 
     /// Waits for queued writes, if any: what runs next sees them.
@@ -497,6 +504,37 @@ impl Db {
             Some(c) => c.flush(),
             None => Ok(()),
         }
+    }
+}
+
+/// The generation under which what a write left in the file may be cached
+/// (see `Pooled::wrote`): known once the write is committed, which for a
+/// queued write is after [`Db::submit_tagged`] returned. Empty when nothing
+/// may be cached (another change came in between, or the write failed).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CacheTag(Option<Arc<OnceLock<u64>>>);
+
+impl CacheTag {
+    /// A tag known now (`None`: nothing may be cached).
+    pub(crate) fn known(generation: Option<u64>) -> CacheTag {
+        CacheTag(generation.map(|g| Arc::new(OnceLock::from(g))))
+    }
+
+    /// A tag the committer sets when it commits the write.
+    pub(crate) fn pending() -> CacheTag {
+        CacheTag(Some(Arc::new(OnceLock::new())))
+    }
+
+    /// Sets a pending tag (once; later calls change nothing).
+    pub(crate) fn set(&self, generation: u64) {
+        if let Some(cell) = &self.0 {
+            let _ = cell.set(generation);
+        }
+    }
+
+    /// The generation, if known by now.
+    pub(crate) fn get(&self) -> Option<u64> {
+        self.0.as_ref().and_then(|c| c.get().copied())
     }
 }
 

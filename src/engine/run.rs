@@ -17,6 +17,7 @@ use super::graph::{Command, Compiled, Goto, State};
 use super::stream::StreamEvent;
 use super::{Durability, ERROR, INTERRUPT, RESUME, START, TASKS};
 use crate::checkpoint::{CheckpointConfig, CheckpointTuple, Checkpointer, Metadata};
+use crate::db::CacheTag;
 use crate::error::{Error, Result};
 
 /// A graph ready to run, persisting to a [`Checkpointer`]. Cheap to clone.
@@ -44,7 +45,7 @@ pub(crate) struct Live(Arc<std::sync::Mutex<LiveMap>>);
 /// (thread, namespace) -> (checkpoint id, channels, the stored checkpoint
 /// and the generation after it).
 type LiveMap =
-    std::collections::HashMap<(String, String), (String, Channels, Option<(CheckpointTuple, u64)>)>;
+    std::collections::HashMap<(String, String), (String, Channels, Option<(CheckpointTuple, CacheTag)>)>;
 
 /// Threads whose channels [`Live`] keeps at most (it forgets them all when
 /// full: a cache, never a source of truth).
@@ -81,7 +82,7 @@ impl Live {
         let mut m = self.lock();
         let key = (thread.to_string(), ns.to_string());
         let (_, _, Some((_, tag))) = m.get(&key)? else { return None };
-        if *tag != generation {
+        if tag.get() != Some(generation) {
             return None;
         }
         m.remove(&key).and_then(|(_, c, head)| head.map(|(t, _)| (t, c)))
@@ -95,7 +96,7 @@ impl Live {
         ns: &str,
         id: &str,
         channels: Channels,
-        head: Option<(CheckpointTuple, u64)>,
+        head: Option<(CheckpointTuple, CacheTag)>,
     ) {
         if id.is_empty() {
             return;
@@ -691,7 +692,7 @@ impl CompiledGraph {
         cp: &CpState,
         channels: &Channels,
         save: &Save<'_>,
-    ) -> Result<(CheckpointTuple, Option<u64>)> {
+    ) -> Result<(CheckpointTuple, CacheTag)> {
         // The step takes the parent over: its state moves into the new
         // checkpoint (which replaces it in the run) instead of being copied.
         let mut s = match parent {

@@ -20,6 +20,7 @@ use super::stream::StreamEvent;
 use super::task_id::interrupt_id_after;
 use super::{Durability, ERROR, INTERRUPT, NULL_TASK_ID, RESUME, START};
 use crate::checkpoint::{uuid6_after, CheckpointConfig, CheckpointTuple};
+use crate::db::CacheTag;
 use crate::error::{Error, Result};
 
 /// What running a task gives: its writes or its failure / pause, and its
@@ -51,7 +52,7 @@ struct Cursor<'a> {
     parent: Option<CheckpointTuple>,
     /// The file's generation right after `parent` was stored by this run,
     /// if known (see `Step::commit_tagged`).
-    tag: Option<u64>,
+    tag: CacheTag,
     exit: bool,
     /// Sync mode: each write is durable before the run goes on, also on a
     /// `Db` whose checkpoint writes are queued (write-behind).
@@ -113,7 +114,7 @@ impl CompiledGraph {
         let mut cur = Cursor {
             thread: thread.clone(),
             parent: tuple,
-            tag: None,
+            tag: CacheTag::default(),
             exit: ctx.durability == Durability::Exit,
             sync: ctx.durability == Durability::Sync,
             unsaved: None,
@@ -625,7 +626,7 @@ impl CompiledGraph {
         // Subgraph namespaces carry a task id: a later run does not reuse them.
         if cur.thread.checkpoint_ns.is_empty() && cur.unkept.as_deref() != Some(cp.id.as_str()) {
             let head = cur.parent.as_ref().filter(|p| p.checkpoint.id == cp.id).cloned();
-            self.live.keep(&cur.thread.thread_id, "", &cp.id, channels, head.zip(cur.tag));
+            self.live.keep(&cur.thread.thread_id, "", &cp.id, channels, head.map(|h| (h, cur.tag.clone())));
         }
         Outcome { values, interrupts }
     }
