@@ -131,9 +131,11 @@ impl Shared {
     /// The body of [`stream`](Self::stream): `batch` grows by the jobs
     /// taken from the queue; the result of each.
     fn stream_into(&self, batch: &mut Vec<Queued>, deadline: Instant) -> Vec<Result<()>> {
-        let Ok(open) = Open::begin(&self.pool, self.busy) else {
-            // Busy or worse: the batch path retries and reports.
-            return write_batch(&self.pool, self.busy, batch);
+        let open = match Open::begin(&self.pool, self.busy) {
+            Ok(open) => open,
+            // Busy past the timeout (it was retried) or worse: the batch
+            // fails, as a batch that cannot begin does.
+            Err(e) => return batch.iter().map(|_| Err(e.replicate())).collect(),
         };
         let mut applied = 0;
         loop {

@@ -244,6 +244,32 @@ fn writes_outside_the_queue_go_through_while_the_committer_streams_steps() {
     }
 }
 
+/// A queued write that cannot begin because another process holds the
+/// file past the busy timeout fails whole: `flush` reports `Busy`, nothing
+/// of it is written, and the writes queued after the file is free commit.
+#[test]
+fn a_queued_write_that_stays_busy_past_the_timeout_is_reported_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("busy.db");
+    let db = Db::builder().write_behind(true).busy_timeout(Duration::from_millis(150)).open(&path).unwrap();
+    let saver = db.checkpointer();
+    let first = saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit().unwrap();
+    db.flush().unwrap();
+    let holder = agentstate::rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = Instant::now();
+    saver.step(&first).set("n", json!(1)).commit().unwrap();
+    assert!(matches!(db.flush(), Err(Error::Busy)));
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    holder.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, first.config);
+    saver.step(&first).set("n", json!(2)).commit().unwrap();
+    db.flush().unwrap();
+    let head = saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
+    assert_eq!(head.checkpoint.channel_values["n"], json!(2));
+    assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 2);
+}
+
 const CHILD: &str = "write_behind_child";
 const PARENT: &str = "a_killed_write_behind_writer_loses_at_most_its_unflushed_steps_never_part_of_one";
 
