@@ -31,23 +31,25 @@ fn class_of(kind: &str) -> Option<(&'static str, &'static str)> {
 /// message has, then the ones its class adds, `fields` overriding.
 fn message_ext(kind: &str, fields: Map<String, Value>, id: Option<String>) -> Value {
     let (module, name) = class_of(kind).unwrap_or(("langchain_core.messages.chat", "ChatMessage"));
-    let mut m = Map::new();
-    m.insert("content".into(), json!(""));
-    m.insert("additional_kwargs".into(), json!({}));
-    m.insert("response_metadata".into(), json!({}));
-    m.insert("type".into(), json!(kind));
+    // Sized up front: growing an index map rehashes it (this runs for every
+    // message a node returns).
+    let mut m = Map::with_capacity(9 + fields.len());
+    m.insert("content".into(), Value::String(String::new()));
+    m.insert("additional_kwargs".into(), Value::Object(Map::new()));
+    m.insert("response_metadata".into(), Value::Object(Map::new()));
+    m.insert("type".into(), Value::String(kind.to_string()));
     m.insert("name".into(), Value::Null);
     m.insert("id".into(), id.map_or(Value::Null, Value::String));
     match kind {
         "ai" => {
-            m.insert("tool_calls".into(), json!([]));
-            m.insert("invalid_tool_calls".into(), json!([]));
+            m.insert("tool_calls".into(), Value::Array(Vec::new()));
+            m.insert("invalid_tool_calls".into(), Value::Array(Vec::new()));
             m.insert("usage_metadata".into(), Value::Null);
         }
         "tool" => {
-            m.insert("tool_call_id".into(), json!(""));
+            m.insert("tool_call_id".into(), Value::String(String::new()));
             m.insert("artifact".into(), Value::Null);
-            m.insert("status".into(), json!("success"));
+            m.insert("status".into(), Value::String("success".into()));
         }
         _ => {}
     }
@@ -56,7 +58,15 @@ fn message_ext(kind: &str, fields: Map<String, Value>, id: Option<String>) -> Va
             m.insert(k, v);
         }
     }
-    json!({"__ext__": {"code": 5, "module": module, "name": name, "args": Value::Object(m), "method": "model_validate_json"}})
+    let mut ext = Map::with_capacity(5);
+    ext.insert("code".into(), Value::from(5));
+    ext.insert("module".into(), Value::String(module.into()));
+    ext.insert("name".into(), Value::String(name.into()));
+    ext.insert("args".into(), Value::Object(m));
+    ext.insert("method".into(), Value::String("model_validate_json".into()));
+    let mut outer = Map::with_capacity(1);
+    outer.insert("__ext__".into(), Value::Object(ext));
+    Value::Object(outer)
 }
 
 /// The dump of a message ext value (its `args`), if `v` is one.
