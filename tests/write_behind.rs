@@ -15,15 +15,20 @@ fn behind(path: &std::path::Path) -> Db {
     Db::builder().write_behind(true).open(path).unwrap()
 }
 
+/// Step `i` after `head`: a message appended, `n` set to `i`.
+fn step(saver: &Checkpointer, head: &CheckpointTuple, i: usize) -> CheckpointTuple {
+    saver
+        .step(head)
+        .append("messages", [json!({"i": i, "text": "x".repeat(200)})])
+        .set("n", json!(i))
+        .commit()
+        .unwrap()
+}
+
 fn run_steps(saver: &Checkpointer, thread: &str, n: usize) -> CheckpointTuple {
     let mut head = saver.start(&CheckpointConfig::thread(thread)).set("n", json!(0)).commit().unwrap();
     for i in 1..=n {
-        head = saver
-            .step(&head)
-            .append("messages", [json!({"i": i, "text": "x".repeat(200)})])
-            .set("n", json!(i))
-            .commit()
-            .unwrap();
+        head = step(saver, &head, i);
         saver.put_writes(&head.config, &[("out", json!(i))], "task", "").unwrap();
     }
     head
@@ -211,12 +216,7 @@ fn writes_outside_the_queue_go_through_while_the_committer_streams_steps() {
     let started = Instant::now();
     let mut head = saver.start(&CheckpointConfig::thread("s")).set("n", json!(0)).commit().unwrap();
     for i in 1..=200usize {
-        head = saver
-            .step(&head)
-            .append("messages", [json!({"i": i, "text": "x".repeat(200)})])
-            .set("n", json!(i))
-            .commit()
-            .unwrap();
+        head = step(&saver, &head, i);
         if i % 10 == 0 {
             store.put(&["mine"], &i.to_string(), json!({"i": i})).unwrap();
         }
