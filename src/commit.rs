@@ -306,22 +306,26 @@ impl Committer {
         rx.recv().unwrap_or_else(|_| Err(Error::corrupt("a finished write left no answer")))
     }
 
-    /// Queues `job` without waiting. Returns the error of an earlier
-    /// write-behind job, if one failed and was not reported yet (the new job
-    /// is queued all the same).
+    /// Queues `job` without waiting; or, if an earlier write-behind job
+    /// failed and that was not reported yet, returns its error and queues
+    /// nothing: an error means this call wrote nothing (a caller that gets
+    /// one does not hold a write that will commit after all).
     pub(crate) fn run_behind(&self, job: Job, tag: CacheTag) -> Result<()> {
-        let (earlier, wake) = {
+        let wake = {
             let mut st = self.shared.lock();
+            if let Some(earlier) = st.error.take() {
+                return Err(earlier);
+            }
             st.queue.push(Queued { job, reply: None, tag });
             st.submitted += 1;
-            // The thread sleeps without work, or lingers until its deadline
-            // or a full batch: wake it only then.
-            (st.error.take(), st.sleeping && (st.queue.len() == 1 || st.queue.len() >= FULL_BATCH))
+            // The thread sleeps without work, or waits for more in an open
+            // transaction: wake it only then.
+            st.sleeping && (st.queue.len() == 1 || st.queue.len() >= FULL_BATCH)
         };
         if wake {
             self.shared.work.notify_one();
         }
-        earlier.map_or(Ok(()), Err)
+        Ok(())
     }
 
     /// Waits until every job submitted before the call is committed (or has

@@ -16,19 +16,18 @@ fn behind(path: &std::path::Path) -> Db {
 }
 
 /// Step `i` after `head`: a message appended, `n` set to `i`.
-fn step(saver: &Checkpointer, head: &CheckpointTuple, i: usize) -> CheckpointTuple {
+fn step(saver: &Checkpointer, head: &CheckpointTuple, i: usize) -> agentstate::Result<CheckpointTuple> {
     saver
         .step(head)
         .append("messages", [json!({"i": i, "text": "x".repeat(200)})])
         .set("n", json!(i))
         .commit()
-        .unwrap()
 }
 
 fn run_steps(saver: &Checkpointer, thread: &str, n: usize) -> CheckpointTuple {
     let mut head = saver.start(&CheckpointConfig::thread(thread)).set("n", json!(0)).commit().unwrap();
     for i in 1..=n {
-        head = step(saver, &head, i);
+        head = step(saver, &head, i).unwrap();
         saver.put_writes(&head.config, &[("out", json!(i))], "task", "").unwrap();
     }
     head
@@ -80,16 +79,37 @@ fn two_steps() -> (tempfile::TempDir, std::path::PathBuf, Db, CheckpointTuple, C
 fn a_write_behind_conflict_is_reported_by_flush_and_the_others_commit() {
     let (_dir, _path, db, first, second) = two_steps();
     let saver = db.checkpointer();
+    saver.start(&CheckpointConfig::thread("u")).set("n", json!(0)).commit().unwrap();
     // `first` is no longer the head once `second` is written: queued anyway,
     // refused when it runs.
     assert!(saver.step(&first).set("n", json!(2)).commit().is_ok());
-    saver.start(&CheckpointConfig::thread("u")).set("n", json!(0)).commit().unwrap();
     assert!(matches!(db.flush(), Err(Error::Conflict(_))));
     // Reported once; the other writes were committed.
     db.flush().unwrap();
     assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, second.config);
     assert!(saver.get_tuple(&CheckpointConfig::thread("u")).unwrap().is_some());
     assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 2);
+}
+
+/// The next write reports a queued write's failure instead of `flush`, and
+/// then queues nothing: an error means the call wrote nothing, so the
+/// caller can retry it (or drop it) knowing it will not commit later.
+#[test]
+fn a_write_that_reports_an_earlier_failure_writes_nothing() {
+    let (_dir, _path, db, first, second) = two_steps();
+    let saver = db.checkpointer();
+    assert!(saver.step(&first).set("n", json!(2)).commit().is_ok());
+    // Wait until the refused step has run (a read waits for the queue; the
+    // failure stays for the next write or flush).
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, second.config);
+    let report = saver.step(&second).set("n", json!(3)).commit();
+    assert!(matches!(report, Err(Error::Conflict(_))), "{report:?}");
+    db.flush().unwrap();
+    assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 2);
+    // Retried, it commits.
+    let third = saver.step(&second).set("n", json!(3)).commit().unwrap();
+    db.flush().unwrap();
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, third.config);
 }
 
 /// A job committed alone (no other job queued with it) runs without a
@@ -124,16 +144,19 @@ fn a_failing_job_in_a_shared_transaction_leaves_nothing_and_the_others_commit() 
     let (_dir, path, db, first, second) = two_steps();
     let saver = db.checkpointer();
     db.flush().unwrap();
-    // Queued together (the committer lingers for more): a step from a parent
+    // Another connection holds the write lock, so the three writes queue up
+    // and go into one transaction when it lets go: a step from a parent
     // that is no longer the head, writing a channel of its own, between two
     // good writes.
+    let raw = agentstate::rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch("BEGIN IMMEDIATE").unwrap();
     saver.start(&CheckpointConfig::thread("u")).set("n", json!(0)).commit().unwrap();
     saver.step(&first).set("only-in-the-conflict", json!("x".repeat(2000))).commit().unwrap();
     let third = saver.step(&second).set("n", json!(2)).commit().unwrap();
+    raw.execute_batch("ROLLBACK").unwrap();
     assert!(matches!(db.flush(), Err(Error::Conflict(_))));
     assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, third.config);
     assert!(saver.get_tuple(&CheckpointConfig::thread("u")).unwrap().is_some());
-    let raw = agentstate::rusqlite::Connection::open(&path).unwrap();
     let count = |sql: &str| -> i64 { raw.query_row(sql, [], |r| r.get(0)).unwrap() };
     assert_eq!(count("SELECT count(*) FROM checkpoints WHERE thread_id = 't'"), 3);
     assert_eq!(count("SELECT count(*) FROM checkpoint_blobs WHERE channel = 'only-in-the-conflict'"), 0);
@@ -216,7 +239,7 @@ fn writes_outside_the_queue_go_through_while_the_committer_streams_steps() {
     let started = Instant::now();
     let mut head = saver.start(&CheckpointConfig::thread("s")).set("n", json!(0)).commit().unwrap();
     for i in 1..=200usize {
-        head = step(&saver, &head, i);
+        head = step(&saver, &head, i).unwrap();
         if i % 10 == 0 {
             store.put(&["mine"], &i.to_string(), json!({"i": i})).unwrap();
         }
@@ -268,6 +291,80 @@ fn a_queued_write_that_stays_busy_past_the_timeout_is_reported_and_leaves_nothin
     let head = saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
     assert_eq!(head.checkpoint.channel_values["n"], json!(2));
     assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 2);
+}
+
+/// Runs `write` until it does not report an earlier write's refusal (such a
+/// call queued nothing: retried, it goes through), counting the reports.
+fn retrying(reports: &mut usize, write: impl Fn() -> agentstate::Result<CheckpointTuple>) -> CheckpointTuple {
+    loop {
+        match write() {
+            Ok(t) => return t,
+            Err(Error::Conflict(_)) => *reports += 1,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+}
+
+/// Four threads queue steps on a write-behind `Db` while the committer
+/// streams them into shared transactions; every seventh step is followed by
+/// a step from a parent that is no longer the head (a `Conflict` when it
+/// runs), which rolls the open transaction back and makes the batch run
+/// again job by job. Whatever the interleaving: every good step commits, in
+/// order, and nothing of a refused one is in the file.
+#[test]
+fn conflicts_among_streamed_steps_from_several_threads_fail_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mixed.db");
+    let db = behind(&path);
+    let refused = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for w in 0..4usize {
+            let (saver, refused) = (db.checkpointer(), &refused);
+            s.spawn(move || {
+                let cfg = CheckpointConfig::thread(format!("w{w}"));
+                let mut reports = 0;
+                let mut head = retrying(&mut reports, || saver.start(&cfg).set("n", json!(0)).commit());
+                let mut older = head.clone();
+                for i in 1..=80usize {
+                    let next = retrying(&mut reports, || step(&saver, &head, i));
+                    if i % 7 == w {
+                        // Queued, refused when it runs (or refused now, for
+                        // an earlier refused step: then it is not queued).
+                        let refused_now = saver.step(&older).set("refused", json!({"i": i})).commit();
+                        reports += usize::from(refused_now.is_err());
+                    }
+                    (older, head) = (head, next);
+                    if i % (w + 3) == 0 {
+                        match saver.db().flush() {
+                            Ok(()) => {}
+                            Err(Error::Conflict(_)) => reports += 1,
+                            Err(e) => panic!("{e:?}"),
+                        }
+                    }
+                }
+                refused.fetch_add(reports, std::sync::atomic::Ordering::Relaxed);
+            });
+        }
+    });
+    let _ = db.flush();
+    drop(db);
+    assert!(refused.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    let saver = Db::open(&path).unwrap().checkpointer();
+    for w in 0..4 {
+        let history = saver.list(&ListQuery::thread(format!("w{w}"))).unwrap();
+        assert_eq!(history.len(), 81);
+        for (k, t) in history.iter().enumerate() {
+            assert_eq!(t.checkpoint.channel_values["n"], json!(80 - k));
+            assert!(!t.checkpoint.channel_values.contains_key("refused"));
+            let parent = t.parent_config.as_ref().map(|p| p.checkpoint_id.clone());
+            assert_eq!(parent, history.get(k + 1).map(|p| p.config.checkpoint_id.clone()));
+        }
+    }
+    let raw = agentstate::rusqlite::Connection::open(&path).unwrap();
+    let blobs: i64 = raw
+        .query_row("SELECT count(*) FROM checkpoint_blobs WHERE channel = 'refused'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(blobs, 0);
 }
 
 const CHILD: &str = "write_behind_child";

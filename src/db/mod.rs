@@ -99,7 +99,8 @@ impl DbBuilder {
     ///   dropping the last handle of the `Db` commits what is queued;
     /// - a write that fails once queued (a [`Error::Conflict`] from a step
     ///   whose parent is no longer the head, a full disk) is reported by the
-    ///   next write or by `flush`.
+    ///   next write, which then queues nothing (an error always means the
+    ///   call wrote nothing: retry it if it still applies), or by `flush`.
     ///
     /// Store writes and maintenance calls (prune, delete, copy, retention)
     /// are never deferred; they wait for the queue first.
