@@ -286,7 +286,8 @@ impl<'a> Step<'a> {
     /// writes yet). With [`write_behind`](crate::DbBuilder::write_behind),
     /// it returns once the write is queued, and the errors below that only
     /// the write can find (a conflict, a missing parent, the database's)
-    /// come from a later write or from [`Db::flush`](crate::Db::flush).
+    /// come from a later write or from [`Db::flush`](crate::Db::flush). A
+    /// call that returns such an earlier write's error queued nothing.
     ///
     /// # Errors
     /// - [`Error::Conflict`](crate::Error::Conflict) if the parent is no longer the newest checkpoint

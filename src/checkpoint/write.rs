@@ -106,6 +106,9 @@ impl Checkpointer {
     /// - [`Error::Serialization`] if a channel value cannot be encoded.
     /// - [`Error::Busy`], [`Error::DiskFull`], [`Error::Sqlite`] from the
     ///   database; nothing is written then.
+    /// - With [`write_behind`](crate::DbBuilder::write_behind), an earlier
+    ///   queued write's error (see [`Db::flush`](crate::Db::flush)); this
+    ///   call queued nothing then.
     pub fn put(
         &self,
         config: &CheckpointConfig,
@@ -303,7 +306,8 @@ impl Checkpointer {
     /// - [`Error::InvalidConfig`] if `thread_id` is empty or `checkpoint_id`
     ///   is missing.
     /// - [`Error::Serialization`] if a value cannot be encoded.
-    /// - database errors as for [`put`](Self::put); nothing is written then.
+    /// - database errors as for [`put`](Self::put); nothing is written then
+    ///   (with write-behind, also an earlier queued write's error).
     pub fn put_writes<C: AsRef<str>>(
         &self,
         config: &CheckpointConfig,
