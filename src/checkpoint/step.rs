@@ -348,7 +348,7 @@ impl<'a> Step<'a> {
             (None, Some(p)) => p.metadata.step().map_or(0, |s| s.saturating_add(1)),
             (None, None) => -1,
         };
-        let metadata = self.metadata.clone().unwrap_or_else(|| {
+        let metadata = self.metadata.unwrap_or_else(|| {
             Metadata::new()
                 .with("source", if parent.is_some() { "loop" } else { "input" })
                 .with("step", step)
