@@ -10,21 +10,44 @@ use crate::error::{Error, Result};
 /// # Errors
 /// [`Error::InvalidArgument`] if `id` is not 32 hex digits (dashes aside).
 pub fn checkpoint_id_bytes(id: &str) -> Result<[u8; 16]> {
-    let hex: String = id.chars().filter(|c| *c != '-').collect();
-    if hex.len() != 32 || !hex.is_ascii() {
-        return Err(Error::InvalidArgument(format!("checkpoint id {id:?} is not a uuid")));
-    }
+    // Read in place (every task of every superstep derives its id here).
     let mut out = [0u8; 16];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
-            .map_err(|_| Error::InvalidArgument(format!("checkpoint id {id:?} is not a uuid")))?;
+    let mut digits = id.bytes().filter(|b| *b != b'-').map(|b| char::from(b).to_digit(16));
+    for byte in &mut out {
+        match (digits.next(), digits.next()) {
+            (Some(Some(hi)), Some(Some(lo))) => *byte = (hi << 4 | lo) as u8,
+            _ => return Err(not_a_uuid(id)),
+        }
     }
-    Ok(out)
+    match digits.next() {
+        None => Ok(out),
+        Some(_) => Err(not_a_uuid(id)),
+    }
 }
 
-/// `h` (32 hex digits) as `8-4-4-4-12` (no version bits are set).
-fn uuid_format(h: &str) -> String {
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+fn not_a_uuid(id: &str) -> Error {
+    Error::InvalidArgument(format!("checkpoint id {id:?} is not a uuid"))
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `h` as 32 lowercase hex digits, most significant first (`{h:032x}`),
+/// with a dash before the bytes at `dashes`.
+fn hex128(h: u128, dashes: &[usize]) -> String {
+    let mut out = String::with_capacity(32 + dashes.len());
+    for (i, b) in h.to_be_bytes().iter().enumerate() {
+        if dashes.contains(&i) {
+            out.push('-');
+        }
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 15)]));
+    }
+    out
+}
+
+/// `h` as a UUID string, `8-4-4-4-12` (no version bits are set).
+fn uuid_format(h: u128) -> String {
+    hex128(h, &[4, 6, 8, 10])
 }
 
 /// The id of a task prepared from checkpoint `checkpoint_id`:
@@ -40,7 +63,7 @@ pub fn task_id(checkpoint_id: &str, parts: &[&str]) -> Result<String> {
     for p in parts {
         buf.extend_from_slice(p.as_bytes());
     }
-    Ok(uuid_format(&format!("{:032x}", xxh3_128(&buf))))
+    Ok(uuid_format(xxh3_128(&buf)))
 }
 
 /// The id LangGraph gives the writes of `update_state` on checkpoint
@@ -59,7 +82,7 @@ pub(crate) fn update_task_id(checkpoint_id: &str) -> Result<String> {
 /// interrupt raised after the task got `n` answers hashes `task_ns|n`
 /// instead.
 pub fn interrupt_id(task_ns: &str) -> String {
-    format!("{:032x}", xxh3_128(task_ns.as_bytes()))
+    hex128(xxh3_128(task_ns.as_bytes()), &[])
 }
 
 /// The id of the interrupt a task raises once it has `answered` answers:
@@ -151,7 +174,33 @@ mod tests {
     }
 
     #[test]
+    fn ids_are_formats_hex() {
+        for h in [0u128, 1, 0xabc, u128::MAX, 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210] {
+            let hex = format!("{h:032x}");
+            assert_eq!(interrupt_id_hex(h), hex);
+            let dashed =
+                format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..]);
+            assert_eq!(uuid_format(h), dashed);
+            assert_eq!(checkpoint_id_bytes(&dashed).unwrap(), h.to_be_bytes());
+            assert_eq!(checkpoint_id_bytes(&hex.to_uppercase()).unwrap(), h.to_be_bytes());
+        }
+    }
+
+    fn interrupt_id_hex(h: u128) -> String {
+        hex128(h, &[])
+    }
+
+    #[test]
     fn bad_checkpoint_id_is_an_error() {
+        for bad in [
+            "",
+            "1f1e80e6",
+            "1f1e80e6-6c15-607f-8002-fb3ca7582eed0",
+            "1f1e80e6-6c15-607f-8002-fb3ca7582ee+",
+            "1f1e80e6-6c15-607f-8002-fb3ca7582eé",
+        ] {
+            assert!(matches!(checkpoint_id_bytes(bad), Err(Error::InvalidArgument(_))), "{bad}");
+        }
         assert!(matches!(task_id("nope", &["a"]), Err(Error::InvalidArgument(_))));
         assert!(matches!(
             task_id("zz1e80e6-6c15-607f-8002-fb3ca7582eed", &["a"]),
