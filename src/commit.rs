@@ -99,37 +99,28 @@ impl Shared {
 
     /// Takes the queue (the caller holds the lock, no batch is being
     /// written and the queue is not empty) and writes it with the lock
-    /// released: hands each job's result to its submitter or keeps the
-    /// first write-behind failure, and wakes everyone waiting.
-    fn write_queue<'s>(&'s self, mut st: MutexGuard<'s, State>) -> MutexGuard<'s, State> {
+    /// released: at once, or (`stream`) in a transaction the thread keeps
+    /// open, which takes every job queued later as it comes and commits
+    /// when somebody waits, at `LINGER` after the first job, or at a full
+    /// batch. Hands each job's result to its submitter or keeps the first
+    /// write-behind failure, and wakes everyone waiting.
+    fn write_queue<'s>(&'s self, mut st: MutexGuard<'s, State>, stream: bool) -> MutexGuard<'s, State> {
         st.running = true;
-        let batch = std::mem::take(&mut st.queue);
+        st.streaming = stream;
+        let mut batch = std::mem::take(&mut st.queue);
         drop(st);
         // Whoever writes must leave `running` cleared, or every later wait
         // would hang: a panic outside the jobs fails the batch instead.
-        let results = catch_unwind(AssertUnwindSafe(|| write_batch(&self.pool, self.busy, &batch)))
-            .unwrap_or_else(|_| panicked(&batch));
+        let results = catch_unwind(AssertUnwindSafe(|| match stream {
+            true => self.stream_into(&mut batch, Instant::now() + LINGER),
+            false => write_batch(&self.pool, self.busy, &batch),
+        }))
+        .unwrap_or_else(|_| panicked(&batch));
         self.finish(batch, results)
     }
 
-    /// Takes the queue (as [`write_queue`](Self::write_queue)) into a
-    /// transaction the thread keeps open: applies each job now and every job
-    /// queued later as it comes, and commits when somebody waits, at
-    /// `LINGER` after the first job, or at a full batch. Results and wake-ups
-    /// as `write_queue`'s.
-    fn stream<'s>(&'s self, mut st: MutexGuard<'s, State>) -> MutexGuard<'s, State> {
-        st.running = true;
-        st.streaming = true;
-        let mut batch = std::mem::take(&mut st.queue);
-        drop(st);
-        let deadline = Instant::now() + LINGER;
-        let results = catch_unwind(AssertUnwindSafe(|| self.stream_into(&mut batch, deadline)))
-            .unwrap_or_else(|_| panicked(&batch));
-        self.finish(batch, results)
-    }
-
-    /// The body of [`stream`](Self::stream): `batch` grows by the jobs
-    /// taken from the queue; the result of each.
+    /// A streamed [`write_queue`](Self::write_queue): `batch` grows by the
+    /// jobs taken from the queue; the result of each.
     fn stream_into(&self, batch: &mut Vec<Queued>, deadline: Instant) -> Vec<Result<()>> {
         let open = match Open::begin(&self.pool, self.busy) {
             Ok(open) => open,
@@ -216,13 +207,14 @@ fn panicked(batch: &[Queued]) -> Vec<Result<()>> {
         .collect()
 }
 
-/// The thread's open write transaction (see [`Shared::stream`]): dropped
+/// The thread's open write transaction (see [`Shared::write_queue`]): dropped
 /// without [`commit`](Self::commit), it rolls back.
 struct Open<'p> {
     conn: Pooled<'p>,
     /// Held until the transaction ends (after `conn` is back in the pool).
     _turn: WriteTurn<'p>,
-    start: WriteStart<'p>,
+    /// Taken by [`commit`](Self::commit).
+    start: Option<WriteStart<'p>>,
 }
 
 impl<'p> Open<'p> {
@@ -232,23 +224,10 @@ impl<'p> Open<'p> {
     fn begin(pool: &'p Pool, busy: Duration) -> Result<Open<'p>> {
         let conn = pool.get()?;
         let turn = pool.write_turn(busy);
-        let deadline = Instant::now() + busy;
-        let mut pause = Duration::from_millis(1);
-        loop {
-            match conn.prepare_cached("BEGIN IMMEDIATE").and_then(|mut s| s.execute([])).map_err(Error::from)
-            {
-                Ok(_) => {
-                    let mut start = conn.write_start();
-                    start.observe(data_version(&conn)?);
-                    return Ok(Open { conn, _turn: turn, start });
-                }
-                Err(Error::Busy) if Instant::now() < deadline => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(50));
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        crate::db::retry_busy(busy, || Ok(conn.prepare_cached("BEGIN IMMEDIATE")?.execute([]).map(drop)?))?;
+        let mut start = conn.write_start();
+        start.observe(&conn)?;
+        Ok(Open { conn, _turn: turn, start: Some(start) })
     }
 
     /// Commits; an error rolls back (when dropped). The generation under
@@ -256,8 +235,7 @@ impl<'p> Open<'p> {
     fn commit(mut self) -> Result<Option<u64>> {
         self.conn.prepare_cached("COMMIT")?.execute([])?;
         self.conn.pool().committed();
-        let start = std::mem::replace(&mut self.start, self.conn.write_start());
-        Ok(self.conn.wrote(start))
+        Ok(self.start.take().and_then(|start| self.conn.wrote(start)))
     }
 }
 
@@ -353,7 +331,7 @@ impl Committer {
         st.waiters += 1;
         while st.finished < target {
             if !st.running && !st.queue.is_empty() {
-                st = shared.write_queue(st);
+                st = shared.write_queue(st, false);
             } else {
                 if st.streaming && st.sleeping {
                     // The thread keeps a transaction open: have it commit.
@@ -394,7 +372,8 @@ fn run(shared: &Shared) {
         // Nobody waits: open a transaction that takes the jobs as they come
         // (a caller who starts waiting meanwhile has it committed).
         // Otherwise write what is queued at once.
-        st = if st.waiters == 0 && !st.stop { shared.stream(st) } else { shared.write_queue(st) };
+        let stream = st.waiters == 0 && !st.stop;
+        st = shared.write_queue(st, stream);
     }
 }
 
@@ -410,7 +389,7 @@ fn write_batch(pool: &Pool, busy: Duration, batch: &[Queued]) -> Vec<Result<()>>
     let all = pool.get().and_then(|mut conn| {
         let mut start = conn.write_start();
         crate::db::write_on(&mut conn, busy, |tx| {
-            start.observe(data_version(tx)?);
+            start.observe(tx)?;
             batch.iter().try_for_each(|q| run_job(q, tx))
         })?;
         Ok(conn.wrote(start))
@@ -457,11 +436,6 @@ fn committed(batch: &[Queued], generation: Option<u64>) -> Vec<Result<()>> {
         last.tag.set(g);
     }
     batch.iter().map(|_| Ok(())).collect()
-}
-
-/// `PRAGMA data_version` (inside a write: see `WriteStart::observe`).
-fn data_version(tx: &Connection) -> Result<i64> {
-    Ok(tx.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?)
 }
 
 /// Runs one job; a panic is that job's error.

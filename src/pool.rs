@@ -352,16 +352,21 @@ pub(crate) struct WriteStart<'a> {
 }
 
 impl WriteStart<'_> {
-    /// Inside the write's transaction, with the `PRAGMA data_version` it
-    /// read: a change committed elsewhere since the connection last looked
+    /// Inside the write's transaction `tx`: reads `PRAGMA data_version`,
+    /// and a change committed elsewhere since the connection last looked
     /// moves the generation first, as [`Pooled::generation`] would have.
     /// (A transaction retried after `Busy` observes again.)
-    pub(crate) fn observe(&mut self, data_version: i64) {
+    ///
+    /// # Errors
+    /// Database errors.
+    pub(crate) fn observe(&mut self, tx: &Connection) -> Result<()> {
+        let data_version: i64 = tx.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?;
         if self.seen != Some(data_version) {
             self.pool.generation.fetch_add(1, Ordering::SeqCst);
             self.seen = Some(data_version);
         }
         self.before = Some(self.pool.generation.load(Ordering::SeqCst));
+        Ok(())
     }
 }
 

@@ -450,8 +450,7 @@ impl Db {
         // would otherwise bypass the check `conn` makes).
         self.refuse_foreign()?;
         match &self.inner.committer {
-            Some(c) if self.inner.behind => c.run_behind(job, CacheTag::default()),
-            Some(c) => c.run_and_wait(job, CacheTag::default()),
+            Some(c) => self.queue(c, job, CacheTag::None),
             None => {
                 let mut conn = self.conn()?;
                 write_on(&mut conn, self.inner.busy_timeout, |tx| job(tx))
@@ -465,23 +464,28 @@ impl Db {
     /// if it was the last job of its transaction. Empty if the file moved
     /// meanwhile.
     pub(crate) fn submit_tagged(&self, job: Job) -> Result<CacheTag> {
+        self.refuse_foreign()?;
         if let Some(c) = &self.inner.committer {
-            self.refuse_foreign()?;
             let tag = CacheTag::pending();
-            match self.inner.behind {
-                true => c.run_behind(job, tag.clone())?,
-                false => c.run_and_wait(job, tag.clone())?,
-            }
+            self.queue(c, job, tag.clone())?;
             return Ok(tag);
         }
-        self.refuse_foreign()?;
         let mut conn = self.conn()?;
         let mut start = conn.write_start();
         write_on(&mut conn, self.inner.busy_timeout, |tx| {
-            start.observe(tx.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?);
+            start.observe(tx)?;
             job(tx)
         })?;
         Ok(CacheTag::known(conn.wrote(start)))
+    }
+
+    /// Hands `job` to the committer: queued behind the caller with
+    /// write-behind, waited for (group commit) otherwise.
+    fn queue(&self, c: &Committer, job: Job, tag: CacheTag) -> Result<()> {
+        match self.inner.behind {
+            true => c.run_behind(job, tag),
+            false => c.run_and_wait(job, tag),
+        }
     }
 
     /// Waits for queued writes, if any: what runs next sees them.
@@ -513,29 +517,41 @@ impl Db {
 /// queued write is after [`Db::submit_tagged`] returned. Empty when nothing
 /// may be cached (another change came in between, or the write failed).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct CacheTag(Option<Arc<OnceLock<u64>>>);
+pub(crate) enum CacheTag {
+    /// Nothing may be cached.
+    #[default]
+    None,
+    /// Known when the write returned (it ran in the caller).
+    Known(u64),
+    /// Set by the committer when it commits the queued write.
+    Pending(Arc<OnceLock<u64>>),
+}
 
 impl CacheTag {
     /// A tag known now (`None`: nothing may be cached).
     pub(crate) fn known(generation: Option<u64>) -> CacheTag {
-        CacheTag(generation.map(|g| Arc::new(OnceLock::from(g))))
+        generation.map_or(CacheTag::None, CacheTag::Known)
     }
 
     /// A tag the committer sets when it commits the write.
     pub(crate) fn pending() -> CacheTag {
-        CacheTag(Some(Arc::new(OnceLock::new())))
+        CacheTag::Pending(Arc::new(OnceLock::new()))
     }
 
     /// Sets a pending tag (once; later calls change nothing).
     pub(crate) fn set(&self, generation: u64) {
-        if let Some(cell) = &self.0 {
+        if let CacheTag::Pending(cell) = self {
             let _ = cell.set(generation);
         }
     }
 
     /// The generation, if known by now.
     pub(crate) fn get(&self) -> Option<u64> {
-        self.0.as_ref().and_then(|c| c.get().copied())
+        match self {
+            CacheTag::None => None,
+            CacheTag::Known(g) => Some(*g),
+            CacheTag::Pending(cell) => cell.get().copied(),
+        }
     }
 }
 
@@ -569,14 +585,22 @@ pub(crate) fn write_on<T>(
     // Writers of this process take turns before SQLite's lock (see
     // `Pool::write_turn`).
     let _turn = conn.pool().write_turn(busy);
-    let deadline = Instant::now() + busy;
-    let mut pause = Duration::from_millis(1);
-    loop {
+    retry_busy(busy, || {
         let attempt = in_transaction(conn, "BEGIN IMMEDIATE", &mut f);
         if attempt.is_ok() {
             conn.pool().committed();
         }
-        match attempt {
+        attempt
+    })
+}
+
+/// Runs `attempt` again while it fails with [`Error::Busy`], pausing 1 ms,
+/// then twice as long each time (at most 50 ms), until `busy` has passed.
+pub(crate) fn retry_busy<T>(busy: Duration, mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
+    let deadline = Instant::now() + busy;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match attempt() {
             Err(Error::Busy) if Instant::now() < deadline => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(50));

@@ -177,17 +177,13 @@ mod tests {
     fn ids_are_formats_hex() {
         for h in [0u128, 1, 0xabc, u128::MAX, 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210] {
             let hex = format!("{h:032x}");
-            assert_eq!(interrupt_id_hex(h), hex);
+            assert_eq!(hex128(h, &[]), hex);
             let dashed =
                 format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..]);
             assert_eq!(uuid_format(h), dashed);
             assert_eq!(checkpoint_id_bytes(&dashed).unwrap(), h.to_be_bytes());
             assert_eq!(checkpoint_id_bytes(&hex.to_uppercase()).unwrap(), h.to_be_bytes());
         }
-    }
-
-    fn interrupt_id_hex(h: u128) -> String {
-        hex128(h, &[])
     }
 
     #[test]
