@@ -47,6 +47,9 @@ pub(crate) type Job = Box<dyn Fn(&Connection) -> Result<()> + Send>;
 struct Queued {
     job: Job,
     reply: Option<SyncSender<Result<()>>>,
+    /// The thread (LangGraph's `thread_id`) a write-behind job writes to,
+    /// to whose writes and flushes its failure is reported (`None`: any).
+    owner: Option<Box<str>>,
     /// Set when the job commits as the last of its transaction, with
     /// nothing else changed in between (see `Pooled::wrote`).
     tag: CacheTag,
@@ -58,8 +61,9 @@ struct State {
     /// Jobs submitted / finished (committed or failed) so far.
     submitted: u64,
     finished: u64,
-    /// The first error of a write-behind job not yet reported.
-    error: Option<Error>,
+    /// Failures of write-behind jobs not yet reported: the first of each
+    /// owner, oldest first.
+    errors: Vec<(Option<Box<str>>, Error)>,
     /// Callers waiting in `flush`/`wait`, or for their own job: no lingering.
     waiters: usize,
     /// A batch is being written (by the thread or by a waiting caller):
@@ -168,25 +172,24 @@ impl Shared {
     /// everyone waiting.
     fn finish(&self, batch: Vec<Queued>, results: Vec<Result<()>>) -> MutexGuard<'_, State> {
         let n = batch.len() as u64;
-        let mut behind_error = None;
+        let mut failed = Vec::new();
         for (q, r) in batch.into_iter().zip(results) {
-            match q.reply {
-                Some(reply) => {
+            match (q.reply, r) {
+                (Some(reply), r) => {
                     let _ = reply.send(r);
                 }
-                None => {
-                    if let Err(e) = r {
-                        behind_error.get_or_insert(e);
-                    }
-                }
+                (None, Err(e)) => failed.push((q.owner, e)),
+                (None, Ok(())) => {}
             }
         }
         let mut st = self.lock();
         st.finished += n;
         st.running = false;
         st.streaming = false;
-        if st.error.is_none() {
-            st.error = behind_error;
+        for (owner, e) in failed {
+            if !st.errors.iter().any(|(o, _)| *o == owner) {
+                st.errors.push((owner, e));
+            }
         }
         if st.blocked > 0 {
             self.done.notify_all();
@@ -197,6 +200,16 @@ impl Shared {
         }
         st
     }
+}
+
+/// Takes the oldest unreported write-behind failure that `owner` reports:
+/// any (`None`), or one of that owner's jobs or of an ownerless one.
+fn take_error(st: &mut State, owner: Option<Option<&str>>) -> Option<Error> {
+    let i = st.errors.iter().position(|(o, _)| match owner {
+        None => true,
+        Some(owner) => o.is_none() || o.as_deref() == owner,
+    })?;
+    Some(st.errors.remove(i).1)
 }
 
 /// Every job of `batch` failed: writing it panicked outside the jobs.
@@ -276,7 +289,7 @@ impl Committer {
         let (tx, rx) = sync_channel(1);
         let target = {
             let mut st = self.shared.lock();
-            st.queue.push(Queued { job, reply: Some(tx), tag });
+            st.queue.push(Queued { job, reply: Some(tx), owner: None, tag });
             st.submitted += 1;
             st.submitted
         };
@@ -284,17 +297,19 @@ impl Committer {
         rx.recv().unwrap_or_else(|_| Err(Error::corrupt("a finished write left no answer")))
     }
 
-    /// Queues `job` without waiting; or, if an earlier write-behind job
-    /// failed and that was not reported yet, returns its error and queues
-    /// nothing: an error means this call wrote nothing (a caller that gets
-    /// one does not hold a write that will commit after all).
-    pub(crate) fn run_behind(&self, job: Job, tag: CacheTag) -> Result<()> {
+    /// Queues `job`, a write to thread `owner` (`None`: no one thread),
+    /// without waiting; or, if an earlier write-behind job of the same
+    /// owner (or of none) failed and that was not reported yet, returns its
+    /// error and queues nothing: an error means this call wrote nothing (a
+    /// caller that gets one does not hold a write that will commit after
+    /// all). Another thread's failure is left for that thread.
+    pub(crate) fn run_behind(&self, job: Job, tag: CacheTag, owner: Option<&str>) -> Result<()> {
         let wake = {
             let mut st = self.shared.lock();
-            if let Some(earlier) = st.error.take() {
+            if let Some(earlier) = take_error(&mut st, Some(owner)) {
                 return Err(earlier);
             }
-            st.queue.push(Queued { job, reply: None, tag });
+            st.queue.push(Queued { job, reply: None, owner: owner.map(Box::from), tag });
             st.submitted += 1;
             // The thread sleeps without work, or waits for more in an open
             // transaction: wake it only then.
@@ -307,10 +322,12 @@ impl Committer {
     }
 
     /// Waits until every job submitted before the call is committed (or has
-    /// failed), then reports the first write-behind failure not yet reported.
-    pub(crate) fn flush(&self) -> Result<()> {
+    /// failed), then reports the first write-behind failure not yet
+    /// reported: of any job (`owner` `None`), or of a job of that thread or
+    /// of none.
+    pub(crate) fn flush(&self, owner: Option<&str>) -> Result<()> {
         self.wait();
-        self.shared.lock().error.take().map_or(Ok(()), Err)
+        take_error(&mut self.shared.lock(), owner.map(Some)).map_or(Ok(()), Err)
     }
 
     /// Waits until every job submitted before the call is committed (or has

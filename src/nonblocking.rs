@@ -211,6 +211,16 @@ impl AsyncCheckpointer {
         let saver = self.saver.clone();
         off_thread(move || saver.db().flush()).await
     }
+
+    /// [`Db::flush_thread`](crate::Db::flush_thread) of the checkpointer's
+    /// database.
+    ///
+    /// # Errors
+    /// As [`Db::flush_thread`](crate::Db::flush_thread).
+    pub async fn flush_thread(&self, thread_id: &str) -> Result<()> {
+        let (saver, thread_id) = (self.saver.clone(), thread_id.to_string());
+        off_thread(move || saver.db().flush_thread(&thread_id)).await
+    }
 }
 
 /// A [`Store`] whose calls never block the async runtime.

@@ -57,3 +57,31 @@ fn two_runs_continuing_one_thread_one_commits_the_other_conflicts() {
     assert_eq!(state.values["log"], json!(["prep", "slow"]));
     assert!(state.next.is_empty());
 }
+
+/// With `Durability::Async` on a write-behind `Db`, runs of different
+/// threads share the queue: a failed write of one thread fails that
+/// thread's run, never another's, and is not swallowed by another's flush.
+#[test]
+fn a_queued_failure_fails_its_own_threads_run_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::builder().write_behind(true).open(dir.path().join("wb.db")).unwrap();
+    let g = Graph::builder()
+        .state("log", ChannelSpec::reducer(Reducer::Append))
+        .node("one", |_| Ok(Update::new().set("log", json!(["one"]))))
+        .edge(START, "one")
+        .edge("one", END)
+        .compile(db.checkpointer())
+        .unwrap()
+        .with_durability(agentstate::engine::Durability::Async);
+    let (a, b) = (CheckpointConfig::thread("a"), CheckpointConfig::thread("b"));
+    g.invoke(Some(json!({"log": []})), &b).unwrap();
+    let saver = db.checkpointer();
+    let stale = saver.list(&ListQuery::thread("b")).unwrap().pop().unwrap();
+    // Queued, refused when it runs: `stale` is not the head of "b".
+    saver.step(&stale).set("log", json!(["stale"])).commit().unwrap();
+    let out = g.invoke(Some(json!({"log": []})), &a).unwrap();
+    assert_eq!(out["log"], json!(["one"]));
+    let run_b = g.invoke(Some(json!({"log": []})), &b);
+    assert!(matches!(run_b, Err(Error::Conflict(_))), "{run_b:?}");
+    db.flush().unwrap();
+}

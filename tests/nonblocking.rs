@@ -35,6 +35,7 @@ async fn checkpointer_calls_match_the_blocking_ones() {
     saver.delete_thread("u".into()).await.unwrap();
     assert!(saver.get_tuple(CheckpointConfig::thread("u")).await.unwrap().is_none());
     saver.flush().await.unwrap();
+    saver.flush_thread("t").await.unwrap();
 }
 
 #[tokio::test(flavor = "current_thread")]

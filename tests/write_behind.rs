@@ -112,6 +112,38 @@ fn a_write_that_reports_an_earlier_failure_writes_nothing() {
     assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, third.config);
 }
 
+/// A queued write's failure belongs to its thread: a write to another
+/// thread neither reports it nor is refused for it, and
+/// [`Db::flush_thread`] reports only its own thread's failures, so one
+/// conversation's `Conflict` never fails (or is swallowed by) another's.
+#[test]
+fn a_queued_failure_is_reported_to_its_own_thread_only() {
+    let (_dir, _path, db, first, second) = two_steps();
+    let saver = db.checkpointer();
+    let u = saver.start(&CheckpointConfig::thread("u")).set("n", json!(0)).commit().unwrap();
+    // Refused when it runs: `first` is no longer the head of "t".
+    saver.step(&first).set("n", json!(2)).commit().unwrap();
+    db.flush_thread("u").unwrap();
+    // "u" goes on; its writes are not refused for "t"'s failure.
+    let u2 = saver.step(&u).set("n", json!(1)).commit().unwrap();
+    db.flush_thread("u").unwrap();
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("u")).unwrap().unwrap().config, u2.config);
+    // "t"'s next write reports it and writes nothing; then "t" goes on.
+    let report = saver.step(&second).set("n", json!(3)).commit();
+    assert!(matches!(report, Err(Error::Conflict(_))), "{report:?}");
+    db.flush_thread("t").unwrap();
+    saver.step(&second).set("n", json!(3)).commit().unwrap();
+    db.flush().unwrap();
+    assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 3);
+    // Unreported, a failure waits for its thread's flush (or any `flush`).
+    saver.step(&first).set("n", json!(4)).commit().unwrap();
+    db.flush_thread("u").unwrap();
+    assert!(matches!(db.flush_thread("t"), Err(Error::Conflict(_))));
+    saver.step(&first).set("n", json!(5)).commit().unwrap();
+    assert!(matches!(db.flush(), Err(Error::Conflict(_))));
+    db.flush().unwrap();
+}
+
 /// A job committed alone (no other job queued with it) runs without a
 /// savepoint: when it fails, its whole transaction is rolled back.
 #[test]

@@ -52,6 +52,8 @@ impl Checkpointer {
                 job.rows.push((w.channel, w.idx, w.tag, w.bytes));
             }
         }
-        self.db.submit(Box::new(move |tx| jobs.iter().try_for_each(|j| j.apply(tx))))
+        // A failure is reported to the one thread written, if there is one.
+        let owner = jobs.iter().all(|j| j.thread == jobs[0].thread).then(|| jobs[0].thread.clone());
+        self.db.submit(Box::new(move |tx| jobs.iter().try_for_each(|j| j.apply(tx))), owner.as_deref())
     }
 }

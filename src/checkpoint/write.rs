@@ -206,7 +206,7 @@ impl Checkpointer {
     pub(super) fn submit_checkpoint(&self, job: CheckpointJob, writes: Vec<WritesJob>) -> Result<CacheTag> {
         let job = Arc::new(job);
         let run = job.clone();
-        let tag = self.db.submit_tagged(Box::new(move |tx| run.apply(tx, &writes)))?;
+        let tag = self.db.submit_tagged(Box::new(move |tx| run.apply(tx, &writes)), Some(&job.thread))?;
         self.remember(&job.thread, &job.ns, &job.blobs);
         Ok(tag)
     }
@@ -340,7 +340,7 @@ impl Checkpointer {
         task_path: &str,
     ) -> Result<()> {
         match writes_job(config, rows, task_id, task_path)? {
-            Some(job) => self.db.submit(Box::new(move |tx| job.apply(tx))),
+            Some(job) => self.db.submit(Box::new(move |tx| job.apply(tx)), Some(&config.thread_id)),
             None => Ok(()),
         }
     }

@@ -99,8 +99,11 @@ impl DbBuilder {
     ///   dropping the last handle of the `Db` commits what is queued;
     /// - a write that fails once queued (a [`Error::Conflict`] from a step
     ///   whose parent is no longer the head, a full disk) is reported by the
-    ///   next write, which then queues nothing (an error always means the
-    ///   call wrote nothing: retry it if it still applies), or by `flush`.
+    ///   next write to the same thread, which then queues nothing (an error
+    ///   always means the call wrote nothing: retry it if it still
+    ///   applies), by [`Db::flush_thread`] of that thread, or by
+    ///   [`Db::flush`]; writes to other threads neither report it nor fail
+    ///   for it.
     ///
     /// Store writes and maintenance calls (prune, delete, copy, retention)
     /// are never deferred; they wait for the queue first.
@@ -442,15 +445,17 @@ impl Db {
         write_on(&mut conn, self.inner.busy_timeout, f)
     }
 
-    /// Runs a checkpoint write `job`: queued behind the caller with
-    /// [`DbBuilder::write_behind`], through the group committer with
-    /// [`Durability::Full`], in the caller otherwise.
-    pub(crate) fn submit(&self, job: Job) -> Result<()> {
+    /// Runs a checkpoint write `job` to thread `owner` (`None`: several):
+    /// queued behind the caller with [`DbBuilder::write_behind`] (a failure
+    /// is then reported to that thread, see [`flush_thread`](Self::flush_thread)),
+    /// through the group committer with [`Durability::Full`], in the caller
+    /// otherwise.
+    pub(crate) fn submit(&self, job: Job, owner: Option<&str>) -> Result<()> {
         // Refuses a file whose checkpoint tables are not ours (the queue
         // would otherwise bypass the check `conn` makes).
         self.refuse_foreign()?;
         match &self.inner.committer {
-            Some(c) => self.queue(c, job, CacheTag::None),
+            Some(c) => self.queue(c, job, CacheTag::None, owner),
             None => {
                 let mut conn = self.conn()?;
                 write_on(&mut conn, self.inner.busy_timeout, |tx| job(tx))
@@ -463,11 +468,11 @@ impl Db {
     /// the job ran in the caller; for a queued job, once it is committed,
     /// if it was the last job of its transaction. Empty if the file moved
     /// meanwhile.
-    pub(crate) fn submit_tagged(&self, job: Job) -> Result<CacheTag> {
+    pub(crate) fn submit_tagged(&self, job: Job, owner: Option<&str>) -> Result<CacheTag> {
         self.refuse_foreign()?;
         if let Some(c) = &self.inner.committer {
             let tag = CacheTag::pending();
-            self.queue(c, job, tag.clone())?;
+            self.queue(c, job, tag.clone(), owner)?;
             return Ok(tag);
         }
         let mut conn = self.conn()?;
@@ -481,9 +486,9 @@ impl Db {
 
     /// Hands `job` to the committer: queued behind the caller with
     /// write-behind, waited for (group commit) otherwise.
-    fn queue(&self, c: &Committer, job: Job, tag: CacheTag) -> Result<()> {
+    fn queue(&self, c: &Committer, job: Job, tag: CacheTag, owner: Option<&str>) -> Result<()> {
         match self.inner.behind {
-            true => c.run_behind(job, tag),
+            true => c.run_behind(job, tag, owner),
             false => c.run_and_wait(job, tag),
         }
     }
@@ -500,13 +505,29 @@ impl Db {
     /// durable as the [`Durability`] says). A no-op without write-behind.
     ///
     /// # Errors
-    /// The first error of a queued write not reported yet (for example
-    /// [`Error::Conflict`] from a step whose parent was no longer the head, or
-    /// [`Error::DiskFull`]); the writes that succeeded are committed all the
-    /// same.
+    /// The first error of a queued write not reported yet, to any thread
+    /// (for example [`Error::Conflict`] from a step whose parent was no
+    /// longer the head, or [`Error::DiskFull`]); the writes that succeeded
+    /// are committed all the same.
     pub fn flush(&self) -> Result<()> {
         match &self.inner.committer {
-            Some(c) => c.flush(),
+            Some(c) => c.flush(None),
+            None => Ok(()),
+        }
+    }
+
+    /// [`flush`](Self::flush), reporting only a failure of a queued write
+    /// to thread `thread_id` (LangGraph's `thread_id`, any namespace):
+    /// another thread's failure stays for that thread's next write or
+    /// flush. This is how one conversation learns of its own lost write
+    /// while others share the `Db`; a graph's `invoke` ends with it.
+    ///
+    /// # Errors
+    /// The first error of a queued write to `thread_id` not reported yet,
+    /// as for [`flush`](Self::flush).
+    pub fn flush_thread(&self, thread_id: &str) -> Result<()> {
+        match &self.inner.committer {
+            Some(c) => c.flush(Some(thread_id)),
             None => Ok(()),
         }
     }

@@ -520,7 +520,7 @@ impl CompiledGraph {
         // write-behind Db); like LangGraph, invoke returns once they are
         // committed, whether the run succeeded or not.
         if self.durability == Durability::Async {
-            let flushed = self.saver.db().flush();
+            let flushed = self.saver.db().flush_thread(&config.thread_id);
             if out.is_ok() {
                 flushed?;
             }

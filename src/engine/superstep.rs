@@ -610,7 +610,7 @@ impl CompiledGraph {
         // queues within its short wait; the run's end writes what is still
         // queued.
         if cur.sync {
-            self.saver.db().flush()?;
+            self.saver.db().flush_thread(&cur.thread.thread_id)?;
         }
         mark_stored(channels);
         cp.id.clone_from(&tuple.checkpoint.id);
@@ -657,7 +657,7 @@ impl CompiledGraph {
         }
         self.saver.put_writes(&cur.thread.clone().at(cp_id), &writes, task, path)?;
         if cur.sync {
-            self.saver.db().flush()?;
+            self.saver.db().flush_thread(&cur.thread.thread_id)?;
         }
         Ok(())
     }
@@ -682,7 +682,7 @@ impl CompiledGraph {
         };
         self.saver.put_writes(at, &writes, &task, &path)?;
         if sync {
-            self.saver.db().flush()?;
+            self.saver.db().flush_thread(&at.thread_id)?;
         }
         Ok(())
     }
