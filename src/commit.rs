@@ -202,12 +202,21 @@ impl Shared {
     }
 }
 
-/// Takes the oldest unreported write-behind failure that `owner` reports:
-/// any (`None`), or one of that owner's jobs or of an ownerless one.
-fn take_error(st: &mut State, owner: Option<Option<&str>>) -> Option<Error> {
-    let i = st.errors.iter().position(|(o, _)| match owner {
-        None => true,
-        Some(owner) => o.is_none() || o.as_deref() == owner,
+/// Whose unreported write-behind failures a call reports.
+#[derive(Clone, Copy)]
+enum Reporter<'a> {
+    /// Anyone's (`Db::flush`).
+    Any,
+    /// Those of the jobs of this owner and of ownerless jobs (a write to
+    /// that thread, or `Db::flush_thread`).
+    Owner(Option<&'a str>),
+}
+
+/// Takes the oldest unreported write-behind failure that `by` reports.
+fn take_error(st: &mut State, by: Reporter<'_>) -> Option<Error> {
+    let i = st.errors.iter().position(|(o, _)| match by {
+        Reporter::Any => true,
+        Reporter::Owner(owner) => o.is_none() || o.as_deref() == owner,
     })?;
     Some(st.errors.remove(i).1)
 }
@@ -306,7 +315,7 @@ impl Committer {
     pub(crate) fn run_behind(&self, job: Job, tag: CacheTag, owner: Option<&str>) -> Result<()> {
         let wake = {
             let mut st = self.shared.lock();
-            if let Some(earlier) = take_error(&mut st, Some(owner)) {
+            if let Some(earlier) = take_error(&mut st, Reporter::Owner(owner)) {
                 return Err(earlier);
             }
             st.queue.push(Queued { job, reply: None, owner: owner.map(Box::from), tag });
@@ -327,7 +336,8 @@ impl Committer {
     /// of none.
     pub(crate) fn flush(&self, owner: Option<&str>) -> Result<()> {
         self.wait();
-        take_error(&mut self.shared.lock(), owner.map(Some)).map_or(Ok(()), Err)
+        let by = owner.map_or(Reporter::Any, |o| Reporter::Owner(Some(o)));
+        take_error(&mut self.shared.lock(), by).map_or(Ok(()), Err)
     }
 
     /// Waits until every job submitted before the call is committed (or has
