@@ -204,7 +204,7 @@ impl Shared {
 
 /// Whose unreported write-behind failures a call reports.
 #[derive(Clone, Copy)]
-enum Reporter<'a> {
+pub(crate) enum Reporter<'a> {
     /// Anyone's (`Db::flush`).
     Any,
     /// Those of the jobs of this owner and of ownerless jobs (a write to
@@ -332,11 +332,9 @@ impl Committer {
 
     /// Waits until every job submitted before the call is committed (or has
     /// failed), then reports the first write-behind failure not yet
-    /// reported: of any job (`owner` `None`), or of a job of that thread or
-    /// of none.
-    pub(crate) fn flush(&self, owner: Option<&str>) -> Result<()> {
+    /// reported that `by` reports.
+    pub(crate) fn flush(&self, by: Reporter<'_>) -> Result<()> {
         self.wait();
-        let by = owner.map_or(Reporter::Any, |o| Reporter::Owner(Some(o)));
         take_error(&mut self.shared.lock(), by).map_or(Ok(()), Err)
     }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 
-use crate::commit::{Committer, Job};
+use crate::commit::{Committer, Job, Reporter};
 use crate::error::{Error, Result};
 use crate::pool::{Pool, Pooled};
 use crate::wal::WalThread;
@@ -510,10 +510,7 @@ impl Db {
     /// longer the head, or [`Error::DiskFull`]); the writes that succeeded
     /// are committed all the same.
     pub fn flush(&self) -> Result<()> {
-        match &self.inner.committer {
-            Some(c) => c.flush(None),
-            None => Ok(()),
-        }
+        self.flush_for(Reporter::Any)
     }
 
     /// [`flush`](Self::flush), reporting only a failure of a queued write
@@ -526,8 +523,13 @@ impl Db {
     /// The first error of a queued write to `thread_id` not reported yet,
     /// as for [`flush`](Self::flush).
     pub fn flush_thread(&self, thread_id: &str) -> Result<()> {
+        self.flush_for(Reporter::Owner(Some(thread_id)))
+    }
+
+    /// Commits what is queued; the failure `by` reports, if any.
+    fn flush_for(&self, by: Reporter<'_>) -> Result<()> {
         match &self.inner.committer {
-            Some(c) => c.flush(Some(thread_id)),
+            Some(c) => c.flush(by),
             None => Ok(()),
         }
     }

@@ -174,7 +174,7 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_formats_hex() {
+    fn ids_are_formatted_as_hex() {
         for h in [0u128, 1, 0xabc, u128::MAX, 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210] {
             let hex = format!("{h:032x}");
             assert_eq!(hex128(h, &[]), hex);
