@@ -117,7 +117,7 @@ pub(crate) fn blob_version(stored: &str) -> Option<Cow<'_, str>> {
     Some(Cow::Owned(out))
 }
 
-/// [`blob_version`] of an owned column value, or [`Error::Corrupt`]
+/// [`blob_version`] of an owned column value, or [`Error::Corrupt`](crate::Error::Corrupt)
 /// naming it.
 pub(crate) fn blob_version_of(stored: String) -> crate::Result<String> {
     match blob_version(&stored) {

@@ -2,7 +2,7 @@
 //! importer keeps LangGraph's `idx` exactly; `put_writes` numbers by
 //! position).
 
-use super::write::WritesJob;
+use super::job::WritesJob;
 use super::Checkpointer;
 use crate::error::Result;
 

@@ -7,10 +7,10 @@ use rusqlite::{params, Connection};
 use serde_json::{Map, Value};
 
 use super::compact;
+use super::job::WritesJob;
 use super::packed;
 use super::retention::Retention;
 use super::types::{CheckpointConfig, Metadata, PruneStrategy};
-use super::write::WritesJob;
 use super::{describe, require_thread, Checkpointer};
 use crate::error::{Error, Result};
 

@@ -34,6 +34,7 @@ mod delta;
 mod encoded;
 mod exact;
 pub(crate) mod id;
+mod job;
 mod list;
 mod maintain;
 pub(crate) mod packed;

@@ -189,7 +189,7 @@ impl VersionTexts {
     }
 }
 
-/// [`decode`], building version texts through `texts`.
+/// [`decode()`], building version texts through `texts`.
 pub(crate) fn decode_with(bytes: &[u8], texts: &mut VersionTexts) -> Result<Decoded, String> {
     let mut rd = Cursor::new(bytes);
     let rd = &mut rd;

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::id::{now_iso8601, uuid6_after};
+use super::job::{CheckpointJob, Head, WritesJob};
 use super::types::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointTuple, Metadata,
 };
 use super::value::ChannelValue;
-use super::write::{encode_row, sorted, writes_job, BlobValue, CheckpointJob, Head, PlannedBlob, WritesJob};
+use super::write::{encode_row, sorted, writes_job, BlobValue, PlannedBlob};
 use super::{next_version, require_thread, Checkpointer};
 use crate::db::CacheTag;
 use crate::error::Result;

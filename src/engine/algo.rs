@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Map, Value};
 
 use super::channel::Channel;
-use super::graph::{Compiled, State};
+use super::graph::Compiled;
+use super::node::State;
 use super::task_id::{pull_task_id, push_task_id};
 use super::{ERROR, INTERRUPT, NO_WRITES, NULL_TASK_ID, PULL, PUSH, RESUME, TASKS};
 use crate::checkpoint::{next_version, ChannelVersions};
@@ -139,7 +140,7 @@ pub(crate) fn with_writes(
 /// node (LangGraph's `updated_channels`).
 ///
 /// # Errors
-/// [`Error::InvalidUpdate`] from a channel that rejects its writes.
+/// [`Error::InvalidUpdate`](crate::Error::InvalidUpdate) from a channel that rejects its writes.
 pub(crate) fn apply_writes(
     cp: &mut CpState,
     channels: &mut Channels,
@@ -247,7 +248,7 @@ pub(crate) fn parse_send(v: &Value) -> Option<(String, Value)> {
 /// they trigger are candidates, in name order, as in LangGraph.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] if the checkpoint id is not a UUID.
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if the checkpoint id is not a UUID.
 pub(crate) fn prepare_next_tasks(
     graph: &Compiled,
     cp: &CpState,

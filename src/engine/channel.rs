@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::graph::panic_message;
 use super::messages::{add_messages_indexed, MessageIndex};
+use super::node::panic_message;
 use super::NodeError;
 use crate::error::{Error, Result};
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use super::graph::NodeError;
+use super::node::NodeError;
 use super::task_id::interrupt_id_after;
 
 /// What the running task knows about its resume values.

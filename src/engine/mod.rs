@@ -71,6 +71,7 @@ mod channel;
 mod graph;
 mod interrupt;
 mod messages;
+mod node;
 mod retry;
 mod run;
 mod state;
@@ -80,13 +81,12 @@ mod task;
 mod task_id;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
-#[cfg(feature = "tokio")]
-pub use graph::{AsyncNodeFn, NodeFuture};
-pub use graph::{
-    Command, Goto, Graph, GraphBuilder, NodeError, NodeFn, RouterFn, Send, State, SyncNodeFn, Update,
-};
+pub use graph::{Graph, GraphBuilder};
 pub use interrupt::{interrupt, Interrupt};
 pub use messages::remove_message;
+#[cfg(feature = "tokio")]
+pub use node::{AsyncNodeFn, NodeFuture};
+pub use node::{Command, Goto, NodeError, NodeFn, RouterFn, Send, State, SyncNodeFn, Update};
 pub use retry::{default_retry_on, RetryOnFn, RetryPolicy};
 pub use run::{CompiledGraph, PendingTask};
 pub use state::StateSnapshot;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::graph::NodeError;
+use super::node::NodeError;
 
 /// Which errors a [`RetryPolicy`] retries.
 pub type RetryOnFn = Arc<dyn Fn(&NodeError) -> bool + Send + Sync>;

@@ -13,7 +13,8 @@ use serde_json::{json, Map, Value};
 
 use super::algo::{is_control, prepare_next_tasks, send_value, Channels, CpState, Task};
 use super::channel::Channel;
-use super::graph::{Command, Compiled, Goto, State};
+use super::graph::Compiled;
+use super::node::{Command, Goto, State};
 use super::stream::StreamEvent;
 use super::{Durability, ERROR, INTERRUPT, RESUME, START, TASKS};
 use crate::checkpoint::{CheckpointConfig, CheckpointTuple, Checkpointer, Metadata};

@@ -10,7 +10,7 @@ use super::algo::{
     apply_writes, finished_writes, null_writes, prepare_next_tasks, read_state, with_writes, Task, TaskInput,
     TaskPath, TaskWrites,
 };
-use super::graph::Update;
+use super::node::Update;
 use super::run::{CompiledGraph, PendingTask, Save};
 use super::task_id::update_task_id;
 use super::{INTERRUPT, PUSH, START};

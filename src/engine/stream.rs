@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use serde_json::{Map, Value};
 
-use super::graph::{Command, State};
+use super::node::{Command, State};
 use super::run::{CompiledGraph, Input};
 use crate::checkpoint::CheckpointConfig;
 use crate::error::Result;

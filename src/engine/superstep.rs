@@ -11,8 +11,9 @@ use super::algo::{
     apply_writes, finished_writes, null_writes, prepare_next_tasks, read_shared, Channels, CpState, Task,
     TaskInput, TaskWrites,
 };
-use super::graph::{Compiled, NodeError, Update};
+use super::graph::Compiled;
 use super::interrupt::{with_scratchpad, Scratchpad};
+use super::node::{NodeError, Update};
 use super::run::{
     should_interrupt, task_resume, CompiledGraph, Ctx, HeldWrites, Input, Loaded, Outcome, Save,
 };

@@ -4,7 +4,8 @@
 use serde_json::Value;
 
 use super::algo::{apply_writes, send_value, Channels, CpState, Task, TaskInput, TaskWrites};
-use super::graph::{Goto, NodeError, NodeFn, NodeKind, NodeSpec, State, Update};
+use super::graph::{NodeKind, NodeSpec};
+use super::node::{Goto, NodeError, NodeFn, State, Update};
 use super::run::CompiledGraph;
 use super::{END, NO_WRITES, TASKS};
 use crate::error::Result;

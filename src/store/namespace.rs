@@ -347,7 +347,7 @@ pub(crate) fn encode_prefix<S: AsRef<str>>(labels: &[S]) -> String {
 
 /// Compares two encoded prefixes in **tuple order**: as if each were split on
 /// `.` and the label lists compared label by label (see also
-/// [`tuple_sort_key`] for SQL).
+/// `tuple_sort_key` for SQL, in the tests).
 ///
 /// It is plain byte order with `.` ranked below every other byte, which is
 /// the same thing because labels cannot contain `.` (nor NUL).
@@ -509,7 +509,7 @@ impl MatchCondition {
     }
 
     /// For a prefix condition without wildcards, the literal labels (which an
-    /// SQL store can push down with [`prefix_glob`]); `None` otherwise.
+    /// SQL store can push down as a key range); `None` otherwise.
     pub(crate) fn literal_prefix(&self) -> Option<Vec<&str>> {
         match self {
             MatchCondition::Prefix(p) => p

@@ -84,7 +84,7 @@ pub(crate) fn get_text_at_path(doc: &Value, path: &str) -> Vec<String> {
     get_text_at_tokens(doc, &tokenize_path(path))
 }
 
-/// [`get_text_at_path`] with a pre-tokenized path. An empty token list gives
+/// `get_text_at_path` (the tests' reference) with a pre-tokenized path. An empty token list gives
 /// the whole document; a token `"$"` is an ordinary key here (LangGraph's
 /// behaviour for a pre-tokenized path).
 pub(crate) fn get_text_at_tokens<S: AsRef<str>>(doc: &Value, tokens: &[S]) -> Vec<String> {
