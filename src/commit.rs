@@ -44,6 +44,11 @@ use crate::pool::{Pool, Pooled, WriteStart, WriteTurn};
 /// once if the transaction is retried).
 pub(crate) type Job = Box<dyn Fn(&Connection) -> Result<()> + Send>;
 
+/// Undoes what submitting a write-behind job did outside the file (values
+/// it put in a cache) when the job fails: run before the failure counts as
+/// finished, so that no read after `settle` or `flush` sees them.
+pub(crate) type Undo = Box<dyn FnOnce() + Send>;
+
 struct Queued {
     job: Job,
     reply: Option<SyncSender<Result<()>>>,
@@ -53,6 +58,8 @@ struct Queued {
     /// Set when the job commits as the last of its transaction, with
     /// nothing else changed in between (see `Pooled::wrote`).
     tag: CacheTag,
+    /// Run if the job fails.
+    undo: Option<Undo>,
 }
 
 #[derive(Default)]
@@ -174,6 +181,9 @@ impl Shared {
         let n = batch.len() as u64;
         let mut failed = Vec::new();
         for (q, r) in batch.into_iter().zip(results) {
+            if let (Some(undo), Err(_)) = (q.undo, &r) {
+                undo();
+            }
             match (q.reply, r) {
                 (Some(reply), r) => {
                     let _ = reply.send(r);
@@ -298,7 +308,7 @@ impl Committer {
         let (tx, rx) = sync_channel(1);
         let target = {
             let mut st = self.shared.lock();
-            st.queue.push(Queued { job, reply: Some(tx), owner: None, tag });
+            st.queue.push(Queued { job, reply: Some(tx), owner: None, tag, undo: None });
             st.submitted += 1;
             st.submitted
         };
@@ -311,14 +321,21 @@ impl Committer {
     /// owner (or of none) failed and that was not reported yet, returns its
     /// error and queues nothing: an error means this call wrote nothing (a
     /// caller that gets one does not hold a write that will commit after
-    /// all). Another thread's failure is left for that thread.
-    pub(crate) fn run_behind(&self, job: Job, tag: CacheTag, owner: Option<&str>) -> Result<()> {
+    /// all). Another thread's failure is left for that thread. `undo` runs
+    /// if the job fails (not if it is not queued).
+    pub(crate) fn run_behind(
+        &self,
+        job: Job,
+        tag: CacheTag,
+        owner: Option<&str>,
+        undo: Option<Undo>,
+    ) -> Result<()> {
         let wake = {
             let mut st = self.shared.lock();
             if let Some(earlier) = take_error(&mut st, Reporter::Owner(owner)) {
                 return Err(earlier);
             }
-            st.queue.push(Queued { job, reply: None, owner: owner.map(Box::from), tag });
+            st.queue.push(Queued { job, reply: None, owner: owner.map(Box::from), tag, undo });
             st.submitted += 1;
             // The thread sleeps without work, or waits for more in an open
             // transaction: wake it only then.

@@ -6,6 +6,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
+use agentstate::checkpoint::{Checkpoint, Metadata};
 use agentstate::store::StoreConfig;
 use agentstate::{CheckpointConfig, CheckpointTuple, Checkpointer, Db, Durability, Error, ListQuery};
 use common::harness::{child_command, child_env};
@@ -142,6 +143,55 @@ fn a_queued_failure_is_reported_to_its_own_thread_only() {
     saver.step(&first).set("n", json!(5)).commit().unwrap();
     assert!(matches!(db.flush(), Err(Error::Conflict(_))));
     db.flush().unwrap();
+}
+
+/// A queued `put` that reuses a stored version with another value is
+/// refused when it commits; until then, and after, this process reads the
+/// value the file holds for that version, never the refused one: whether
+/// the stored value was in the value cache (`cached`) or not (a fresh `Db`
+/// on the file).
+#[test]
+fn a_refused_queued_put_leaves_no_value_behind_in_the_cache() {
+    for cached in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wb.db");
+        let first = {
+            let db = behind(&path);
+            let saver = db.checkpointer();
+            let mut cp = Checkpoint::new();
+            cp.channel_values.insert("x".into(), json!([1]).into());
+            let v = saver.get_next_version(None);
+            cp.channel_versions.insert("x".into(), v.clone());
+            let cfg = CheckpointConfig::thread("a");
+            let stored = saver.put(&cfg, &cp, &Metadata::new(), &[("x".to_string(), v)].into()).unwrap();
+            db.flush().unwrap();
+            (db, saver, stored, cp)
+        };
+        let (db, saver, stored, cp) = match cached {
+            true => first,
+            false => {
+                let (_, _, stored, cp) = first;
+                let db = behind(&path);
+                let saver = db.checkpointer();
+                (db, saver, stored, cp)
+            }
+        };
+        let mut again = Checkpoint::new();
+        again.channel_values.insert("x".into(), json!([2]).into());
+        again.channel_versions = cp.channel_versions.clone();
+        // Queued: the conflict shows when it commits.
+        saver.put(&stored, &again, &Metadata::new(), &cp.channel_versions).unwrap();
+        let read = |s: &Checkpointer| s.get_tuple(&CheckpointConfig::thread("a")).unwrap().unwrap();
+        assert_eq!(read(&saver).checkpoint.channel_values["x"], json!([1]), "cached: {cached}");
+        assert!(matches!(db.flush_thread("a"), Err(Error::Conflict(_))));
+        let t = read(&saver);
+        assert_eq!(
+            (t.config.checkpoint_id, t.checkpoint.channel_values["x"].clone()),
+            (stored.checkpoint_id.clone(), json!([1]).into())
+        );
+        // The next put continues from the stored value as from a fresh process.
+        assert_eq!(read(&Db::open(&path).unwrap().checkpointer()).checkpoint.channel_values["x"], json!([1]));
+    }
 }
 
 /// A job committed alone (no other job queued with it) runs without a

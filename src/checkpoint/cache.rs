@@ -116,11 +116,26 @@ impl<V: Clone> BlobCache<V> {
 
     /// Caches `value` for `key`, counting `cost` bytes against the budget.
     pub(crate) fn insert(&self, key: BlobKey, value: V, cost: usize) {
+        self.insert_with(key, value, cost, true);
+    }
+
+    /// [`insert`](Self::insert), unless `key` is cached already: the value
+    /// of a write not committed yet never replaces one read or written
+    /// before (a version holds one value; a write that gives it another is
+    /// refused when it commits).
+    pub(crate) fn insert_new(&self, key: BlobKey, value: V, cost: usize) {
+        self.insert_with(key, value, cost, false);
+    }
+
+    fn insert_with(&self, key: BlobKey, value: V, cost: usize, replace: bool) {
         let cost = cost.max(64);
         if cost > self.budget / 4 {
             return;
         }
         let mut inner = self.lock();
+        if !replace && inner.map.contains_key(&key.parts() as &dyn AsKey) {
+            return;
+        }
         if inner.bytes + cost > self.budget {
             inner.map.clear();
             inner.bytes = 0;

@@ -204,6 +204,32 @@ impl Checkpointer {
 
     /// Forgets cached state of `thread` (its rows are being deleted).
     fn forget_thread(&self, thread: &str) {
+        self.caches().forget_thread(thread);
+    }
+
+    /// The caches keyed by thread, shared with this checkpointer's clones.
+    fn caches(&self) -> ThreadCaches {
+        ThreadCaches {
+            bases: self.bases.clone(),
+            values: self.values.clone(),
+            starts: self.starts.clone(),
+            encoded: self.encoded.clone(),
+        }
+    }
+}
+
+/// A checkpointer's caches keyed by thread, without its `Db`: a job queued
+/// behind the caller holds them to forget what it cached if it fails (a
+/// `Db` held there would keep the committer alive from its own queue).
+struct ThreadCaches {
+    bases: Arc<delta::BaseCache>,
+    values: Arc<cache::ValueCache>,
+    starts: Arc<cache::StartCache>,
+    encoded: Arc<cache::BytesCache>,
+}
+
+impl ThreadCaches {
+    fn forget_thread(&self, thread: &str) {
         self.bases.forget_thread(thread);
         self.values.forget_thread(thread);
         self.starts.forget_thread(thread);

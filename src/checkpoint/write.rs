@@ -212,12 +212,29 @@ impl Checkpointer {
     /// caller, through the group committer, or behind the caller: see
     /// [`DbBuilder::write_behind`](crate::DbBuilder::write_behind)), and
     /// remembers its values.
+    ///
+    /// A write done when the call returns is remembered once it succeeded.
+    /// One queued behind the caller is remembered at once (its reads see
+    /// it), and if it fails, what this checkpointer cached of its thread is
+    /// forgotten before the failure is known to anyone: no read takes a
+    /// refused write's value for the file's. (A remembered value never
+    /// replaces a cached one: a version holds one value.)
     pub(super) fn submit_checkpoint(&self, job: CheckpointJob, writes: Vec<WritesJob>) -> Result<CacheTag> {
         let job = Arc::new(job);
         let run = job.clone();
-        let tag = self.db.submit_tagged(Box::new(move |tx| run.apply(tx, &writes)), Some(&job.thread))?;
+        let apply: crate::commit::Job = Box::new(move |tx| run.apply(tx, &writes));
+        if !self.db.writes_behind() {
+            let tag = self.db.submit_tagged(apply, Some(&job.thread), None)?;
+            self.remember(&job.thread, &job.ns, &job.blobs);
+            return Ok(tag);
+        }
         self.remember(&job.thread, &job.ns, &job.blobs);
-        Ok(tag)
+        let (caches, thread) = (self.caches(), job.thread.clone());
+        let undo: crate::commit::Undo = Box::new(move || caches.forget_thread(&thread));
+        self.db.submit_tagged(apply, Some(&job.thread), Some(undo)).inspect_err(|_| {
+            // Not queued (an earlier failure of the thread is reported).
+            self.caches().forget_thread(&job.thread);
+        })
     }
 
     /// A channel value as stored whole: (type tag, bytes).
@@ -283,15 +300,15 @@ impl Checkpointer {
             let key: BlobKey = (thread.to_string(), ns.to_string(), b.channel.clone(), b.version.clone());
             let cost = b.full.len() + b.delta.as_ref().map_or(0, |d| d.1.len());
             match &b.value {
-                BlobValue::Empty => self.values.insert(key, None, 0),
+                BlobValue::Empty => self.values.insert_new(key, None, 0),
                 BlobValue::Decoded(v) => {
                     // A delta's elements end the list: it starts where they do.
                     let appended = b.delta.as_ref().and_then(|(_, d)| delta::array_header(d));
                     let start = appended.zip(v.as_list()).and_then(|((n, _), l)| l.len().checked_sub(n));
                     if let Some(start) = start {
-                        self.starts.insert(key.clone(), (b.tag.clone(), start), 0);
+                        self.starts.insert_new(key.clone(), (b.tag.clone(), start), 0);
                     }
-                    self.values.insert(key, Some(v.clone()), cost)
+                    self.values.insert_new(key, Some(v.clone()), cost)
                 }
                 BlobValue::Encoded => {}
             }

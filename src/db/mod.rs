@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 
-use crate::commit::{Committer, Job, Reporter};
+use crate::commit::{Committer, Job, Reporter, Undo};
 use crate::error::{Error, Result};
 use crate::pool::{Pool, Pooled};
 use crate::wal::WalThread;
@@ -455,7 +455,7 @@ impl Db {
         // would otherwise bypass the check `conn` makes).
         self.refuse_foreign()?;
         match &self.inner.committer {
-            Some(c) => self.queue(c, job, CacheTag::None, owner),
+            Some(c) => self.queue(c, job, CacheTag::None, owner, None),
             None => {
                 let mut conn = self.conn()?;
                 write_on(&mut conn, self.inner.busy_timeout, |tx| job(tx))
@@ -467,12 +467,18 @@ impl Db {
     /// job wrote may be cached ([`Pooled::wrote`]): known on return when
     /// the job ran in the caller; for a queued job, once it is committed,
     /// if it was the last job of its transaction. Empty if the file moved
-    /// meanwhile.
-    pub(crate) fn submit_tagged(&self, job: Job, owner: Option<&str>) -> Result<CacheTag> {
+    /// meanwhile. `undo` runs if a job queued behind the caller fails (see
+    /// [`writes_behind`](Self::writes_behind)).
+    pub(crate) fn submit_tagged(
+        &self,
+        job: Job,
+        owner: Option<&str>,
+        undo: Option<Undo>,
+    ) -> Result<CacheTag> {
         self.refuse_foreign()?;
         if let Some(c) = &self.inner.committer {
             let tag = CacheTag::pending();
-            self.queue(c, job, tag.clone(), owner)?;
+            self.queue(c, job, tag.clone(), owner, undo)?;
             return Ok(tag);
         }
         let mut conn = self.conn()?;
@@ -486,11 +492,24 @@ impl Db {
 
     /// Hands `job` to the committer: queued behind the caller with
     /// write-behind, waited for (group commit) otherwise.
-    fn queue(&self, c: &Committer, job: Job, tag: CacheTag, owner: Option<&str>) -> Result<()> {
-        match self.inner.behind {
-            true => c.run_behind(job, tag, owner),
+    fn queue(
+        &self,
+        c: &Committer,
+        job: Job,
+        tag: CacheTag,
+        owner: Option<&str>,
+        undo: Option<Undo>,
+    ) -> Result<()> {
+        match self.writes_behind() {
+            true => c.run_behind(job, tag, owner, undo),
             false => c.run_and_wait(job, tag),
         }
+    }
+
+    /// Whether a submitted write is queued behind the caller (it may fail
+    /// after the call returned) rather than done when the call returns.
+    pub(crate) fn writes_behind(&self) -> bool {
+        self.inner.behind && self.inner.committer.is_some()
     }
 
     /// Waits for queued writes, if any: what runs next sees them.
