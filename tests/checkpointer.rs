@@ -669,3 +669,36 @@ fn metadata_filters_follow_json_semantics() {
     assert_eq!(n(json!({"missing": {"$ne": 3}})), 1);
     assert_eq!(n(json!({"missing": {"$gt": 0}})), 0);
 }
+
+/// Reference §2.3 and §2.4: SqliteSaver and InMemorySaver test the id with
+/// `if checkpoint_id := get_checkpoint_id(config)`, so an empty id means
+/// none: the newest checkpoint for `get_tuple`, no id condition for `list`.
+#[test]
+fn an_empty_checkpoint_id_reads_as_none_in_get_tuple_and_list() {
+    let s = saver();
+    let ids = put_chain(&s, "t", "", 3);
+    let empty = CheckpointConfig::thread("t").at("");
+    assert_eq!(s.get_tuple(&empty).unwrap().unwrap().config.checkpoint_id.as_deref(), Some(ids[2].as_str()));
+    assert_eq!(s.list(&ListQuery::from_config(&empty)).unwrap().len(), 3);
+    let json = CheckpointConfig::from_json(&json!({"configurable": {"thread_id": "t", "checkpoint_id": ""}}));
+    assert_eq!(json.unwrap().checkpoint_id, None);
+}
+
+/// Reference §2.4: `list(config)` lists every namespace of the thread when
+/// the config has no `checkpoint_ns` (or a null one), only that namespace
+/// when it names one (`""` included): `ListQuery::from_json`. A typed
+/// `CheckpointConfig` always names one, so `from_config` lists only it.
+#[test]
+fn list_from_a_json_config_without_a_namespace_lists_every_namespace() {
+    let s = saver();
+    put_chain(&s, "t", "", 2);
+    put_chain(&s, "t", "child:1", 3);
+    let count = |q: Value| s.list(&ListQuery::from_json(&q).unwrap()).unwrap().len();
+    assert_eq!(count(json!({"configurable": {"thread_id": "t"}})), 5);
+    assert_eq!(count(json!({"configurable": {"thread_id": "t", "checkpoint_ns": null}})), 5);
+    assert_eq!(count(json!({"thread_id": "t", "checkpoint_ns": ""})), 2);
+    assert_eq!(count(json!({"configurable": {"thread_id": "t", "checkpoint_ns": "child:1"}})), 3);
+    assert_eq!(s.list(&ListQuery::from_config(&CheckpointConfig::thread("t"))).unwrap().len(), 2);
+    assert!(matches!(ListQuery::from_json(&json!({"configurable": {}})), Err(Error::InvalidConfig(_))));
+    assert!(matches!(ListQuery::from_json(&json!([1])), Err(Error::InvalidConfig(_))));
+}

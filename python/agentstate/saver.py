@@ -164,9 +164,17 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     def setup(self) -> None:
         """Nothing to do: the schema is created when the file is opened."""
 
-    def flush(self) -> None:
-        """Commits everything write-behind has queued."""
-        self._native.flush()
+    def flush(self, thread_id: str | None = None) -> None:
+        """Commits everything write-behind has queued.
+
+        Raises the first failure of a queued write not reported yet (a
+        write's failure is otherwise raised by the next write to its
+        thread). With ``thread_id``, only a failure of a write to that
+        thread is raised: another thread's stays for that thread's next
+        write or flush, so that one conversation on a shared saver never
+        receives another's error.
+        """
+        self._native.flush(thread_id)
 
     def close(self) -> None:
         """Commits what is queued and lets the file go (once calls in flight

@@ -240,10 +240,16 @@ impl Saver {
         py.detach(|| saver.delete_for_runs(&run_ids)).map_err(to_py)
     }
 
-    /// Commits what write-behind has queued.
-    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+    /// Commits what write-behind has queued; with `thread_id`, reports only
+    /// a failure of a queued write to that thread (`Db::flush_thread`).
+    #[pyo3(signature = (thread_id=None))]
+    fn flush(&self, py: Python<'_>, thread_id: Option<String>) -> PyResult<()> {
         let (db, _) = self.handles()?;
-        py.detach(|| db.flush()).map_err(to_py)
+        py.detach(|| match &thread_id {
+            Some(t) => db.flush_thread(t),
+            None => db.flush(),
+        })
+        .map_err(to_py)
     }
 
     /// Commits what write-behind has queued and lets the file go; later

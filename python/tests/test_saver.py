@@ -162,6 +162,33 @@ def test_write_behind_is_durable_after_flush_and_close(tmp_path):
         assert conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 50
 
 
+def test_write_behind_failure_is_raised_by_its_own_threads_flush(tmp_path):
+    # Rust: Db::flush_thread. A queued put that is refused when it commits
+    # (a version reused with another value) is raised by a flush of its own
+    # thread, never by another thread's; a plain flush raises any thread's.
+    saver = AgentStateSaver(str(tmp_path / "wb.db"), write_behind=True)
+    a = {"configurable": {"thread_id": "a", "checkpoint_ns": ""}}
+    b = {"configurable": {"thread_id": "b", "checkpoint_ns": ""}}
+    stored, versions = _put(saver, a, {"x": [1]})
+    saver.flush()
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"x": [2]}
+    cp["channel_versions"] = versions
+    saver.put(stored, cp, {"source": "loop", "step": 1, "parents": {}}, versions)  # queued
+    _put(saver, b, {"y": [1]})
+    saver.flush("b")
+    with pytest.raises(ConflictError):
+        saver.flush("a")
+    saver.flush("a")  # reported once
+    saver.put(stored, cp, {"source": "loop", "step": 1, "parents": {}}, versions)
+    with pytest.raises(ConflictError):
+        saver.flush()
+    saver.flush()
+    assert saver.get_tuple(a).checkpoint["channel_values"] == {"x": [1]}
+    assert saver.get_tuple(b).checkpoint["channel_values"] == {"y": [1]}
+    saver.close()
+
+
 def test_errors_are_exceptions(tmp_path):
     saver = AgentStateSaver(str(tmp_path / "e.db"))
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}

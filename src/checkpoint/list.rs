@@ -77,9 +77,10 @@ impl Checkpointer {
             sql.push_str(" AND checkpoint_ns = ?");
             args.push(ns.clone().into());
         }
-        if let Some(id) = &query.checkpoint_id {
+        // An empty id is none, as in LangGraph's `list(config)`.
+        if let Some(id) = query.checkpoint_id.as_deref().filter(|id| !id.is_empty()) {
             sql.push_str(" AND checkpoint_id = ?");
-            args.push(id.clone().into());
+            args.push(id.to_owned().into());
         }
         if let Some(f) = &filter {
             let (expr, params) = f.to_sql("metadata");

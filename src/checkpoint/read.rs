@@ -85,9 +85,10 @@ pub(super) struct StoredRow {
 }
 
 /// The row of `config.checkpoint_id`, or the newest of the thread and
-/// namespace without one.
+/// namespace without one (or with `""`: LangGraph reads an empty id as
+/// none).
 pub(super) fn find_row(tx: &Connection, config: &CheckpointConfig) -> Result<Option<Row>> {
-    Ok(match &config.checkpoint_id {
+    Ok(match config.checkpoint_id.as_deref().filter(|id| !id.is_empty()) {
         Some(id) => tx
             .prepare_cached(&format!(
                 "SELECT {ROW_COLUMNS} FROM checkpoints \

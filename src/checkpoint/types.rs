@@ -392,8 +392,12 @@ impl ListQuery {
         ListQuery { thread_id: Some(thread_id.into()), ..ListQuery::default() }
     }
 
-    /// The query LangGraph's `list(config)` makes of a config: its thread, its
-    /// namespace, and its checkpoint id if set.
+    /// A config's thread, its namespace, and its checkpoint id if set: the
+    /// query LangGraph's `list(config)` makes of a config that names its
+    /// namespace (as `get_state_history` does). A [`CheckpointConfig`]
+    /// always has one (`""` by default); for a LangGraph config that may
+    /// leave it out (then every namespace is listed), use
+    /// [`from_json`](Self::from_json).
     pub fn from_config(config: &CheckpointConfig) -> ListQuery {
         ListQuery {
             thread_id: Some(config.thread_id.clone()),
@@ -401,6 +405,34 @@ impl ListQuery {
             checkpoint_id: config.checkpoint_id.clone(),
             ..ListQuery::default()
         }
+    }
+
+    /// The query LangGraph's `list(config)` makes of a JSON config
+    /// (`{"configurable": {...}}`, or the `configurable` object itself):
+    /// its `thread_id`; its `checkpoint_ns` if present and not null, else
+    /// every namespace; its `checkpoint_id` if present and not empty.
+    ///
+    /// ```
+    /// # use agentstate::checkpoint::ListQuery;
+    /// # use serde_json::json;
+    /// let q = ListQuery::from_json(&json!({"configurable": {"thread_id": "t"}}))?;
+    /// assert_eq!(q, ListQuery::thread("t"));
+    /// # Ok::<(), agentstate::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`CheckpointConfig::from_json`]: [`Error::InvalidConfig`](crate::Error::InvalidConfig)
+    /// if the config is not an object, has no `thread_id`, or a key of the
+    /// three is of the wrong type.
+    pub fn from_json(config: &Value) -> Result<ListQuery> {
+        let parsed = CheckpointConfig::from_json(config)?;
+        let conf = config.get("configurable").unwrap_or(config);
+        let named = conf.get("checkpoint_ns").is_some_and(|ns| !ns.is_null());
+        let mut q = ListQuery::from_config(&parsed);
+        if !named {
+            q.checkpoint_ns = None;
+        }
+        Ok(q)
     }
 
     /// Only namespace `ns`.
