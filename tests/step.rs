@@ -653,3 +653,17 @@ mod extremes {
         assert_eq!(report.findings[0].severity(), Severity::Leftover);
     }
 }
+
+/// A step from a head whose thread was deleted meanwhile is a `Conflict`
+/// that says so (not "another writer continued it"), and writes nothing.
+#[test]
+fn a_step_from_a_deleted_threads_head_is_a_conflict_that_says_so() {
+    let (_dir, _path, saver) = on_file("deleted.db");
+    let head = saver.start(&CheckpointConfig::thread("t")).set("n", json!(0)).commit().unwrap();
+    saver.delete_thread("t").unwrap();
+    match saver.step(&head).set("n", json!(1)).commit() {
+        Err(Error::Conflict(m)) => assert!(m.contains("deleted"), "{m}"),
+        other => panic!("expected a Conflict, got {other:?}"),
+    }
+    assert!(saver.list(&ListQuery::thread("t")).unwrap().is_empty());
+}

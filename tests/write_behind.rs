@@ -145,6 +145,30 @@ fn a_queued_failure_is_reported_to_its_own_thread_only() {
     db.flush().unwrap();
 }
 
+/// A thread's queued writes that fail before a failure of the thread is
+/// reported are reported once, by the first failure: the caller learns
+/// that its thread lost queued writes (each one whole) and reads its head
+/// again; the thread's next write is not refused for the failures already
+/// covered.
+#[test]
+fn a_threads_failures_queued_together_are_reported_once() {
+    let (_dir, _path, db, first, second) = two_steps();
+    let saver = db.checkpointer();
+    let child =
+        saver.start(&CheckpointConfig::thread("t").ns("child:1")).set("n", json!(0)).commit().unwrap();
+    saver.step(&child).set("n", json!(1)).commit().unwrap();
+    // Two independent refused writes of "t" (two namespaces), queued before
+    // either failure is known.
+    saver.step(&first).set("n", json!(2)).commit().unwrap();
+    saver.step(&child).set("n", json!(2)).commit().unwrap();
+    assert!(matches!(db.flush_thread("t"), Err(Error::Conflict(_))));
+    db.flush_thread("t").unwrap();
+    saver.step(&second).set("n", json!(2)).commit().unwrap();
+    db.flush().unwrap();
+    assert_eq!(saver.list(&ListQuery::thread("t").namespace("")).unwrap().len(), 3);
+    assert_eq!(saver.list(&ListQuery::thread("t").namespace("child:1")).unwrap().len(), 2);
+}
+
 /// A queued `put` that reuses a stored version with another value is
 /// refused when it commits; until then, and after, this process reads the
 /// value the file holds for that version, never the refused one: whether

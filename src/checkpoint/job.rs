@@ -226,6 +226,10 @@ impl CheckpointJob {
                         (None, Some(h)) => Error::Conflict(format!(
                             "thread '{thread}' (namespace '{ns}') already has checkpoint {h}: continue it with step()"
                         )),
+                        (Some(p), None) => Error::Conflict(format!(
+                            "checkpoint {p} is no longer the newest of thread '{thread}' (namespace '{ns}'): the \
+                             thread has no checkpoint any more (it was deleted meanwhile); start it again"
+                        )),
                         (p, h) => Error::Conflict(format!(
                             "checkpoint {} is no longer the newest of thread '{thread}' (namespace '{ns}'; newest: {}): \
                              another writer continued it; read the newest and retry, or fork on purpose",

@@ -103,7 +103,9 @@ impl DbBuilder {
     ///   always means the call wrote nothing: retry it if it still
     ///   applies), by [`Db::flush_thread`] of that thread, or by
     ///   [`Db::flush`]; writes to other threads neither report it nor fail
-    ///   for it.
+    ///   for it. A thread's writes that fail before one of its failures is
+    ///   reported are reported once, by the first: after an error, read the
+    ///   thread's head again before going on.
     ///
     /// Store writes and maintenance calls (prune, delete, copy, retention)
     /// are never deferred; they wait for the queue first.
