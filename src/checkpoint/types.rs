@@ -421,7 +421,7 @@ impl ListQuery {
     /// ```
     ///
     /// # Errors
-    /// As [`CheckpointConfig::from_json`]: [`Error::InvalidConfig`](crate::Error::InvalidConfig)
+    /// As [`CheckpointConfig::from_json`]: [`Error::InvalidConfig`]
     /// if the config is not an object, has no `thread_id`, or a key of the
     /// three is of the wrong type.
     pub fn from_json(config: &Value) -> Result<ListQuery> {
