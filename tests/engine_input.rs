@@ -458,26 +458,47 @@ fn a_panicking_router_fails_its_task() {
     assert_eq!(stored(g.checkpointer(), "u"), (0, 0));
 }
 
-/// Guarantee: a router or node that goes nowhere known (an unknown node,
-/// START, a Send to END or to an unknown node) fails its task with a typed
-/// error (`InvalidUpdateError`); END together with a node goes to the
-/// node, as in LangGraph.
+/// Guarantee, as LangGraph 1.2 does: a router, a node's goto or a Send
+/// that names no node of the graph (an unknown name, `""`, a Send to END)
+/// is written and ignored (LangGraph logs "wrote to unknown channel
+/// branch:to:..., ignoring it" / "Ignoring unknown node name ... in pending
+/// sends"): the run goes on as if the goto were not there. A router that
+/// goes to START fails its task with LangGraph's `ValueError` ("Branch did
+/// not return a valid destination"). END together with a node goes to the
+/// node.
 #[test]
-fn gotos_to_unknown_nodes_fail_their_task() {
+fn gotos_to_unknown_nodes_are_ignored_and_start_fails_as_in_langgraph() {
     let gotos: Vec<Vec<Goto>> = vec![
         vec![Goto::node("nope")],
-        vec![Goto::node(START)],
         vec![Goto::node("")],
         vec![Goto::Send(Send::new(END, json!({})))],
         vec![Goto::Send(Send::new("nope", json!({})))],
     ];
+    let plain = compile(simple());
+    let expected = plain.invoke(Some(json!({})), &CheckpointConfig::thread("plain")).unwrap();
+    let steps = plain.get_state_history(&CheckpointConfig::thread("plain")).unwrap().len();
     for (i, goto) in gotos.into_iter().enumerate() {
         let g = compile(simple().conditional_edges("a", move |_| Ok(goto.clone())));
         let t = CheckpointConfig::thread(format!("t{i}"));
-        let err = g.invoke(Some(json!({})), &t).unwrap_err();
-        let Error::Node { node, error, .. } = &err else { panic!("{err:?}") };
-        assert_eq!((node.as_str(), error.kind()), ("a", "InvalidUpdateError"), "{i}");
+        assert_eq!(g.invoke(Some(json!({})), &t).unwrap(), expected, "{i}");
+        assert_eq!(g.get_state_history(&t).unwrap().len(), steps, "{i}");
+        assert!(g.get_state(&t).unwrap().next.is_empty(), "{i}");
     }
+    // A node's own goto (LangGraph's Command(goto=...)) likewise.
+    let g = compile(
+        Graph::builder()
+            .state("items", ChannelSpec::reducer(Reducer::Append))
+            .node("a", |_| Ok(Update::new().set("items", json!(["a"])).goto(Goto::node("nope"))))
+            .edge(START, "a"),
+    );
+    assert_eq!(g.invoke(Some(json!({})), &CheckpointConfig::thread("n")).unwrap()["items"], json!(["a"]));
+    let g = compile(simple().conditional_edges("a", |_| Ok(vec![Goto::node(START)])));
+    let err = g.invoke(Some(json!({})), &CheckpointConfig::thread("s")).unwrap_err();
+    let Error::Node { node, error, .. } = &err else { panic!("{err:?}") };
+    assert_eq!(
+        (node.as_str(), error.kind(), error.message()),
+        ("a", "ValueError", "Branch did not return a valid destination")
+    );
     let g = compile(
         simple()
             .node("b", |_| Ok(Update::new().set("items", json!(["b"]))))
@@ -698,4 +719,30 @@ fn writes_x(db: &Db) -> agentstate::engine::CompiledGraph {
         .edge(START, "a")
         .compile(db.checkpointer())
         .unwrap()
+}
+
+/// A subgraph node takes its place among the nodes as declared, as in
+/// LangGraph: a snapshot's `next` (and `tasks`) list nodes in declaration
+/// order, so a subgraph declared before a function node comes first.
+#[test]
+fn subgraph_nodes_keep_their_declaration_order() {
+    let child = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .node("c", |_| Ok(Update::new().set("items", json!(["c"]))))
+        .edge(START, "c");
+    let g = compile(
+        Graph::builder()
+            .state("items", ChannelSpec::reducer(Reducer::Append))
+            .node("first", |_| Ok(Update::new()))
+            .subgraph("sub", child)
+            .node("p", |_| Ok(Update::new().set("items", json!(["p"]))))
+            .edge(START, "sub")
+            .edge(START, "p")
+            .edge(START, "first"),
+    );
+    let t = CheckpointConfig::thread("t");
+    g.invoke(Some(json!({})), &t).unwrap();
+    let history = g.get_state_history(&t).unwrap();
+    let step0 = history.iter().find(|s| s.metadata.as_ref().and_then(|m| m.step()) == Some(0)).unwrap();
+    assert_eq!(step0.next, ["first", "sub", "p"]);
 }

@@ -92,7 +92,8 @@ impl Graph {
 pub struct GraphBuilder {
     state: Vec<(String, ChannelSpec)>,
     nodes: Vec<(String, NodeKind)>,
-    subgraphs: Vec<(String, GraphBuilder)>,
+    /// (position among the nodes as declared, name, graph).
+    subgraphs: Vec<(usize, String, GraphBuilder)>,
     edges: Vec<(String, String)>,
     joins: Vec<(Vec<String>, String)>,
     routers: Vec<(String, RouterFn)>,
@@ -106,9 +107,9 @@ pub struct GraphBuilder {
 /// dropped without recursing (a refused one included).
 impl Drop for GraphBuilder {
     fn drop(&mut self) {
-        let mut todo: Vec<GraphBuilder> = self.subgraphs.drain(..).map(|(_, child)| child).collect();
+        let mut todo: Vec<GraphBuilder> = self.subgraphs.drain(..).map(|(_, _, child)| child).collect();
         while let Some(mut b) = todo.pop() {
-            todo.extend(b.subgraphs.drain(..).map(|(_, child)| child));
+            todo.extend(b.subgraphs.drain(..).map(|(_, _, child)| child));
         }
     }
 }
@@ -167,7 +168,8 @@ impl GraphBuilder {
     /// checkpoint), and an [`interrupt()`](super::interrupt()) inside it
     /// pauses the parent; resuming the parent resumes it.
     pub fn subgraph(mut self, name: impl Into<String>, child: GraphBuilder) -> Self {
-        self.subgraphs.push((name.into(), child));
+        let at = self.nodes.len() + self.subgraphs.len();
+        self.subgraphs.push((at, name.into(), child));
         self
     }
 
@@ -278,15 +280,17 @@ impl GraphBuilder {
         let mut todo = vec![(self, 0)];
         while let Some((b, depth)) = todo.pop() {
             deepest = deepest.max(depth);
-            todo.extend(b.subgraphs.iter().map(|(_, child)| (child, depth + 1)));
+            todo.extend(b.subgraphs.iter().map(|(_, _, child)| (child, depth + 1)));
         }
         deepest
     }
 
     fn build(mut self) -> Result<Compiled> {
-        for (name, child) in std::mem::take(&mut self.subgraphs) {
+        // In declaration order, as LangGraph lists a graph's nodes (a
+        // snapshot's `next` and `tasks` follow it).
+        for (at, name, child) in std::mem::take(&mut self.subgraphs) {
             let child = child.build().map_err(|e| Error::InvalidGraph(format!("subgraph {name}: {e}")))?;
-            self.nodes.push((name, NodeKind::Subgraph(Arc::new(child))));
+            self.nodes.insert(at.min(self.nodes.len()), (name, NodeKind::Subgraph(Arc::new(child))));
         }
         let bad = |m: String| Err(Error::InvalidGraph(m));
         // Edges and joins are sets, as in LangGraph: a repeated one is one.

@@ -7,7 +7,7 @@ use super::algo::{apply_writes, send_value, Channels, CpState, Task, TaskInput, 
 use super::graph::{NodeKind, NodeSpec};
 use super::node::{Goto, NodeError, NodeFn, State, Update};
 use super::run::CompiledGraph;
-use super::{END, NO_WRITES, TASKS};
+use super::{END, NO_WRITES, START, TASKS};
 use crate::error::Result;
 
 /// LangGraph's `InvalidUpdateError`: what a node returned (or was given)
@@ -112,7 +112,7 @@ impl CompiledGraph {
         let gotos = update.gotos;
         let state_writes = writes.len();
         for goto in gotos {
-            writes.push(self.goto_write(&task.name, goto)?);
+            writes.push(self.goto_write(goto)?);
         }
         writes.extend(node.static_writes.iter().cloned());
         if !node.routers.is_empty() {
@@ -121,7 +121,7 @@ impl CompiledGraph {
                 .map_err(|e| invalid_update(e.to_string()))?;
             for router in &node.routers {
                 for goto in router(&state)? {
-                    writes.push(self.goto_write(&task.name, goto)?);
+                    writes.push(self.goto_write(goto)?);
                 }
             }
         }
@@ -132,22 +132,25 @@ impl CompiledGraph {
         Ok(writes)
     }
 
-    /// The write that sends the graph to `goto` after `from` (an empty
-    /// channel name for [`END`], dropped by the caller).
-    fn goto_write(&self, from: &str, goto: Goto) -> std::result::Result<(String, Value), NodeError> {
-        let runnable = |n: &str| self.graph.node(n).is_some_and(|n| n.func.is_some());
+    /// The write that sends the graph to `goto` (an empty
+    /// channel name for [`END`], dropped by the caller). As in LangGraph, a
+    /// goto or Send naming no node of the graph is written and then
+    /// ignored (its `branch:to:` channel does not exist; a Send to no node
+    /// makes no task); a router that goes to [`START`] fails.
+    fn goto_write(&self, goto: Goto) -> std::result::Result<(String, Value), NodeError> {
         match goto {
             Goto::Node(n) if n == END => Ok((String::new(), Value::Null)),
-            Goto::Node(n) if runnable(&n) => Ok((format!("branch:to:{n}"), Value::Null)),
-            Goto::Node(n) => Err(invalid_update(format!("{from} went to unknown node {n:?}"))),
+            Goto::Node(n) if n == START => {
+                Err(NodeError::with_kind("ValueError", "Branch did not return a valid destination"))
+            }
+            Goto::Node(n) => Ok((format!("branch:to:{n}"), Value::Null)),
             // The receiving task reads its argument as its state: refused
             // here, in the sender, rather than failing the receiver on every
             // run from the stored Send.
             Goto::Send(s) if !s.arg.is_object() => {
                 Err(invalid_update(format!("Send to {:?} needs an object argument, got {}", s.node, s.arg)))
             }
-            Goto::Send(s) if runnable(&s.node) => Ok((TASKS.to_string(), send_value(&s.node, &s.arg))),
-            Goto::Send(s) => Err(invalid_update(format!("Send to unknown node {:?}", s.node))),
+            Goto::Send(s) => Ok((TASKS.to_string(), send_value(&s.node, &s.arg))),
         }
     }
 
