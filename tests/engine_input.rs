@@ -523,8 +523,12 @@ fn a_send_of_a_non_object_fails_the_sender() {
     let err = g.invoke(Some(json!({})), &t).unwrap_err();
     let Error::Node { node, error, .. } = &err else { panic!("{err:?}") };
     assert_eq!((node.as_str(), error.kind()), ("a", "InvalidUpdateError"));
-    // No superstep after a's: the input checkpoint and a's error only.
-    assert_eq!(g.get_state(&t).unwrap().next, ["a"]);
+    // No superstep after a's, and the Send is not stored: a's writes (kept
+    // with its error, as after any failing router) and the error only.
+    assert_eq!(g.get_state_history(&t).unwrap().len(), 2);
+    let head = g.checkpointer().get_tuple(&t).unwrap().unwrap();
+    let channels: Vec<&str> = head.pending_writes.iter().map(|w| w.channel.as_str()).collect();
+    assert_eq!(channels, ["__error__", "items"]);
 }
 
 /// Guarantee: a huge fan-out (100,000 Sends in one superstep, each task
@@ -745,4 +749,43 @@ fn subgraph_nodes_keep_their_declaration_order() {
     let history = g.get_state_history(&t).unwrap();
     let step0 = history.iter().find(|s| s.metadata.as_ref().and_then(|m| m.step()) == Some(0)).unwrap();
     assert_eq!(step0.next, ["first", "sub", "p"]);
+}
+
+/// As LangGraph 1.2 (compared on the same graph): when a router fails after
+/// its node ran, the node's writes are stored with the error, so resuming
+/// takes the task as done: neither the node nor the router runs again and
+/// no branch is taken; the run ends with the node's writes applied.
+#[test]
+fn a_failing_router_stores_its_nodes_writes_and_a_resume_takes_the_task_as_done() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    let (node_runs, router_runs) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (n, r) = (node_runs.clone(), router_runs.clone());
+    let g = compile(
+        Graph::builder()
+            .state("x", ChannelSpec::last_value())
+            .state("log", ChannelSpec::reducer(Reducer::Append))
+            .node("a", move |_| {
+                n.fetch_add(1, SeqCst);
+                Ok(Update::new().set("log", json!(["a"])).set("x", json!(1)))
+            })
+            .node("b", |_| Ok(Update::new().set("log", json!(["b"]))))
+            .edge(START, "a")
+            .edge("b", END)
+            .conditional_edges("a", move |_| match r.fetch_add(1, SeqCst) {
+                0 => Err(NodeError::with_kind("ValueError", "router boom")),
+                _ => Ok(vec![Goto::node("b")]),
+            }),
+    );
+    let t = CheckpointConfig::thread("t");
+    let err = g.invoke(Some(json!({"x": 0})), &t).unwrap_err();
+    let Error::Node { node, error, .. } = &err else { panic!("{err:?}") };
+    assert_eq!((node.as_str(), error.kind(), error.message()), ("a", "ValueError", "router boom"));
+    let head = g.checkpointer().get_tuple(&t).unwrap().unwrap();
+    let channels: Vec<&str> = head.pending_writes.iter().map(|w| w.channel.as_str()).collect();
+    assert_eq!(channels, ["__error__", "log", "x"]);
+    let out = g.invoke(None, &t).unwrap();
+    assert_eq!(out, json!({"x": 1, "log": ["a"]}));
+    assert_eq!((node_runs.load(SeqCst), router_runs.load(SeqCst)), (1, 1));
+    assert_eq!(g.get_state_history(&t).unwrap().len(), 3);
 }

@@ -89,18 +89,22 @@ pub struct NodeError {
     kind: String,
     message: String,
     interrupts: Vec<Value>,
+    /// The writes the task made before it failed (its node ran, then a
+    /// router failed): stored with the error, as LangGraph does, and taken
+    /// out before the error reaches the caller.
+    partial: Vec<(String, Value)>,
 }
 
 impl NodeError {
     /// An error with a message (stored as `NodeError('<message>')`).
     pub fn new(message: impl Into<String>) -> NodeError {
-        NodeError { kind: "NodeError".into(), message: message.into(), interrupts: Vec::new() }
+        NodeError::with_kind("NodeError", message)
     }
 
     /// The signal [`interrupt`](super::interrupt()) returns: the node is
     /// paused, not failed.
     pub(crate) fn interrupted(interrupts: Vec<Value>) -> NodeError {
-        NodeError { kind: "GraphInterrupt".into(), message: "interrupted".into(), interrupts }
+        NodeError { interrupts, ..NodeError::with_kind("GraphInterrupt", "interrupted") }
     }
 
     /// Whether this is [`interrupt`](super::interrupt())'s pause rather
@@ -114,10 +118,22 @@ impl NodeError {
         &self.interrupts
     }
 
+    /// This error, after the task wrote `writes`.
+    pub(crate) fn after_writes(mut self, writes: Vec<(String, Value)>) -> NodeError {
+        self.partial = writes;
+        self
+    }
+
+    /// The writes the task made before it failed (see
+    /// [`after_writes`](Self::after_writes)), taken out.
+    pub(crate) fn take_writes(&mut self) -> Vec<(String, Value)> {
+        std::mem::take(&mut self.partial)
+    }
+
     /// An error of a named kind, stored as `<kind>('<message>')` like a
     /// Python exception's repr (`RuntimeError('flaky failed')`).
     pub fn with_kind(kind: impl Into<String>, message: impl Into<String>) -> NodeError {
-        NodeError { kind: kind.into(), message: message.into(), interrupts: Vec::new() }
+        NodeError { kind: kind.into(), message: message.into(), interrupts: Vec::new(), partial: Vec::new() }
     }
 
     /// The message.

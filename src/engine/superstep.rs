@@ -296,8 +296,9 @@ impl CompiledGraph {
                         interrupts.push((i, values));
                         self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
                     }
-                    Err(e) => {
+                    Err(mut e) => {
                         let mut writes: Vec<_> = answers(&pad).into_iter().collect();
+                        writes.extend(e.take_writes());
                         writes.push((ERROR.to_string(), Value::String(e.repr())));
                         if failure.as_ref().is_none_or(|(j, _)| i < *j) {
                             failure = Some((i, e));

@@ -119,10 +119,18 @@ impl CompiledGraph {
             let state = self
                 .fresh_state(task, &writes[..state_writes], channels)
                 .map_err(|e| invalid_update(e.to_string()))?;
-            for router in &node.routers {
+            let routed: std::result::Result<(), NodeError> = node.routers.iter().try_for_each(|router| {
                 for goto in router(&state)? {
                     writes.push(self.goto_write(goto)?);
                 }
+                Ok(())
+            });
+            if let Err(e) = routed {
+                // As LangGraph: what the task wrote before its router
+                // failed is stored with the error, so a resume takes the
+                // task as done (neither the node nor the router runs again).
+                writes.retain(|(c, _)| !c.is_empty());
+                return Err(e.after_writes(writes));
             }
         }
         writes.retain(|(c, _)| !c.is_empty());
