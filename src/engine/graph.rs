@@ -148,6 +148,11 @@ impl GraphBuilder {
     /// goes on tokio's blocking pool and each async node on the runtime, so
     /// no runtime worker thread waits. [`interrupt()`](super::interrupt())
     /// works inside `f`'s future (not inside tasks it spawns).
+    ///
+    /// Under the blocking [`invoke`](super::CompiledGraph::invoke), an async
+    /// node's task fails: with kind `RuntimeError` (naming `ainvoke`)
+    /// outside any runtime, and with kind `Panic` (tokio refuses to block a
+    /// runtime's worker thread) when `invoke` is called from async code.
     #[cfg(feature = "tokio")]
     pub fn async_node<F, Fut>(mut self, name: impl Into<String>, f: F) -> Self
     where
