@@ -231,10 +231,10 @@ impl Checkpointer {
         self.remember(&job.thread, &job.ns, &job.blobs);
         let (caches, thread) = (self.caches(), job.thread.clone());
         let undo: crate::commit::Undo = Box::new(move || caches.forget_thread(&thread));
-        self.db.submit_tagged(apply, Some(&job.thread), Some(undo)).inspect_err(|_| {
-            // Not queued (an earlier failure of the thread is reported).
-            self.caches().forget_thread(&job.thread);
-        })
+        // Not queued (an earlier failure of the thread is reported): forgotten now.
+        self.db
+            .submit_tagged(apply, Some(&job.thread), Some(undo))
+            .inspect_err(|_| self.forget_thread(&job.thread))
     }
 
     /// A channel value as stored whole: (type tag, bytes).
