@@ -237,7 +237,7 @@ fn put_merges_config_entries_into_metadata() {
     s.put(&cfg, &cp(), &Metadata(m), &none()).unwrap();
     let t = s.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
     assert_eq!(
-        Value::Object(t.metadata.0),
+        Value::Object(t.metadata.0.clone()),
         json!({"source": "input", "step": -1, "nul": "ab", "user": "uz", "foo": "bar", "n": 5})
     );
 }

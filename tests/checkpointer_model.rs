@@ -250,8 +250,8 @@ impl Model {
             .collect();
         CheckpointTuple {
             config: CheckpointConfig::thread(t).ns(ns).at(id),
-            checkpoint: cp,
-            metadata: Metadata(row.meta.clone()),
+            checkpoint: cp.into(),
+            metadata: Metadata(row.meta.clone()).into(),
             parent_config: row
                 .parent
                 .as_ref()
@@ -577,7 +577,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 let (source, step) = if values.is_empty() { ("fork", step) } else { ("update", step + 1) };
                 let meta =
                     Metadata::new().with("source", source).with("step", step).with("parents", json!({}));
-                prop_assert_eq!(&got.metadata, &meta);
+                prop_assert_eq!(&*got.metadata, &meta);
                 prop_assert_eq!(&got.parent_config, &Some(base.config.clone()));
                 prop_assert!(got.pending_writes.is_empty());
                 let mut want_values = base.checkpoint.channel_values.clone();
@@ -596,7 +596,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 }
                 let mut updated: Vec<String> = values.keys().cloned().collect();
                 updated.sort();
-                let mut cp = base.checkpoint.clone();
+                let mut cp = Checkpoint::clone(&base.checkpoint);
                 cp.id = got.checkpoint.id.clone();
                 cp.ts = got.checkpoint.ts.clone();
                 cp.channel_values = want_values;
@@ -706,7 +706,9 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     .and_then(|v| v.to_value().as_array().cloned())
                     .unwrap_or_default();
                 let log = Value::Array([old_log, entries.clone()].concat());
-                let mut cp = base.as_ref().map_or_else(|| Checkpoint::with_id(""), |b| b.checkpoint.clone());
+                let mut cp = base
+                    .as_ref()
+                    .map_or_else(|| Checkpoint::with_id(""), |b| Checkpoint::clone(&b.checkpoint));
                 let version = agentstate::checkpoint::next_version(cp.channel_versions.get("log"));
                 cp.channel_values.insert("log".into(), log.clone().into());
                 cp.channel_versions.insert("log".into(), version.clone());
@@ -752,7 +754,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                         Metadata::new().with("source", "input").with("step", -1).with("parents", json!({}))
                     }
                 };
-                prop_assert_eq!(&got.metadata, &meta);
+                prop_assert_eq!(&*got.metadata, &meta);
                 prop_assert_eq!(got.checkpoint.channel_values.get("log").map(|v| v.to_value()), Some(log));
                 // The crate picks the version: the next counter.
                 let ver = got.checkpoint.channel_versions.get("log").cloned();

@@ -93,7 +93,7 @@ fn encoded_and_decoded_reads_see_one_file() {
         assert_eq!(decoded.checkpoint.channel_values["step"], json!(i));
         let encoded = s.get_tuple_encoded(cfg).unwrap().unwrap();
         assert_eq!(encoded.values["messages"], enc(&Value::Array(list)), "version {i}");
-        assert_eq!(encoded.metadata, decoded.metadata);
+        assert_eq!(encoded.metadata, *decoded.metadata);
         assert_eq!(encoded.parent_config, decoded.parent_config);
     }
     // A checkpoint written decoded reads back encoded as JsonPlusSerializer's bytes.

@@ -308,7 +308,7 @@ fn input_at_an_earlier_runs_checkpoint_forks_at_every_durability() {
         let saver = db.checkpointer();
         let first = saver.get_tuple(&cfg).unwrap().unwrap();
         g.invoke(Some(json!({"items": ["two"], "count": 0})), &cfg).unwrap();
-        let old_head = saver.get_tuple(&cfg).unwrap().unwrap().checkpoint.id;
+        let old_head = saver.get_tuple(&cfg).unwrap().unwrap().checkpoint.id.clone();
         let out = g.invoke(Some(json!({"items": ["fork"], "count": 10})), &first.config).unwrap();
         assert_eq!(
             out,

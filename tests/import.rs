@@ -216,7 +216,7 @@ fn assert_same_history(src: &Path, dst: &Path) {
         if expected["updated_channels"].is_null() {
             expected.as_object_mut().unwrap().remove("updated_channels");
         }
-        assert_eq!(serde_json::to_value(&t.checkpoint).unwrap(), expected, "checkpoint {}", c.id);
+        assert_eq!(serde_json::to_value(&*t.checkpoint).unwrap(), expected, "checkpoint {}", c.id);
 
         let e = saver.get_tuple_encoded(&config).unwrap().unwrap();
         let raw = raw_channel_values(&c.checkpoint);

@@ -353,7 +353,7 @@ fn verify(path: &Path, models: &[Model]) -> Result<(), String> {
                 .list(&ListQuery::thread(dst))
                 .map_err(|e| e.to_string())?
                 .into_iter()
-                .map(|t| t.checkpoint.id)
+                .map(|t| t.checkpoint.id.clone())
                 .collect();
             if got != *ids {
                 return Err(format!("copy {dst}: {got:?}, acknowledged {ids:?}"));

@@ -577,8 +577,12 @@ fn write_behind_on_a_full_disk_keeps_a_whole_prefix_and_reports_the_rest() {
     // The file holds a prefix of the acknowledged chain, at least what was
     // flushed before the fault, and nothing else.
     let stored: Vec<String> = {
-        let mut ids: Vec<String> =
-            saver.list(&ListQuery::thread("wb")).unwrap().into_iter().map(|t| t.checkpoint.id).collect();
+        let mut ids: Vec<String> = saver
+            .list(&ListQuery::thread("wb"))
+            .unwrap()
+            .into_iter()
+            .map(|t| t.checkpoint.id.clone())
+            .collect();
         ids.reverse();
         ids
     };

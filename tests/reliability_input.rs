@@ -239,7 +239,7 @@ fn hostile_filters() {
         .list(&ListQuery::thread("f"))
         .unwrap()
         .into_iter()
-        .map(|t| (t.checkpoint.id, Value::Object(t.metadata.0)))
+        .map(|t| (t.checkpoint.id.clone(), Value::Object(t.metadata.0.clone())))
         .collect();
     let (accepted, refused) = (Mutex::new(0u64), Mutex::new(0u64));
     runner(1500)
@@ -271,7 +271,7 @@ fn hostile_filters() {
                     let mut got: Vec<String> = listed
                         .map_err(|e| TestCaseError::fail(format!("list {f}: {e}")))?
                         .into_iter()
-                        .map(|t| t.checkpoint.id)
+                        .map(|t| t.checkpoint.id.clone())
                         .collect();
                     got.sort();
                     let want: Vec<String> =
@@ -858,7 +858,7 @@ fn hostile_configs_ids_and_numbers() {
             {
                 Ok(c) => {
                     let t = saver.get_tuple(&c).map_err(|e| TestCaseError::fail(e.to_string()))?;
-                    prop_assert_eq!(t.map(|t| t.checkpoint.id), Some(text.clone()));
+                    prop_assert_eq!(t.map(|t| t.checkpoint.id.clone()), Some(text.clone()));
                     saver.delete_thread(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
                 }
                 Err(Error::InvalidConfig(_)) | Err(Error::InvalidArgument(_)) => {
@@ -1016,7 +1016,7 @@ fn retention_cases(name: &str, cases: u32, keep: BoxedStrategy<usize>, age: Boxe
                     .list(&ListQuery::thread(t))
                     .map_err(|e| TestCaseError::fail(e.to_string()))?
                     .into_iter()
-                    .map(|c| c.checkpoint.id)
+                    .map(|c| c.checkpoint.id.clone())
                     .collect())
             };
             // On write: never the newest, never below what keep_last allows.

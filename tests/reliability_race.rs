@@ -105,7 +105,7 @@ fn step_api_lets_exactly_one_writer_continue_each_head() {
                             *start_wins.lock().unwrap().entry(t.clone()).or_default() += 1;
                             wins.lock().unwrap().push(Win {
                                 thread: t,
-                                id: tuple.checkpoint.id,
+                                id: tuple.checkpoint.id.clone(),
                                 parent: None,
                                 fork: false,
                                 appended: vec![item],
@@ -142,7 +142,7 @@ fn step_api_lets_exactly_one_writer_continue_each_head() {
                             );
                             wins.lock().unwrap().push(Win {
                                 thread: t.to_string(),
-                                id: tuple.checkpoint.id,
+                                id: tuple.checkpoint.id.clone(),
                                 parent: base.checkpoint.id.clone().into(),
                                 fork,
                                 appended: items,
@@ -271,7 +271,7 @@ fn maintenance_beside_writers_removes_only_what_it_should() {
                         Ok(tuple) => {
                             let log = [head.as_ref().map(log_of).unwrap_or_default(), items].concat();
                             assert_eq!(log_of(&tuple), log);
-                            acked.lock().unwrap().cps.insert(tuple.checkpoint.id, (run, log));
+                            acked.lock().unwrap().cps.insert(tuple.checkpoint.id.clone(), (run, log));
                         }
                         // The maintainer removed or forked past the head.
                         Err(Error::Conflict(_)) => acked.lock().unwrap().conflicts += 1,

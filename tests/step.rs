@@ -3,7 +3,9 @@
 //! that would lose data" and "Checkpoint storage").
 
 use agentstate::checkpoint::ChannelVersion;
-use agentstate::{CheckpointConfig, CheckpointTuple, Checkpointer, Db, Error, ListQuery, Metadata};
+use agentstate::{
+    Checkpoint, CheckpointConfig, CheckpointTuple, Checkpointer, Db, Error, ListQuery, Metadata,
+};
 use serde_json::{json, Value};
 
 fn msg(i: usize) -> Value {
@@ -49,7 +51,7 @@ fn a_step_versions_what_changed_and_keeps_the_rest() {
         .commit()
         .unwrap();
     assert_eq!(
-        first.metadata,
+        *first.metadata,
         Metadata::new().with("source", "input").with("step", -1).with("parents", json!({}))
     );
     assert_eq!(first.parent_config, None);
@@ -109,7 +111,7 @@ fn an_empty_channel_costs_a_step_no_blob_row() {
     // A put that lists a channel without a value stores an `empty` row (its
     // caller may leave out values its versions already stored); a step
     // after it marks the channel in its row.
-    let mut cp = carried.checkpoint.clone();
+    let mut cp = Checkpoint::clone(&carried.checkpoint);
     cp.id = agentstate::checkpoint::uuid6(Some(5)).to_string();
     let v = agentstate::checkpoint::next_version(cp.channel_versions.get("route"));
     cp.channel_versions.insert("route".into(), v.clone());
@@ -137,7 +139,7 @@ fn a_put_continues_a_step_that_left_a_channel_empty() {
     let cleared = saver.step(&first).clear("route").set("n", json!(1)).commit().unwrap();
     // Only the cleared checkpoint is kept: no row holds "route" any more.
     saver.prune(&["t"], agentstate::checkpoint::PruneStrategy::KeepLatest).unwrap();
-    let mut cp = cleared.checkpoint.clone();
+    let mut cp = Checkpoint::clone(&cleared.checkpoint);
     cp.channel_values.insert("n".into(), json!(2).into());
     let n = agentstate::checkpoint::next_version(cp.channel_versions.get("n"));
     cp.channel_versions.insert("n".into(), n.clone());

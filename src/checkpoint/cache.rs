@@ -10,10 +10,14 @@
 //! No code that can panic runs under its lock (map operations only), so a
 //! poisoned lock guards consistent data and is taken over.
 
-use crate::hash::FastMap;
+use crate::hash::{FastMap, FastState};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::types::CheckpointTuple;
+use serde_json::Value;
+
+use super::read::Row;
+use super::types::{ChannelVersion, ChannelVersions, Checkpoint, CheckpointTuple, Metadata};
 use super::value::ChannelValue;
 
 /// The default budget: 64 MiB of encoded values.
@@ -72,6 +76,12 @@ pub(crate) type ValueCache = BlobCache<Option<ChannelValue>>;
 /// (the delta row's type tag, the index of its first element). A pending
 /// write that shares the delta's bytes is the list's elements from there.
 pub(crate) type StartCache = BlobCache<(String, usize)>;
+
+/// The pending writes stored as the elements of a list's delta (keyed by
+/// the delta's blob key), decoded: (type tag, value). A history read finds
+/// them in what it decoded; a read that took its checkpoints from the
+/// [`CheckpointCache`] decoded no delta.
+pub(crate) type SharedWriteCache = BlobCache<(String, Arc<Value>)>;
 
 /// Full stored bytes, deltas reassembled: (type tag, bytes).
 pub(crate) type BytesCache = BlobCache<(String, Arc<Vec<u8>>)>;
@@ -206,6 +216,182 @@ impl<T: Clone> TupleCache<T> {
     }
 }
 
+/// Checkpoints as reads assembled them, so that reading a stored checkpoint
+/// again hands out the same [`Checkpoint`] and [`Metadata`] instead of
+/// decoding its row and building its maps again.
+///
+/// An entry keeps the row it was built from and is used only for a row
+/// equal to it, column for column: whatever rewrote a checkpoint (a delete
+/// and a new write under the same id, by this process or another) finds no
+/// entry, and channel values are immutable per version, as the value cache
+/// assumes. Forgetting a thread (its rows deleted, or a queued write of it
+/// refused, whose values reads may have used) also moves an epoch: an entry
+/// a read began to build before that is not kept.
+///
+/// Bounded by its cost in bytes (each row's size plus an estimate of the
+/// values it alone holds: list elements are shared between versions and not
+/// counted); when full, it is emptied.
+pub(crate) struct CheckpointCache {
+    budget: usize,
+    inner: Mutex<CheckpointInner>,
+}
+
+struct CheckpointInner {
+    map: FastMap<(u64, usize), CheckpointEntry>,
+    bytes: usize,
+    epoch: u64,
+}
+
+struct CheckpointEntry {
+    row: Row,
+    checkpoint: Arc<Checkpoint>,
+    metadata: Arc<Metadata>,
+    cost: usize,
+}
+
+/// What an entry costs besides its strings and values (the entry, the
+/// tuple's `Arc`s, the row's and the checkpoint's fixed parts).
+const ENTRY_COST: usize = 512;
+
+/// A map entry or a string's allocation, besides its bytes.
+const ITEM_COST: usize = 48;
+
+impl CheckpointCache {
+    pub(crate) fn new(budget: usize) -> CheckpointCache {
+        CheckpointCache {
+            budget,
+            inner: Mutex::new(CheckpointInner { map: FastMap::default(), bytes: 0, epoch: 0 }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, CheckpointInner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn slot(row: &Row) -> (u64, usize) {
+        let h = FastState::default().hash_one((&row.thread_id, &row.ns, &row.id));
+        (h, row.checkpoint.len())
+    }
+
+    /// The epoch to pass to [`insert`](Self::insert) for what is built from
+    /// now on.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.lock().epoch
+    }
+
+    /// The checkpoint and metadata built from a row equal to `row`, if any.
+    pub(crate) fn get(&self, row: &Row) -> Option<(Arc<Checkpoint>, Arc<Metadata>)> {
+        if self.budget == 0 {
+            return None;
+        }
+        let slot = Self::slot(row);
+        let inner = self.lock();
+        let e = inner.map.get(&slot).filter(|e| e.row == *row)?;
+        Some((e.checkpoint.clone(), e.metadata.clone()))
+    }
+
+    /// Keeps what was built from `row` since `epoch`, unless a thread was
+    /// forgotten meanwhile or it costs more than a quarter of the budget.
+    pub(crate) fn insert(
+        &self,
+        row: &Row,
+        checkpoint: &Arc<Checkpoint>,
+        metadata: &Arc<Metadata>,
+        epoch: u64,
+    ) {
+        if self.budget == 0 {
+            return;
+        }
+        let limit = self.budget / 4;
+        let Some(cost) = entry_cost(row, checkpoint, limit) else { return };
+        let slot = Self::slot(row);
+        let mut inner = self.lock();
+        if inner.epoch != epoch {
+            return;
+        }
+        if inner.bytes + cost > self.budget {
+            inner.map.clear();
+            inner.bytes = 0;
+        }
+        let entry = CheckpointEntry {
+            row: row.clone(),
+            checkpoint: checkpoint.clone(),
+            metadata: metadata.clone(),
+            cost,
+        };
+        if let Some(old) = inner.map.insert(slot, entry) {
+            inner.bytes -= old.cost;
+        }
+        inner.bytes += cost;
+    }
+
+    /// Drops every entry of `thread` and moves the epoch.
+    pub(crate) fn forget_thread(&self, thread: &str) {
+        let mut inner = self.lock();
+        inner.epoch += 1;
+        let mut freed = 0;
+        inner.map.retain(|_, e| {
+            let keep = e.row.thread_id != thread;
+            if !keep {
+                freed += e.cost;
+            }
+            keep
+        });
+        inner.bytes -= freed;
+    }
+}
+
+/// About what an entry for `row` holds in memory, or `None` past `limit`:
+/// the row kept to compare, the checkpoint's maps, and its values but the
+/// elements of lists (shared between versions: only their pointers count).
+fn entry_cost(row: &Row, checkpoint: &Checkpoint, limit: usize) -> Option<usize> {
+    let versions = |m: &ChannelVersions| -> usize {
+        m.iter()
+            .map(|(k, v)| 3 * ITEM_COST + k.len() + if let ChannelVersion::Str(s) = v { s.len() } else { 0 })
+            .sum()
+    };
+    let mut cost = ENTRY_COST
+        + row.checkpoint.len()
+        + row.metadata.len()
+        + 2 * (row.thread_id.len() + row.ns.len() + row.id.len() + ITEM_COST)
+        + versions(&checkpoint.channel_versions)
+        + checkpoint.versions_seen.iter().map(|(k, m)| 2 * ITEM_COST + k.len() + versions(m)).sum::<usize>();
+    for (k, v) in &checkpoint.channel_values {
+        cost += 2 * ITEM_COST + k.len();
+        match (v.as_value(), v.as_list()) {
+            (Some(v), _) => cost += value_size(v, limit.checked_sub(cost)?)?,
+            (_, Some(l)) => cost += 16 * l.len(),
+            _ => {}
+        }
+    }
+    (cost <= limit).then_some(cost)
+}
+
+/// About how many bytes `v` holds, or `None` past `limit` (the walk stops
+/// there).
+fn value_size(v: &Value, limit: usize) -> Option<usize> {
+    let mut size = 0usize;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        size += 32;
+        match v {
+            Value::String(s) => size += s.len(),
+            Value::Array(a) => stack.extend(a.iter()),
+            Value::Object(m) => {
+                for (k, x) in m {
+                    size += k.len() + 32;
+                    stack.push(x);
+                }
+            }
+            _ => {}
+        }
+        if size > limit {
+            return None;
+        }
+    }
+    Some(size)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +413,55 @@ mod tests {
             // Moving a byte between parts is another key.
             assert!(c.get_ref((&t, "", &format!("c{v}"), "")).is_none(), "{i}");
         }
+    }
+
+    fn row(thread: &str, id: &str) -> Row {
+        Row {
+            thread_id: thread.into(),
+            ns: String::new(),
+            id: id.into(),
+            parent: None,
+            metadata: "{}".into(),
+            checkpoint: vec![1, 2, 3],
+            format: super::super::row::RowFormat::Msgpack,
+        }
+    }
+
+    fn shared(doc: Value) -> (Arc<Checkpoint>, Arc<Metadata>) {
+        let mut cp = Checkpoint::with_id("x");
+        cp.channel_values.insert("doc".into(), doc.into());
+        (Arc::new(cp), Arc::new(Metadata::new()))
+    }
+
+    #[test]
+    fn checkpoints_are_kept_for_equal_rows_within_budget_and_epoch() {
+        let c = CheckpointCache::new(64 << 10);
+        let (cp, md) = shared(json!({"a": 1}));
+        let epoch = c.epoch();
+        c.insert(&row("t", "1"), &cp, &md, epoch);
+        assert!(Arc::ptr_eq(&c.get(&row("t", "1")).unwrap().0, &cp));
+        // Another row under the same id is not served.
+        let mut other = row("t", "1");
+        other.metadata = "{\"step\": 2}".into();
+        assert!(c.get(&other).is_none());
+        // A value past a quarter of the budget is not kept.
+        let (big, md2) = shared(json!("x".repeat(20 << 10)));
+        c.insert(&row("t", "2"), &big, &md2, epoch);
+        assert!(c.get(&row("t", "2")).is_none());
+        // The budget holds: many entries never cost more than it.
+        for i in 0..200 {
+            c.insert(&row("u", &i.to_string()), &cp, &md, epoch);
+            assert!(c.lock().bytes <= 64 << 10);
+        }
+        // Forgetting a thread drops its entries, and what a read began
+        // building before is not kept.
+        c.insert(&row("v", "1"), &cp, &md, epoch);
+        c.forget_thread("v");
+        assert!(c.get(&row("v", "1")).is_none());
+        c.insert(&row("v", "1"), &cp, &md, epoch);
+        assert!(c.get(&row("v", "1")).is_none());
+        c.insert(&row("v", "1"), &cp, &md, c.epoch());
+        assert!(c.get(&row("v", "1")).is_some());
     }
 
     #[test]

@@ -102,6 +102,9 @@ pub struct Checkpointer {
     starts: Arc<cache::StartCache>,
     encoded: Arc<cache::BytesCache>,
     tuples: Arc<cache::TupleCache>,
+    /// Checkpoints assembled by reads, shared by the tuples that hold them.
+    checkpoints: Arc<cache::CheckpointCache>,
+    shared_writes: Arc<cache::SharedWriteCache>,
     encoded_tuples: Arc<cache::TupleCache<EncodedTuple>>,
     retention: Option<Arc<Retention>>,
     /// `put_encoded` keeps a stored version's value instead of comparing
@@ -126,6 +129,8 @@ impl Db {
             starts: Arc::new(cache::StartCache::new(cache::DEFAULT_BUDGET)),
             encoded: Arc::new(cache::BytesCache::new(cache::DEFAULT_BUDGET)),
             tuples: Arc::default(),
+            checkpoints: Arc::new(cache::CheckpointCache::new(cache::DEFAULT_BUDGET / 4)),
+            shared_writes: Arc::new(cache::SharedWriteCache::new(cache::DEFAULT_BUDGET / 4)),
             encoded_tuples: Arc::default(),
             retention: None,
             unstable_encoding: false,
@@ -142,6 +147,8 @@ impl Checkpointer {
         self.bases = Arc::default();
         self.values = Arc::new(cache::ValueCache::new(self.values.budget()));
         self.tuples = Arc::default();
+        self.checkpoints = Arc::new(cache::CheckpointCache::new(self.values.budget() / 4));
+        self.shared_writes = Arc::new(cache::SharedWriteCache::new(self.values.budget() / 4));
         self
     }
 
@@ -156,13 +163,26 @@ impl Checkpointer {
     /// [`get_tuple`](Self::get_tuple) (and `get_tuple_encoded`) answers and gives one again, without
     /// a query, while the file has not changed since: no write through this
     /// `Db` and no commit by any other connection or process (SQLite's
-    /// `PRAGMA data_version`, asked once per call). `0` turns that off too.
+    /// `PRAGMA data_version`, asked once per call).
+    ///
+    /// And it keeps the checkpoints its reads assembled, in a quarter of the
+    /// budget (the stored row's size plus the values only that checkpoint
+    /// holds): reading a stored checkpoint again, by `get_tuple`, `list` or
+    /// `list_iter`, hands out the same [`Arc<Checkpoint>`] and
+    /// `Arc<Metadata>` instead of decoding its row again. An entry serves
+    /// only a row equal to the one it was built from, so a checkpoint that
+    /// was deleted and written again under its id, by anyone, is read anew.
+    /// Pending writes are read each time (they can be added later).
+    ///
+    /// `0` turns all of these off.
     #[must_use]
     pub fn with_value_cache(mut self, bytes: usize) -> Checkpointer {
         self.values = Arc::new(cache::ValueCache::new(bytes));
         self.starts = Arc::new(cache::StartCache::new(bytes));
         self.encoded = Arc::new(cache::BytesCache::new(bytes));
         self.tuples = Arc::default();
+        self.checkpoints = Arc::new(cache::CheckpointCache::new(bytes / 4));
+        self.shared_writes = Arc::new(cache::SharedWriteCache::new(bytes / 4));
         self.encoded_tuples = Arc::default();
         self
     }
@@ -214,6 +234,8 @@ impl Checkpointer {
             values: self.values.clone(),
             starts: self.starts.clone(),
             encoded: self.encoded.clone(),
+            checkpoints: self.checkpoints.clone(),
+            shared_writes: self.shared_writes.clone(),
         }
     }
 }
@@ -226,6 +248,8 @@ struct ThreadCaches {
     values: Arc<cache::ValueCache>,
     starts: Arc<cache::StartCache>,
     encoded: Arc<cache::BytesCache>,
+    checkpoints: Arc<cache::CheckpointCache>,
+    shared_writes: Arc<cache::SharedWriteCache>,
 }
 
 impl ThreadCaches {
@@ -234,6 +258,8 @@ impl ThreadCaches {
         self.values.forget_thread(thread);
         self.starts.forget_thread(thread);
         self.encoded.forget_thread(thread);
+        self.checkpoints.forget_thread(thread);
+        self.shared_writes.forget_thread(thread);
     }
 }
 

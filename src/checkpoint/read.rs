@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::hash::FastMap;
 
 /// A `checkpoints` row before its blobs and writes are attached.
+#[derive(Clone, PartialEq)]
 pub(super) struct Row {
     pub(super) thread_id: String,
     pub(super) ns: String,
@@ -192,7 +193,14 @@ pub(super) struct Memo {
     /// their first and last id (a history read without a filter): their
     /// writes are read as one key range.
     contiguous: bool,
+    /// Checkpoints this read assembled and gave to the shared cache.
+    shared: usize,
 }
+
+/// A read gives the shared checkpoint cache its first this many checkpoints
+/// only: a history read that streams past more would churn the cache (its
+/// budget holds about that many) and keep memory a stream frees.
+const SHARED_PER_READ: usize = 1024;
 
 /// A delta's elements: `list` from `start` on, decoded from bytes of type
 /// `tag`.
@@ -297,7 +305,7 @@ impl Checkpointer {
     /// # Errors
     /// As [`get_tuple`](Self::get_tuple).
     pub fn get(&self, config: &CheckpointConfig) -> Result<Option<Checkpoint>> {
-        Ok(self.get_tuple(config)?.map(|t| t.checkpoint))
+        Ok(self.get_tuple(config)?.map(|t| Arc::unwrap_or_clone(t.checkpoint)))
     }
 
     /// Attaches values and pending writes to raw rows: each blob is decoded
@@ -313,9 +321,21 @@ impl Checkpointer {
         // through: only the row's own goes to the memo.
         let share = rows.len() > 1;
         let mut out = Vec::with_capacity(rows.len());
+        let epoch = self.checkpoints.epoch();
         // Values first: a pending write may share the bytes of a delta their
         // chains decoded.
         for row in &rows {
+            let (config, parent_config) = row_configs(row);
+            if let Some((checkpoint, metadata)) = self.checkpoints.get(row) {
+                out.push(CheckpointTuple {
+                    config,
+                    parent_config,
+                    checkpoint,
+                    metadata,
+                    pending_writes: Vec::new(),
+                });
+                continue;
+            }
             let (mut stored, metadata) = parse_row_with(row, &mut memo.texts)?;
             let mut inline = std::mem::take(&mut stored.channel_values);
             let mut values = BTreeMap::new();
@@ -339,8 +359,12 @@ impl Checkpointer {
                     values.insert(ch.clone(), v);
                 }
             }
-            let checkpoint = stored.into_checkpoint(values);
-            let (config, parent_config) = row_configs(row);
+            let checkpoint = Arc::new(stored.into_checkpoint(values));
+            let metadata = Arc::new(metadata);
+            if memo.shared < SHARED_PER_READ {
+                memo.shared += 1;
+                self.checkpoints.insert(row, &checkpoint, &metadata, epoch);
+            }
             out.push(CheckpointTuple {
                 config,
                 parent_config,
@@ -519,7 +543,25 @@ impl Checkpointer {
                     let at = (row.thread_id.as_str(), row.ns.as_str(), channel.as_str(), blob);
                     match memo.write_from_delta(at, tag).or_else(|| self.write_from_cache(at, tag)) {
                         Some(v) => v,
-                        None => self.serde.loads_typed(tag, &shared_write(conn, row, &channel, blob)?)?,
+                        None => match self.shared_writes.get_ref(at).filter(|(t, _)| t == tag) {
+                            Some((_, v)) => Value::clone(&v),
+                            None => {
+                                let bytes = shared_write(conn, row, &channel, blob)?;
+                                let v = self.serde.loads_typed(tag, &bytes)?;
+                                let key = (
+                                    row.thread_id.clone(),
+                                    row.ns.clone(),
+                                    channel.clone(),
+                                    blob.to_string(),
+                                );
+                                self.shared_writes.insert(
+                                    key,
+                                    (tag.to_string(), Arc::new(v.clone())),
+                                    bytes.len(),
+                                );
+                                v
+                            }
+                        },
                     }
                 }
             };

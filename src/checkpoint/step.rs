@@ -356,8 +356,8 @@ impl<'a> Step<'a> {
                 .with("parents", Value::Object(Map::new()))
         });
         let mut cp = match self.parent {
-            Some(Parent::Borrowed(p)) => p.checkpoint.clone(),
-            Some(Parent::Owned(p)) => p.checkpoint,
+            Some(Parent::Borrowed(p)) => Checkpoint::clone(&p.checkpoint),
+            Some(Parent::Owned(p)) => Arc::unwrap_or_clone(p.checkpoint),
             None => Checkpoint::with_id(String::new()),
         };
         cp.id = match self.id {
@@ -443,8 +443,8 @@ impl<'a> Step<'a> {
         let tuple = CheckpointTuple {
             config: CheckpointConfig::canonical(thread, ns, &cp.id),
             parent_config: parent_id.as_deref().map(|p| CheckpointConfig::canonical(thread, ns, p)),
-            checkpoint: cp,
-            metadata,
+            checkpoint: Arc::new(cp),
+            metadata: Arc::new(metadata),
             pending_writes: Vec::new(),
         };
         Ok((tuple, tag))

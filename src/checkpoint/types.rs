@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -348,10 +349,13 @@ pub struct PendingWrite {
 pub struct CheckpointTuple {
     /// The canonical config of this checkpoint (thread, namespace, id).
     pub config: CheckpointConfig,
-    /// The checkpoint itself, channel values loaded.
-    pub checkpoint: Checkpoint,
-    /// Its metadata.
-    pub metadata: Metadata,
+    /// The checkpoint itself, channel values loaded. Shared: reads of the
+    /// same stored checkpoint hand out the same one (see
+    /// [`Checkpointer::with_value_cache`](crate::Checkpointer::with_value_cache));
+    /// [`Arc::make_mut`](std::sync::Arc::make_mut) gives a copy to change.
+    pub checkpoint: Arc<Checkpoint>,
+    /// Its metadata, shared as `checkpoint` is.
+    pub metadata: Arc<Metadata>,
     /// The config of the checkpoint it was created from, if any.
     pub parent_config: Option<CheckpointConfig>,
     /// The writes stored for it, ordered by (task_path, task_id, idx), LangGraph's `writes_sort_key`.

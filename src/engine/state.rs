@@ -103,7 +103,7 @@ impl CompiledGraph {
             tasks,
             config: tuple.as_ref().map(|t| t.config.clone()),
             parent_config: tuple.as_ref().and_then(|t| t.parent_config.clone()),
-            metadata: tuple.map(|t| t.metadata),
+            metadata: tuple.map(|t| std::sync::Arc::unwrap_or_clone(t.metadata)),
         })
     }
 

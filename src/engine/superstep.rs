@@ -106,7 +106,7 @@ impl CompiledGraph {
             let Some(t) = &tuple else {
                 return Err(Error::NotFound(format!("checkpoint {:?}", config.checkpoint_id)));
             };
-            let head = self.saver.get_tuple(&thread)?.map(|h| h.checkpoint.id);
+            let head = self.saver.get_tuple(&thread)?.map(|h| h.checkpoint.id.clone());
             let is_head = head.as_deref() == Some(t.checkpoint.id.as_str());
             fork = !is_head || !matches!(t.metadata.source(), Some("update" | "fork"));
             past = !is_head;

@@ -87,7 +87,7 @@ pub fn execute(saver: &Checkpointer, store: &Store, op: &Value) -> agentstate::R
                 op["values"],
                 "commit returned other values than the step made"
             );
-            return Ok(Some(tuple.checkpoint.id));
+            return Ok(Some(tuple.checkpoint.id.clone()));
         }
         "fork_with" => {
             let config = CheckpointConfig::thread(s(&op["t"])).ns(s(&op["ns"])).at(s(&op["at"]));
@@ -348,7 +348,7 @@ pub fn observe(db: &Db, threads: &[&str], store_config: StoreConfig) -> Result<S
             let key = (t.to_string(), tuple.config.checkpoint_ns.clone(), tuple.checkpoint.id.clone());
             let cp = Cp {
                 parent: tuple.parent_config.and_then(|c| c.checkpoint_id),
-                meta: Value::Object(tuple.metadata.0),
+                meta: Value::Object(tuple.metadata.0.clone()),
                 values: Value::Object(tuple.checkpoint.values_json()),
                 writes: tuple.pending_writes.into_iter().map(|w| (w.task_id, w.channel, w.value)).collect(),
             };

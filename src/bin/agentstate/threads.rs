@@ -267,7 +267,7 @@ pub fn show(ctx: &Ctx, thread: &str, checkpoint: Option<&str>, ns: &str) -> CliR
             "parent_checkpoint_id": parent,
             "created_at": created_at,
             "metadata": Value::Object(t.metadata.as_map().clone()),
-            "checkpoint": serde_json::to_value(&t.checkpoint).map_err(agentstate::Error::from)?,
+            "checkpoint": serde_json::to_value(&*t.checkpoint).map_err(agentstate::Error::from)?,
             "pending_writes": writes,
         }))?;
         return Ok(());
