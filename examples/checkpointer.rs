@@ -55,8 +55,8 @@ fn main() -> agentstate::Result<()> {
     println!("resumed at step {:?}; finished tasks: {done:?}", resumed.metadata.step());
     saver.put_writes(&cfg, &[("draft", json!("Readers do not block writers."))], "task-write", "write")?;
     let mut updates: Vec<(&str, Value)> = vec![];
-    for w in saver.get_tuple(&cfg)?.expect("checkpoint").pending_writes {
-        updates.push((if w.channel == "notes" { "notes" } else { "draft" }, w.value));
+    for w in saver.get_tuple(&cfg)?.expect("checkpoint").pending_writes.iter() {
+        updates.push((if w.channel == "notes" { "notes" } else { "draft" }, w.value.clone()));
     }
     cfg = step(&saver, &cfg, &mut root, 0, &updates)?;
 

@@ -272,6 +272,7 @@ fn special_writes_get_fixed_indexes_and_writes_come_back_in_task_order() {
             pw("task1", "messages", json!("m1")),
             pw("task1", "other", Value::Null),
         ]
+        .into()
     );
 }
 
@@ -293,10 +294,10 @@ fn special_writes_upsert_only_when_every_write_of_the_call_is_special() {
     s.put_writes(&cfg, &[("__error__", json!("e1")), ("ch", json!("a"))], "T", "").unwrap();
     s.put_writes(&cfg, &[("__error__", json!("e2")), ("ch", json!("b"))], "T", "").unwrap();
     let w = s.get_tuple(&cfg).unwrap().unwrap().pending_writes;
-    assert_eq!(w, vec![pw("T", "__error__", json!("e1")), pw("T", "ch", json!("a"))]);
+    assert_eq!(w, vec![pw("T", "__error__", json!("e1")), pw("T", "ch", json!("a"))].into());
     s.put_writes(&cfg, &[("__error__", json!("e3"))], "T", "").unwrap();
     let w = s.get_tuple(&cfg).unwrap().unwrap().pending_writes;
-    assert_eq!(w, vec![pw("T", "__error__", json!("e3")), pw("T", "ch", json!("a"))]);
+    assert_eq!(w, vec![pw("T", "__error__", json!("e3")), pw("T", "ch", json!("a"))].into());
 }
 
 #[test]
@@ -317,8 +318,14 @@ fn writes_are_isolated_by_namespace() {
     let child = s.put(&CheckpointConfig::thread("t").ns("child:1"), &c, &meta("input", -1), &none()).unwrap();
     s.put_writes(&root, &[("ch", json!("root"))], "T", "").unwrap();
     s.put_writes(&child, &[("ch", json!("child"))], "T", "").unwrap();
-    assert_eq!(s.get_tuple(&root).unwrap().unwrap().pending_writes, vec![pw("T", "ch", json!("root"))]);
-    assert_eq!(s.get_tuple(&child).unwrap().unwrap().pending_writes, vec![pw("T", "ch", json!("child"))]);
+    assert_eq!(
+        s.get_tuple(&root).unwrap().unwrap().pending_writes,
+        vec![pw("T", "ch", json!("root"))].into()
+    );
+    assert_eq!(
+        s.get_tuple(&child).unwrap().unwrap().pending_writes,
+        vec![pw("T", "ch", json!("child"))].into()
+    );
 }
 
 #[test]
@@ -533,7 +540,7 @@ fn list_includes_pending_writes() {
     let ids_ = with_writes(&s, "t");
     let got = s.list(&ListQuery::thread("t")).unwrap();
     for t in &got {
-        assert_eq!(t.pending_writes, vec![pw("T", "ch", json!(t.checkpoint.id))]);
+        assert_eq!(t.pending_writes, vec![pw("T", "ch", json!(t.checkpoint.id))].into());
     }
     assert_eq!(got.len(), ids_.len());
 }

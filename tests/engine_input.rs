@@ -121,7 +121,8 @@ fn joins_that_would_share_a_channel_are_refused_at_compile() {
     assert_eq!(g.invoke(Some(json!({})), &t).unwrap()["items"], json!(["a", "b", "c"]));
     // One barrier, written once by each of a and b.
     let all = g.checkpointer().list(&ListQuery::thread("t")).unwrap();
-    let writes = all.iter().flat_map(|t| &t.pending_writes).filter(|w| w.channel == "join:a+b:c").count();
+    let writes =
+        all.iter().flat_map(|t| t.pending_writes.iter()).filter(|w| w.channel == "join:a+b:c").count();
     assert_eq!(writes, 2);
 }
 
@@ -142,7 +143,8 @@ fn a_repeated_edge_is_one_edge() {
     let t = CheckpointConfig::thread("t");
     g.invoke(Some(json!({})), &t).unwrap();
     let all = g.checkpointer().list(&ListQuery::thread("t")).unwrap();
-    let writes = all.iter().flat_map(|t| &t.pending_writes).filter(|w| w.channel == "branch:to:b").count();
+    let writes =
+        all.iter().flat_map(|t| t.pending_writes.iter()).filter(|w| w.channel == "branch:to:b").count();
     assert_eq!(writes, 1);
 }
 

@@ -1,6 +1,6 @@
 //! Reads share what they assembled: reading a stored checkpoint again hands
-//! out the same `Arc<Checkpoint>` and `Arc<Metadata>`, never a stale one
-//! (see `Checkpointer::with_value_cache`).
+//! out the same `Arc<Checkpoint>`, `Arc<Metadata>` and pending writes, never
+//! stale ones (see `Checkpointer::with_value_cache`).
 
 use std::sync::Arc;
 
@@ -46,6 +46,7 @@ fn reading_a_stored_checkpoint_again_hands_out_the_same_one() {
     for (a, b) in first.iter().zip(&again) {
         assert!(Arc::ptr_eq(&a.checkpoint, &b.checkpoint), "{}", a.checkpoint.id);
         assert!(Arc::ptr_eq(&a.metadata, &b.metadata), "{}", a.checkpoint.id);
+        assert!(Arc::ptr_eq(&a.pending_writes, &b.pending_writes), "{}", a.checkpoint.id);
     }
     // get_tuple by id and a page of list_iter find the same ones.
     let mid = &first[10];
@@ -122,6 +123,45 @@ fn a_checkpoint_written_again_under_its_id_is_read_anew() {
     let t = reader.list(&ListQuery::thread("t")).unwrap().remove(0);
     assert!(Arc::ptr_eq(&t.checkpoint, &listed[0].checkpoint));
     assert_eq!(t.pending_writes.len(), 1);
+    // So are writes a task replaces (special channels are upserted).
+    writer.put_writes(&config, &[("__error__", json!("first"))], "task", "").unwrap();
+    assert_eq!(reader.get_tuple(&config).unwrap().unwrap().pending_writes[0].value, json!("first"));
+    writer.put_writes(&config, &[("__error__", json!("second"))], "task", "").unwrap();
+    for t in
+        [reader.get_tuple(&config).unwrap().unwrap(), reader.list(&ListQuery::thread("t")).unwrap().remove(0)]
+    {
+        let writes: Vec<_> = t.pending_writes.iter().map(|w| (w.channel.as_str(), &w.value)).collect();
+        assert_eq!(writes, [("__error__", &json!("second")), ("doc", &json!({"v": 3}))]);
+    }
+}
+
+/// Pending writes come ordered by (task_path, task_id), LangGraph's
+/// `writes_sort_key` (reference: `get_tuple`, "pending_writes"), whichever
+/// read assembles them and whether or not they were shared.
+#[test]
+fn pending_writes_are_ordered_by_task_path_then_task_id_on_every_read() {
+    let (_dir, path) = file();
+    let saver = Db::open(&path).unwrap().checkpointer();
+    let head = steps(&saver, "t", 2);
+    let parent = head.parent_config.clone().unwrap();
+    for (task, path) in [("a", "~z"), ("c", "~a"), ("b", "~a"), ("d", "")] {
+        saver.put_writes(&parent, &[("counter", json!(task))], task, path).unwrap();
+    }
+    let order = |t: &CheckpointTuple| -> Vec<String> {
+        t.pending_writes.iter().filter(|w| w.channel == "counter").map(|w| w.task_id.clone()).collect()
+    };
+    // "task-2" is the step's own task, stored with path "".
+    let want = ["d", "task-2", "b", "c", "a"];
+    let fresh = || Db::open(&path).unwrap().checkpointer();
+    for saver in [saver.clone(), fresh()] {
+        for _ in 0..2 {
+            assert_eq!(order(&saver.get_tuple(&parent).unwrap().unwrap()), want);
+            let listed = saver.list(&ListQuery::thread("t")).unwrap();
+            assert_eq!(order(&listed[1]), want);
+            let across = saver.list(&ListQuery::all()).unwrap();
+            assert_eq!(order(&across[1]), want);
+        }
+    }
 }
 
 #[test]

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
 
-use super::read::Row;
-use super::types::{ChannelVersion, ChannelVersions, Checkpoint, CheckpointTuple, Metadata};
+use super::read::{Row, WriteRow};
+use super::types::{ChannelVersion, ChannelVersions, Checkpoint, CheckpointTuple, Metadata, PendingWrite};
 use super::value::ChannelValue;
 
 /// The default budget: 64 MiB of encoded values.
@@ -246,7 +246,13 @@ struct CheckpointEntry {
     row: Row,
     checkpoint: Arc<Checkpoint>,
     metadata: Arc<Metadata>,
+    /// The checkpoint's pending writes, and the `checkpoint_writes` rows
+    /// they were decoded from (served only while those are stored alike).
+    writes: Option<(Vec<WriteRow>, Arc<[PendingWrite]>)>,
+    /// The entry's cost, its writes' included.
     cost: usize,
+    /// The part of `cost` that is its writes'.
+    writes_cost: usize,
 }
 
 /// What an entry costs besides its strings and values (the entry, the
@@ -317,12 +323,65 @@ impl CheckpointCache {
             row: row.clone(),
             checkpoint: checkpoint.clone(),
             metadata: metadata.clone(),
+            writes: None,
             cost,
+            writes_cost: 0,
         };
         if let Some(old) = inner.map.insert(slot, entry) {
             inner.bytes -= old.cost;
         }
         inner.bytes += cost;
+    }
+
+    /// The pending writes of the entry for a row equal to `row`, if they
+    /// were taken from rows equal to `stored`.
+    pub(crate) fn writes(&self, row: &Row, stored: &[WriteRow]) -> Option<Arc<[PendingWrite]>> {
+        if self.budget == 0 {
+            return None;
+        }
+        let slot = Self::slot(row);
+        let inner = self.lock();
+        let e = inner.map.get(&slot).filter(|e| e.row == *row)?;
+        let (_, writes) = e.writes.as_ref().filter(|(rows, _)| rows[..] == *stored)?;
+        Some(writes.clone())
+    }
+
+    /// Gives the entry for a row equal to `row` (if there is one: writes
+    /// are kept only with their checkpoint) the pending writes decoded from
+    /// `stored` since `epoch`, unless a thread was forgotten meanwhile or
+    /// the entry would cost more than a quarter of the budget.
+    pub(crate) fn insert_writes(
+        &self,
+        row: &Row,
+        stored: Vec<WriteRow>,
+        writes: &Arc<[PendingWrite]>,
+        epoch: u64,
+    ) {
+        if self.budget == 0 {
+            return;
+        }
+        let limit = self.budget / 4;
+        let Some(cost) = writes_cost(&stored, writes, limit) else { return };
+        let slot = Self::slot(row);
+        let mut inner = self.lock();
+        if inner.epoch != epoch {
+            return;
+        }
+        let Some(e) = inner.map.get_mut(&slot).filter(|e| e.row == *row) else { return };
+        let total = e.cost - e.writes_cost + cost;
+        if total > limit {
+            return;
+        }
+        let grown = total.saturating_sub(e.cost);
+        let shrunk = e.cost.saturating_sub(total);
+        e.writes = Some((stored, writes.clone()));
+        e.cost = total;
+        e.writes_cost = cost;
+        inner.bytes = inner.bytes + grown - shrunk;
+        if inner.bytes > self.budget {
+            inner.map.clear();
+            inner.bytes = 0;
+        }
     }
 
     /// Drops every entry of `thread` and moves the epoch.
@@ -363,6 +422,18 @@ fn entry_cost(row: &Row, checkpoint: &Checkpoint, limit: usize) -> Option<usize>
             (_, Some(l)) => cost += 16 * l.len(),
             _ => {}
         }
+    }
+    (cost <= limit).then_some(cost)
+}
+
+/// About what pending writes and the rows they came from hold in memory,
+/// or `None` past `limit`.
+fn writes_cost(stored: &[WriteRow], writes: &[PendingWrite], limit: usize) -> Option<usize> {
+    let mut cost: usize =
+        stored.iter().map(|w| 3 * ITEM_COST + w.task_path.len() + w.task_id.len() + w.writes.len()).sum();
+    for w in writes {
+        cost += 3 * ITEM_COST + w.task_id.len() + w.channel.len();
+        cost += value_size(&w.value, limit.checked_sub(cost)?)?;
     }
     (cost <= limit).then_some(cost)
 }

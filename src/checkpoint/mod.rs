@@ -172,7 +172,9 @@ impl Checkpointer {
     /// `Arc<Metadata>` instead of decoding its row again. An entry serves
     /// only a row equal to the one it was built from, so a checkpoint that
     /// was deleted and written again under its id, by anyone, is read anew.
-    /// Pending writes are read each time (they can be added later).
+    /// Pending writes can be added later, so their rows are read each time;
+    /// the same `Arc<[PendingWrite]>` is handed out again while those rows
+    /// are as they were when it was decoded.
     ///
     /// `0` turns all of these off.
     #[must_use]

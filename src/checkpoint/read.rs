@@ -327,13 +327,7 @@ impl Checkpointer {
         for row in &rows {
             let (config, parent_config) = row_configs(row);
             if let Some((checkpoint, metadata)) = self.checkpoints.get(row) {
-                out.push(CheckpointTuple {
-                    config,
-                    parent_config,
-                    checkpoint,
-                    metadata,
-                    pending_writes: Vec::new(),
-                });
+                out.push((config, parent_config, checkpoint, metadata));
                 continue;
             }
             let (mut stored, metadata) = parse_row_with(row, &mut memo.texts)?;
@@ -365,19 +359,20 @@ impl Checkpointer {
                 memo.shared += 1;
                 self.checkpoints.insert(row, &checkpoint, &metadata, epoch);
             }
-            out.push(CheckpointTuple {
+            out.push((config, parent_config, checkpoint, metadata));
+        }
+        let writes = self.load_writes(conn, &rows, memo, epoch)?;
+        Ok(out
+            .into_iter()
+            .zip(writes)
+            .map(|((config, parent_config, checkpoint, metadata), pending_writes)| CheckpointTuple {
                 config,
                 parent_config,
                 checkpoint,
                 metadata,
-                pending_writes: Vec::new(),
-            });
-        }
-        let writes = self.load_writes(conn, &rows, memo)?;
-        for (t, w) in out.iter_mut().zip(writes) {
-            t.pending_writes = w;
-        }
-        Ok(out)
+                pending_writes,
+            })
+            .collect())
     }
 
     /// The value of one blob (`None`: the channel is empty) that is neither
@@ -532,43 +527,76 @@ impl Checkpointer {
     }
 
     /// The pending writes of every row, in one query, ordered by
-    /// (task_path, task_id, idx) within a checkpoint (LangGraph's `writes_sort_key`).
-    fn load_writes(&self, conn: &Connection, rows: &[Row], memo: &Memo) -> Result<Vec<Vec<PendingWrite>>> {
-        let mut out: Vec<Vec<PendingWrite>> = rows.iter().map(|_| Vec::new()).collect();
-        for_each_write(conn, rows, memo.contiguous, |i, task_id, channel, tag, stored| {
-            let value = match stored {
-                Stored::Bytes(bytes) => self.serde.loads_typed(tag, bytes)?,
-                Stored::Blob(blob) => {
-                    let row = &rows[i];
-                    let at = (row.thread_id.as_str(), row.ns.as_str(), channel.as_str(), blob);
-                    match memo.write_from_delta(at, tag).or_else(|| self.write_from_cache(at, tag)) {
-                        Some(v) => v,
-                        None => match self.shared_writes.get_ref(at).filter(|(t, _)| t == tag) {
-                            Some((_, v)) => Value::clone(&v),
-                            None => {
-                                let bytes = shared_write(conn, row, &channel, blob)?;
-                                let v = self.serde.loads_typed(tag, &bytes)?;
-                                let key = (
-                                    row.thread_id.clone(),
-                                    row.ns.clone(),
-                                    channel.clone(),
-                                    blob.to_string(),
-                                );
-                                self.shared_writes.insert(
-                                    key,
-                                    (tag.to_string(), Arc::new(v.clone())),
-                                    bytes.len(),
-                                );
-                                v
-                            }
-                        },
-                    }
-                }
-            };
-            out[i].push(PendingWrite { task_id, channel, value });
-            Ok(())
-        })?;
+    /// (task_path, task_id, idx) within a checkpoint (LangGraph's
+    /// `writes_sort_key`). A row whose writes are stored as they were when
+    /// its checkpoint's cache entry took them gets that entry's list.
+    fn load_writes(
+        &self,
+        conn: &Connection,
+        rows: &[Row],
+        memo: &Memo,
+        epoch: u64,
+    ) -> Result<Vec<Arc<[PendingWrite]>>> {
+        let Some(per_row) = write_rows(conn, rows, memo.contiguous)? else {
+            let mut out: Vec<Vec<PendingWrite>> = rows.iter().map(|_| Vec::new()).collect();
+            for_each_legacy_write(conn, rows, |i, task_id, channel, tag, stored| {
+                let value = self.write_value(conn, &rows[i], memo, &channel, tag, stored)?;
+                out[i].push(PendingWrite { task_id, channel, value });
+                Ok(())
+            })?;
+            return Ok(out.into_iter().map(Arc::from).collect());
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for (row, tasks) in rows.iter().zip(per_row) {
+            if tasks.is_empty() {
+                out.push(no_writes());
+                continue;
+            }
+            if let Some(writes) = self.checkpoints.writes(row, &tasks) {
+                out.push(writes);
+                continue;
+            }
+            let mut writes = Vec::new();
+            for WriteRow { task_id, writes: bytes, .. } in &tasks {
+                unpack_writes(row, task_id, bytes, |channel, tag, stored| {
+                    let value = self.write_value(conn, row, memo, &channel, tag, stored)?;
+                    writes.push(PendingWrite { task_id: task_id.clone(), channel, value });
+                    Ok(())
+                })?;
+            }
+            let writes: Arc<[PendingWrite]> = writes.into();
+            self.checkpoints.insert_writes(row, tasks, &writes, epoch);
+            out.push(writes);
+        }
         Ok(out)
+    }
+
+    /// The value of one pending write of checkpoint `row`.
+    fn write_value(
+        &self,
+        conn: &Connection,
+        row: &Row,
+        memo: &Memo,
+        channel: &str,
+        tag: &str,
+        stored: Stored<'_>,
+    ) -> Result<Value> {
+        let blob = match stored {
+            Stored::Bytes(bytes) => return self.serde.loads_typed(tag, bytes),
+            Stored::Blob(blob) => blob,
+        };
+        let at = (row.thread_id.as_str(), row.ns.as_str(), channel, blob);
+        if let Some(v) = memo.write_from_delta(at, tag).or_else(|| self.write_from_cache(at, tag)) {
+            return Ok(v);
+        }
+        if let Some((_, v)) = self.shared_writes.get_ref(at).filter(|(t, _)| t == tag) {
+            return Ok(Value::clone(&v));
+        }
+        let bytes = shared_write(conn, row, channel, blob)?;
+        let v = self.serde.loads_typed(tag, &bytes)?;
+        let key = (row.thread_id.clone(), row.ns.clone(), channel.to_owned(), blob.to_owned());
+        self.shared_writes.insert(key, (tag.to_owned(), Arc::new(v.clone())), bytes.len());
+        Ok(v)
     }
 }
 
@@ -593,49 +621,106 @@ pub(super) enum Stored<'a> {
     Blob(&'a str),
 }
 
+/// The pending writes of a checkpoint that has none (one list for all).
+pub(super) fn no_writes() -> Arc<[PendingWrite]> {
+    static NONE: std::sync::OnceLock<Arc<[PendingWrite]>> = std::sync::OnceLock::new();
+    NONE.get_or_init(|| Arc::from([])).clone()
+}
+
+/// One `checkpoint_writes` row: the pending writes of one task.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct WriteRow {
+    pub(crate) task_path: String,
+    pub(crate) task_id: String,
+    /// The writes, packed (see [`packed::unpack`]).
+    pub(crate) writes: Vec<u8>,
+}
+
 /// Calls `f(i, task_id, channel, type tag, bytes)` for the pending writes
 /// of every row (`i`: its index in `rows`), in one query, rows in order,
 /// each row's ordered by (task_path, task_id, idx), LangGraph's
-/// `writes_sort_key`. `contiguous`: the rows are every checkpoint of one
-/// thread and namespace between the first and the last id, newest first.
+/// `writes_sort_key`. `contiguous`: as in [`write_rows`].
 pub(super) fn for_each_write(
     conn: &Connection,
     rows: &[Row],
     contiguous: bool,
     mut f: impl FnMut(usize, String, String, &str, Stored<'_>) -> Result<()>,
 ) -> Result<()> {
-    // Columns: task_id, writes.
-    let mut call = |i: usize, r: &rusqlite::Row<'_>| -> Result<()> {
-        let row = rows.get(i).ok_or_else(|| Error::corrupt("a pending write of no row asked for"))?;
-        let task_id: String = r.get(0)?;
-        let column = r.get_ref(1)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
-        let entries = packed::unpack_row(column, &row.thread_id, &row.id, &task_id)?;
-        for packed::Entry { channel, tag, bytes, blob, .. } in entries {
-            let stored = match &blob {
-                None => Stored::Bytes(&bytes),
-                Some(at) => Stored::Blob(at),
-            };
-            f(i, task_id.clone(), channel, tag.as_deref().unwrap_or("null"), stored)?;
+    let Some(per_row) = write_rows(conn, rows, contiguous)? else {
+        return for_each_legacy_write(conn, rows, f);
+    };
+    for (i, (row, tasks)) in rows.iter().zip(per_row).enumerate() {
+        for WriteRow { task_id, writes, .. } in &tasks {
+            unpack_writes(row, task_id, writes, |channel, tag, stored| {
+                f(i, task_id.clone(), channel, tag, stored)
+            })?;
         }
+    }
+    Ok(())
+}
+
+/// Calls `f(channel, type tag, bytes)` for each write packed in `bytes`,
+/// the row of task `task_id` on checkpoint `row`.
+///
+/// # Errors
+/// [`Error::Corrupt`] if `bytes` does not parse; what `f` returns.
+fn unpack_writes(
+    row: &Row,
+    task_id: &str,
+    bytes: &[u8],
+    mut f: impl FnMut(String, &str, Stored<'_>) -> Result<()>,
+) -> Result<()> {
+    for packed::Entry { channel, tag, bytes, blob, .. } in
+        packed::unpack_row(bytes, &row.thread_id, &row.id, task_id)?
+    {
+        let stored = match &blob {
+            None => Stored::Bytes(&bytes),
+            Some(at) => Stored::Blob(at),
+        };
+        f(channel, tag.as_deref().unwrap_or("null"), stored)?;
+    }
+    Ok(())
+}
+
+/// The `checkpoint_writes` rows of every row, in one query, each row's
+/// ordered by (task_path, task_id), LangGraph's `writes_sort_key`; `None`
+/// on a file of one row per write (see [`for_each_legacy_write`]).
+/// `contiguous`: the rows are every checkpoint of one thread and namespace
+/// between the first and the last id, newest first.
+pub(super) fn write_rows(
+    conn: &Connection,
+    rows: &[Row],
+    contiguous: bool,
+) -> Result<Option<Vec<Vec<WriteRow>>>> {
+    let mut out: Vec<Vec<WriteRow>> = rows.iter().map(|_| Vec::new()).collect();
+    // Columns: task_id, writes, task_path. Rows come in key order (by
+    // task_id): SQLite sorting them by path too costs a sorter per query,
+    // so each checkpoint's few are put in order here.
+    let mut push = |i: usize, r: &rusqlite::Row<'_>| -> Result<()> {
+        let slot = out.get_mut(i).ok_or_else(|| Error::corrupt("a pending write of no row asked for"))?;
+        let writes = r.get_ref(1)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
+        let w = WriteRow { task_path: r.get(2)?, task_id: r.get(0)?, writes: writes.to_vec() };
+        let at = slot.partition_point(|x| (&x.task_path, &x.task_id) <= (&w.task_path, &w.task_id));
+        slot.insert(at, w);
         Ok(())
     };
     if let [row] = rows {
         // One checkpoint (get_tuple): a plain primary-key range.
         let stmt = conn.prepare_cached(
-            "SELECT task_id, writes FROM checkpoint_writes \
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_path, task_id",
+            "SELECT task_id, writes, task_path FROM checkpoint_writes \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_id",
         );
         let mut stmt = match stmt {
-            Err(e) if no_packed_writes(&e) => return for_each_legacy_write(conn, rows, f),
+            Err(e) if no_packed_writes(&e) => return Ok(None),
             other => other?,
         };
         let mut q = stmt.query(params![row.thread_id, row.ns, row.id])?;
         while let Some(r) = q.next()? {
-            call(0, r)?;
+            push(0, r)?;
         }
-        return Ok(());
+        return Ok(Some(out));
     }
-    let Some(first) = rows.first() else { return Ok(()) };
+    let Some(first) = rows.first() else { return Ok(Some(out)) };
     // A page of one thread and namespace (a thread's history) names only
     // its ids: no JSON to take apart per key. (CROSS JOIN keeps the keys
     // the outer loop: SQLite would otherwise scan the thread's writes and
@@ -644,31 +729,31 @@ pub(super) fn for_each_write(
     if contiguous && one_chain && rows.windows(2).all(|w| w[0].id > w[1].id) {
         // One key range, newest first; a write of a checkpoint the page
         // does not hold (none, if the page is what it says) is skipped.
-        let Some(last) = rows.last() else { return Ok(()) };
+        let Some(last) = rows.last() else { return Ok(Some(out)) };
         let mut stmt = match conn.prepare_cached(
-            "SELECT task_id, writes, checkpoint_id FROM checkpoint_writes \
+            "SELECT task_id, writes, task_path, checkpoint_id FROM checkpoint_writes \
              WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id BETWEEN ?3 AND ?4 \
-             ORDER BY checkpoint_id DESC, task_path, task_id",
+             ORDER BY checkpoint_id DESC, task_id",
         ) {
-            Err(e) if no_packed_writes(&e) => return for_each_legacy_write(conn, rows, f),
+            Err(e) if no_packed_writes(&e) => return Ok(None),
             other => other?,
         };
         let mut q = stmt.query(params![first.thread_id, first.ns, last.id, first.id])?;
         let mut i = 0;
         while let Some(r) = q.next()? {
-            let id = r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?;
+            let id = r.get_ref(3)?.as_str().map_err(rusqlite::Error::from)?;
             while rows.get(i).is_some_and(|row| row.id.as_str() > id) {
                 i += 1;
             }
             if rows.get(i).is_some_and(|row| row.id == id) {
-                call(i, r)?;
+                push(i, r)?;
             }
         }
-        return Ok(());
+        return Ok(Some(out));
     }
     let (sql, keys) = if one_chain {
         (
-            "SELECT w.task_id, w.writes, k.key \
+            "SELECT w.task_id, w.writes, w.task_path, k.key \
              FROM json_each(?1) AS k \
              CROSS JOIN checkpoint_writes AS w \
                   ON w.thread_id = ?2 AND w.checkpoint_ns = ?3 AND w.checkpoint_id = k.value \
@@ -677,7 +762,7 @@ pub(super) fn for_each_write(
         )
     } else {
         (
-            "SELECT w.task_id, w.writes, k.key \
+            "SELECT w.task_id, w.writes, w.task_path, k.key \
              FROM json_each(?1) AS k \
              JOIN checkpoint_writes AS w ON w.thread_id = k.value ->> 0 AND w.checkpoint_ns = k.value ->> 1 \
                                           AND w.checkpoint_id = k.value ->> 2 \
@@ -690,17 +775,17 @@ pub(super) fn for_each_write(
         )
     };
     let mut stmt = match conn.prepare_cached(sql) {
-        Err(e) if no_packed_writes(&e) => return for_each_legacy_write(conn, rows, f),
+        Err(e) if no_packed_writes(&e) => return Ok(None),
         other => other?,
     };
     let keys = Value::Array(keys).to_string();
     let mut q =
         if one_chain { stmt.query(params![keys, first.thread_id, first.ns])? } else { stmt.query([keys])? };
     while let Some(r) = q.next()? {
-        let i: i64 = r.get(2)?;
-        call(usize::try_from(i).unwrap_or(usize::MAX), r)?;
+        let i: i64 = r.get(3)?;
+        push(usize::try_from(i).unwrap_or(usize::MAX), r)?;
     }
-    Ok(())
+    Ok(Some(out))
 }
 
 /// The bytes of a pending write stored as a reference to the delta row

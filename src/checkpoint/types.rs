@@ -359,7 +359,9 @@ pub struct CheckpointTuple {
     /// The config of the checkpoint it was created from, if any.
     pub parent_config: Option<CheckpointConfig>,
     /// The writes stored for it, ordered by (task_path, task_id, idx), LangGraph's `writes_sort_key`.
-    pub pending_writes: Vec<PendingWrite>,
+    /// Shared as `checkpoint` is: a checkpoint read again whose writes are
+    /// stored as before hands out the same list.
+    pub pending_writes: Arc<[PendingWrite]>,
 }
 
 /// What to list: LangGraph's `list(config, filter=, before=, limit=)`.

@@ -350,7 +350,11 @@ pub fn observe(db: &Db, threads: &[&str], store_config: StoreConfig) -> Result<S
                 parent: tuple.parent_config.and_then(|c| c.checkpoint_id),
                 meta: Value::Object(tuple.metadata.0.clone()),
                 values: Value::Object(tuple.checkpoint.values_json()),
-                writes: tuple.pending_writes.into_iter().map(|w| (w.task_id, w.channel, w.value)).collect(),
+                writes: tuple
+                    .pending_writes
+                    .iter()
+                    .map(|w| (w.task_id.clone(), w.channel.clone(), w.value.clone()))
+                    .collect(),
             };
             state.cps.insert(key, cp);
         }

@@ -307,7 +307,7 @@ pub fn show(ctx: &Ctx, thread: &str, checkpoint: Option<&str>, ns: &str) -> CliR
     }
     output::line("")?;
     output::line(&format!("pending writes ({}):", t.pending_writes.len()))?;
-    for w in &t.pending_writes {
+    for w in t.pending_writes.iter() {
         output::line(&format!("  task {}  channel {}", w.task_id, w.channel))?;
         output::line(&output::pretty_indented(&w.value, 4))?;
     }
