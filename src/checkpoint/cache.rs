@@ -16,7 +16,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
 
+use rusqlite::types::ValueRef;
+
 use super::read::{Row, WriteRow};
+use super::row::RowFormat;
 use super::types::{ChannelVersion, ChannelVersions, Checkpoint, CheckpointTuple, Metadata, PendingWrite};
 use super::value::ChannelValue;
 
@@ -243,7 +246,7 @@ struct CheckpointInner {
 }
 
 struct CheckpointEntry {
-    row: Row,
+    row: Arc<Row>,
     checkpoint: Arc<Checkpoint>,
     metadata: Arc<Metadata>,
     /// The checkpoint's pending writes, and the `checkpoint_writes` rows
@@ -285,14 +288,59 @@ impl CheckpointCache {
         self.lock().epoch
     }
 
-    /// The checkpoint and metadata built from a row equal to `row`, if any.
-    pub(crate) fn get(&self, row: &Row) -> Option<(Arc<Checkpoint>, Arc<Metadata>)> {
+    /// The row an entry was built from, if the `checkpoints` row `r` (read
+    /// with `ROW_COLUMNS`) is equal to it, compared where SQLite holds it:
+    /// a read of a row already assembled allocates nothing for it.
+    pub(crate) fn row(&self, r: &rusqlite::Row<'_>) -> Option<Arc<Row>> {
         if self.budget == 0 {
             return None;
         }
-        let slot = Self::slot(row);
+        let text = |i| r.get_ref(i).ok()?.as_str().ok();
+        let (thread, ns, id) = (text(0)?, text(1)?, text(2)?);
+        let checkpoint = match r.get_ref(5).ok()? {
+            ValueRef::Text(b) | ValueRef::Blob(b) => b,
+            _ => b"{}",
+        };
+        let slot = (FastState::default().hash_one((thread, ns, id)), checkpoint.len());
         let inner = self.lock();
-        let e = inner.map.get(&slot).filter(|e| e.row == *row)?;
+        let e = inner.map.get(&slot)?;
+        let row = &e.row;
+        let parent = match r.get_ref(3).ok()? {
+            ValueRef::Null => None,
+            ValueRef::Text(t) => Some(t),
+            _ => return None,
+        };
+        let metadata = match r.get_ref(4).ok()? {
+            ValueRef::Text(t) | ValueRef::Blob(t) => t,
+            ValueRef::Null => b"{}",
+            _ => return None,
+        };
+        let same = row.thread_id == thread
+            && row.ns == ns
+            && row.id == id
+            && row.parent.as_deref().map(str::as_bytes) == parent
+            && row.metadata.as_bytes() == metadata
+            && row.checkpoint == checkpoint
+            && RowFormat::of(r, 6).ok()? == row.format;
+        same.then(|| row.clone())
+    }
+
+    /// The entry for a row equal to `row` (the entry's own, or equal
+    /// column for column).
+    fn entry<'a>(
+        map: &'a FastMap<(u64, usize), CheckpointEntry>,
+        row: &Arc<Row>,
+    ) -> Option<&'a CheckpointEntry> {
+        map.get(&Self::slot(row)).filter(|e| Arc::ptr_eq(&e.row, row) || *e.row == **row)
+    }
+
+    /// The checkpoint and metadata built from a row equal to `row`, if any.
+    pub(crate) fn get(&self, row: &Arc<Row>) -> Option<(Arc<Checkpoint>, Arc<Metadata>)> {
+        if self.budget == 0 {
+            return None;
+        }
+        let inner = self.lock();
+        let e = Self::entry(&inner.map, row)?;
         Some((e.checkpoint.clone(), e.metadata.clone()))
     }
 
@@ -300,7 +348,7 @@ impl CheckpointCache {
     /// forgotten meanwhile or it costs more than a quarter of the budget.
     pub(crate) fn insert(
         &self,
-        row: &Row,
+        row: &Arc<Row>,
         checkpoint: &Arc<Checkpoint>,
         metadata: &Arc<Metadata>,
         epoch: u64,
@@ -320,7 +368,7 @@ impl CheckpointCache {
             inner.bytes = 0;
         }
         let entry = CheckpointEntry {
-            row: row.clone(),
+            row: Arc::clone(row),
             checkpoint: checkpoint.clone(),
             metadata: metadata.clone(),
             writes: None,
@@ -335,13 +383,12 @@ impl CheckpointCache {
 
     /// The pending writes of the entry for a row equal to `row`, if they
     /// were taken from rows equal to `stored`.
-    pub(crate) fn writes(&self, row: &Row, stored: &[WriteRow]) -> Option<Arc<[PendingWrite]>> {
+    pub(crate) fn writes(&self, row: &Arc<Row>, stored: &[WriteRow]) -> Option<Arc<[PendingWrite]>> {
         if self.budget == 0 {
             return None;
         }
-        let slot = Self::slot(row);
         let inner = self.lock();
-        let e = inner.map.get(&slot).filter(|e| e.row == *row)?;
+        let e = Self::entry(&inner.map, row)?;
         let (_, writes) = e.writes.as_ref().filter(|(rows, _)| rows[..] == *stored)?;
         Some(writes.clone())
     }
@@ -352,7 +399,7 @@ impl CheckpointCache {
     /// the entry would cost more than a quarter of the budget.
     pub(crate) fn insert_writes(
         &self,
-        row: &Row,
+        row: &Arc<Row>,
         stored: Vec<WriteRow>,
         writes: &Arc<[PendingWrite]>,
         epoch: u64,
@@ -367,7 +414,9 @@ impl CheckpointCache {
         if inner.epoch != epoch {
             return;
         }
-        let Some(e) = inner.map.get_mut(&slot).filter(|e| e.row == *row) else { return };
+        let Some(e) = inner.map.get_mut(&slot).filter(|e| Arc::ptr_eq(&e.row, row) || *e.row == **row) else {
+            return;
+        };
         let total = e.cost - e.writes_cost + cost;
         if total > limit {
             return;
@@ -486,8 +535,8 @@ mod tests {
         }
     }
 
-    fn row(thread: &str, id: &str) -> Row {
-        Row {
+    fn row(thread: &str, id: &str) -> Arc<Row> {
+        Arc::new(Row {
             thread_id: thread.into(),
             ns: String::new(),
             id: id.into(),
@@ -495,13 +544,44 @@ mod tests {
             metadata: "{}".into(),
             checkpoint: vec![1, 2, 3],
             format: super::super::row::RowFormat::Msgpack,
-        }
+        })
     }
 
     fn shared(doc: Value) -> (Arc<Checkpoint>, Arc<Metadata>) {
         let mut cp = Checkpoint::with_id("x");
         cp.channel_values.insert("doc".into(), doc.into());
         (Arc::new(cp), Arc::new(Metadata::new()))
+    }
+
+    /// A row read from SQLite is matched with an entry's column for column,
+    /// where SQLite holds it; any difference is a miss.
+    #[test]
+    fn a_stored_row_is_matched_in_place_column_for_column() {
+        let c = CheckpointCache::new(64 << 10);
+        let (cp, md) = shared(json!({"a": 1}));
+        let kept = row("t", "1");
+        c.insert(&kept, &cp, &md, c.epoch());
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let read = |sql: &str| conn.query_row(sql, [], |r| Ok(c.row(r))).unwrap();
+        let hit = read("SELECT 't', '', '1', NULL, '{}', x'010203', 'msgpack'").unwrap();
+        assert!(Arc::ptr_eq(&hit, &kept));
+        // Metadata as a BLOB of the same bytes is the same row (read_row
+        // reads either).
+        assert!(read("SELECT 't', '', '1', NULL, CAST('{}' AS BLOB), x'010203', 'msgpack'").is_some());
+        for other in [
+            "SELECT 't', '', '1', NULL, '{}', x'010204', 'msgpack'",
+            "SELECT 't', '', '1', NULL, '{\"s\":1}', x'010203', 'msgpack'",
+            "SELECT 't', '', '1', 'p', '{}', x'010203', 'msgpack'",
+            "SELECT 't', '', '1', NULL, '{}', x'010203', 'compact'",
+            "SELECT 't', 'ns', '1', NULL, '{}', x'010203', 'msgpack'",
+            "SELECT 't', '', '2', NULL, '{}', x'010203', 'msgpack'",
+            "SELECT 't', '', 1, NULL, '{}', x'010203', 'msgpack'",
+        ] {
+            assert!(read(other).is_none(), "{other}");
+        }
+        let mut q = conn.prepare("SELECT 't', '', '1', NULL, '{}', x'010203', 'msgpack'").unwrap();
+        let mut rows = q.query([]).unwrap();
+        assert!(CheckpointCache::new(0).row(rows.next().unwrap().unwrap()).is_none());
     }
 
     #[test]
@@ -512,9 +592,11 @@ mod tests {
         c.insert(&row("t", "1"), &cp, &md, epoch);
         assert!(Arc::ptr_eq(&c.get(&row("t", "1")).unwrap().0, &cp));
         // Another row under the same id is not served.
-        let mut other = row("t", "1");
+        let mut other = Row::clone(&row("t", "1"));
         other.metadata = "{\"step\": 2}".into();
-        assert!(c.get(&other).is_none());
+        assert!(c.get(&Arc::new(other)).is_none());
+        // An equal row read anew is served.
+        assert!(c.get(&row("t", "1")).is_some());
         // A value past a quarter of the budget is not kept.
         let (big, md2) = shared(json!("x".repeat(20 << 10)));
         c.insert(&row("t", "2"), &big, &md2, epoch);

@@ -220,7 +220,7 @@ impl Checkpointer {
     fn assemble_encoded(
         &self,
         conn: &Connection,
-        rows: Vec<Row>,
+        rows: Vec<Arc<Row>>,
         pieces: &mut Pieces,
         contiguous: bool,
         cache: bool,

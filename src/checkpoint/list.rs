@@ -1,12 +1,14 @@
 //! Listing checkpoints: [`Checkpointer::list`] and the streaming
 //! [`ListIter`].
 
+use std::sync::Arc;
+
 use rusqlite::params_from_iter;
 
 use rusqlite::Connection;
 
 use super::chain::Pieces;
-use super::read::{read_row, Memo, Row, ROW_COLUMNS};
+use super::read::{shared_row, Memo, Row, ROW_COLUMNS};
 use super::types::{CheckpointConfig, CheckpointTuple, ListQuery};
 use super::Checkpointer;
 use crate::error::Result;
@@ -168,7 +170,7 @@ fn with_limit(sql: &str, n: usize) -> String {
 /// Makes a page of items from rows (with the read's decoded values and raw
 /// blob rows to share).
 pub(super) type Assemble<T> =
-    fn(&Checkpointer, &Connection, Vec<Row>, &mut Memo, &mut Pieces) -> Result<Vec<T>>;
+    fn(&Checkpointer, &Connection, Vec<Arc<Row>>, &mut Memo, &mut Pieces) -> Result<Vec<T>>;
 
 /// The checkpoints of a [`ListQuery`], newest first, read a page at a time.
 /// Made by [`Checkpointer::list_iter`] (decoded [`CheckpointTuple`]s) and
@@ -227,8 +229,8 @@ impl<T> ListIter<T> {
         let tuples = saver.db.snapshot(|tx| {
             let rows = tx
                 .prepare_cached(&sql)?
-                .query_map(params_from_iter(args.iter()), read_row)?
-                .collect::<rusqlite::Result<Vec<Row>>>()?;
+                .query_map(params_from_iter(args.iter()), |r| shared_row(saver, r))?
+                .collect::<rusqlite::Result<Vec<Arc<Row>>>>()?;
             (self.assemble)(saver, tx, rows, &mut self.memo, &mut self.pieces)
         })?;
         // The memo carries values (cheap shared prefixes of one list) and

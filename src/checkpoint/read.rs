@@ -36,6 +36,15 @@ pub(super) struct Row {
 pub(super) const ROW_COLUMNS: &str =
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata, checkpoint, type";
 
+/// The row `r` (read with [`ROW_COLUMNS`]): the one a cache entry holds if
+/// equal (nothing allocated), else read.
+pub(super) fn shared_row(saver: &Checkpointer, r: &rusqlite::Row<'_>) -> rusqlite::Result<Arc<Row>> {
+    match saver.checkpoints.row(r) {
+        Some(row) => Ok(row),
+        None => read_row(r).map(Arc::new),
+    }
+}
+
 pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok(Row {
         thread_id: r.get(0)?,
@@ -89,20 +98,37 @@ pub(super) struct StoredRow {
 /// namespace without one (or with `""`: LangGraph reads an empty id as
 /// none).
 pub(super) fn find_row(tx: &Connection, config: &CheckpointConfig) -> Result<Option<Row>> {
+    query_row(tx, config, read_row)
+}
+
+/// [`find_row`], the one a cache entry holds if equal (see [`shared_row`]).
+fn find_shared_row(
+    saver: &Checkpointer,
+    tx: &Connection,
+    config: &CheckpointConfig,
+) -> Result<Option<Arc<Row>>> {
+    query_row(tx, config, |r| shared_row(saver, r))
+}
+
+fn query_row<T>(
+    tx: &Connection,
+    config: &CheckpointConfig,
+    read: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>> {
     Ok(match config.checkpoint_id.as_deref().filter(|id| !id.is_empty()) {
         Some(id) => tx
             .prepare_cached(&format!(
                 "SELECT {ROW_COLUMNS} FROM checkpoints \
                  WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
             ))?
-            .query_row(params![config.thread_id, config.checkpoint_ns, id], read_row)
+            .query_row(params![config.thread_id, config.checkpoint_ns, id], read)
             .optional()?,
         None => tx
             .prepare_cached(&format!(
                 "SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
                  ORDER BY checkpoint_id DESC LIMIT 1"
             ))?
-            .query_row(params![config.thread_id, config.checkpoint_ns], read_row)
+            .query_row(params![config.thread_id, config.checkpoint_ns], read)
             .optional()?,
     })
 }
@@ -277,14 +303,14 @@ impl Checkpointer {
         &self,
         cache: &TupleCache<T>,
         config: &CheckpointConfig,
-        build: impl FnOnce(&Connection, Row) -> Result<Option<T>>,
+        build: impl FnOnce(&Connection, Arc<Row>) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
         require_thread(config)?;
         let key = (config.thread_id.clone(), config.checkpoint_ns.clone(), config.checkpoint_id.clone());
         let on = self.values.budget() > 0;
         let hit = |generation| on.then(|| cache.get(&key, generation)).flatten().map(Some);
         self.db.cached_snapshot(hit, |tx, generation| {
-            let Some(row) = find_row(tx, config)? else { return Ok(None) };
+            let Some(row) = find_shared_row(self, tx, config)? else { return Ok(None) };
             let out = build(tx, row)?;
             if let (true, Some(t)) = (on, &out) {
                 cache.put(key.clone(), generation, t);
@@ -314,7 +340,7 @@ impl Checkpointer {
     pub(super) fn assemble(
         &self,
         conn: &Connection,
-        rows: Vec<Row>,
+        rows: Vec<Arc<Row>>,
         memo: &mut Memo,
     ) -> Result<Vec<CheckpointTuple>> {
         // With one row nothing else will use the versions a chain passes
@@ -533,7 +559,7 @@ impl Checkpointer {
     fn load_writes(
         &self,
         conn: &Connection,
-        rows: &[Row],
+        rows: &[Arc<Row>],
         memo: &Memo,
         epoch: u64,
     ) -> Result<Vec<Arc<[PendingWrite]>>> {
@@ -642,7 +668,7 @@ pub(crate) struct WriteRow {
 /// `writes_sort_key`. `contiguous`: as in [`write_rows`].
 pub(super) fn for_each_write(
     conn: &Connection,
-    rows: &[Row],
+    rows: &[Arc<Row>],
     contiguous: bool,
     mut f: impl FnMut(usize, String, String, &str, Stored<'_>) -> Result<()>,
 ) -> Result<()> {
@@ -689,7 +715,7 @@ fn unpack_writes(
 /// between the first and the last id, newest first.
 pub(super) fn write_rows(
     conn: &Connection,
-    rows: &[Row],
+    rows: &[Arc<Row>],
     contiguous: bool,
 ) -> Result<Option<Vec<Vec<WriteRow>>>> {
     let mut out: Vec<Vec<WriteRow>> = rows.iter().map(|_| Vec::new()).collect();
@@ -825,7 +851,7 @@ fn no_packed_writes(e: &rusqlite::Error) -> bool {
 /// [`for_each_write`] on a table of one row per write (before migration 7).
 fn for_each_legacy_write(
     conn: &Connection,
-    rows: &[Row],
+    rows: &[Arc<Row>],
     mut f: impl FnMut(usize, String, String, &str, Stored<'_>) -> Result<()>,
 ) -> Result<()> {
     let mut stmt = conn.prepare_cached(
