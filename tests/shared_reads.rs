@@ -153,7 +153,7 @@ fn pending_writes_are_ordered_by_task_path_then_task_id_on_every_read() {
     // "task-2" is the step's own task, stored with path "".
     let want = ["d", "task-2", "b", "c", "a"];
     let fresh = || Db::open(&path).unwrap().checkpointer();
-    for saver in [saver.clone(), fresh()] {
+    let read_all = |saver: &Checkpointer, want: &[&str]| {
         for _ in 0..2 {
             assert_eq!(order(&saver.get_tuple(&parent).unwrap().unwrap()), want);
             let listed = saver.list(&ListQuery::thread("t")).unwrap();
@@ -161,6 +161,20 @@ fn pending_writes_are_ordered_by_task_path_then_task_id_on_every_read() {
             let across = saver.list(&ListQuery::all()).unwrap();
             assert_eq!(order(&across[1]), want);
         }
+    };
+    let (reader, other) = (fresh(), fresh());
+    for saver in [&saver, &reader] {
+        read_all(saver, &want);
+    }
+    // A task added in the middle (by another handle, as another process
+    // would), and one task's writes replaced, after the lists were shared.
+    other.put_writes(&parent, &[("counter", json!("bb"))], "bb", "~a").unwrap();
+    other.put_writes(&parent, &[("__error__", json!("late"))], "c", "~a").unwrap();
+    let want = ["d", "task-2", "b", "bb", "c", "a"];
+    for saver in [&saver, &reader, &fresh()] {
+        read_all(saver, &want);
+        let t = saver.get_tuple(&parent).unwrap().unwrap();
+        assert!(t.pending_writes.iter().any(|w| w.task_id == "c" && w.value == json!("late")));
     }
 }
 

@@ -251,12 +251,16 @@ struct CheckpointEntry {
     metadata: Arc<Metadata>,
     /// The checkpoint's pending writes, and the `checkpoint_writes` rows
     /// they were decoded from (served only while those are stored alike).
-    writes: Option<(Vec<WriteRow>, Arc<[PendingWrite]>)>,
+    writes: Option<KnownWrites>,
     /// The entry's cost, its writes' included.
     cost: usize,
     /// The part of `cost` that is its writes'.
     writes_cost: usize,
 }
+
+/// A checkpoint's `checkpoint_writes` rows, in order, and the pending
+/// writes decoded from them.
+pub(crate) type KnownWrites = (Arc<[WriteRow]>, Arc<[PendingWrite]>);
 
 /// What an entry costs besides its strings and values (the entry, the
 /// tuple's `Arc`s, the row's and the checkpoint's fixed parts).
@@ -381,16 +385,15 @@ impl CheckpointCache {
         inner.bytes += cost;
     }
 
-    /// The pending writes of the entry for a row equal to `row`, if they
-    /// were taken from rows equal to `stored`.
-    pub(crate) fn writes(&self, row: &Arc<Row>, stored: &[WriteRow]) -> Option<Arc<[PendingWrite]>> {
+    /// The pending writes the entry for a row equal to `row` holds, with
+    /// the rows they were decoded from (to compare with what is stored
+    /// now: see `read::write_rows`).
+    pub(crate) fn writes(&self, row: &Arc<Row>) -> Option<KnownWrites> {
         if self.budget == 0 {
             return None;
         }
         let inner = self.lock();
-        let e = Self::entry(&inner.map, row)?;
-        let (_, writes) = e.writes.as_ref().filter(|(rows, _)| rows[..] == *stored)?;
-        Some(writes.clone())
+        Self::entry(&inner.map, row)?.writes.clone()
     }
 
     /// Gives the entry for a row equal to `row` (if there is one: writes
@@ -400,7 +403,7 @@ impl CheckpointCache {
     pub(crate) fn insert_writes(
         &self,
         row: &Arc<Row>,
-        stored: Vec<WriteRow>,
+        stored: Arc<[WriteRow]>,
         writes: &Arc<[PendingWrite]>,
         epoch: u64,
     ) {

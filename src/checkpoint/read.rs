@@ -8,7 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::cache::{AsKey, BlobKey, KeyRef, TupleCache};
+use super::cache::{AsKey, BlobKey, KeyRef, KnownWrites, TupleCache};
 use super::chain;
 use super::compact;
 use super::packed;
@@ -563,7 +563,10 @@ impl Checkpointer {
         memo: &Memo,
         epoch: u64,
     ) -> Result<Vec<Arc<[PendingWrite]>>> {
-        let Some(per_row) = write_rows(conn, rows, memo.contiguous)? else {
+        let known: Vec<Option<KnownWrites>> = rows.iter().map(|r| self.checkpoints.writes(r)).collect();
+        let stored: Vec<Option<&[WriteRow]>> =
+            known.iter().map(|k| k.as_ref().map(|(rows, _)| &rows[..])).collect();
+        let Some(per_row) = write_rows(conn, rows, memo.contiguous, &stored)? else {
             let mut out: Vec<Vec<PendingWrite>> = rows.iter().map(|_| Vec::new()).collect();
             for_each_legacy_write(conn, rows, |i, task_id, channel, tag, stored| {
                 let value = self.write_value(conn, &rows[i], memo, &channel, tag, stored)?;
@@ -573,13 +576,17 @@ impl Checkpointer {
             return Ok(out.into_iter().map(Arc::from).collect());
         };
         let mut out = Vec::with_capacity(rows.len());
-        for (row, tasks) in rows.iter().zip(per_row) {
+        for ((row, read), known) in rows.iter().zip(per_row).zip(&known) {
+            let tasks = match (read, known) {
+                (ReadWrites::Known, Some((_, writes))) => {
+                    out.push(writes.clone());
+                    continue;
+                }
+                (ReadWrites::Known, None) => Vec::new(),
+                (ReadWrites::Rows(tasks), _) => tasks,
+            };
             if tasks.is_empty() {
                 out.push(no_writes());
-                continue;
-            }
-            if let Some(writes) = self.checkpoints.writes(row, &tasks) {
-                out.push(writes);
                 continue;
             }
             let mut writes = Vec::new();
@@ -591,7 +598,7 @@ impl Checkpointer {
                 })?;
             }
             let writes: Arc<[PendingWrite]> = writes.into();
-            self.checkpoints.insert_writes(row, tasks, &writes, epoch);
+            self.checkpoints.insert_writes(row, tasks.into(), &writes, epoch);
             out.push(writes);
         }
         Ok(out)
@@ -672,10 +679,11 @@ pub(super) fn for_each_write(
     contiguous: bool,
     mut f: impl FnMut(usize, String, String, &str, Stored<'_>) -> Result<()>,
 ) -> Result<()> {
-    let Some(per_row) = write_rows(conn, rows, contiguous)? else {
+    let Some(per_row) = write_rows(conn, rows, contiguous, &[])? else {
         return for_each_legacy_write(conn, rows, f);
     };
-    for (i, (row, tasks)) in rows.iter().zip(per_row).enumerate() {
+    for (i, (row, read)) in rows.iter().zip(per_row).enumerate() {
+        let ReadWrites::Rows(tasks) = read else { continue };
         for WriteRow { task_id, writes, .. } in &tasks {
             unpack_writes(row, task_id, writes, |channel, tag, stored| {
                 f(i, task_id.clone(), channel, tag, stored)
@@ -708,6 +716,18 @@ fn unpack_writes(
     Ok(())
 }
 
+/// The writes rows of one checkpoint, in key order (`push` in
+/// [`write_rows`] orders them by path).
+const WRITES_OF_ONE: &str = "SELECT task_id, writes, task_path FROM checkpoint_writes \
+     WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_id";
+
+/// The writes rows of a key range of checkpoints, newest first, in key
+/// order backwards: the primary key read backwards, with no sorter (by
+/// `task_id` ascending SQLite would sort each checkpoint's rows).
+const WRITES_OF_RANGE: &str = "SELECT task_id, writes, task_path, checkpoint_id FROM checkpoint_writes \
+     WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id BETWEEN ?3 AND ?4 \
+     ORDER BY checkpoint_id DESC, task_id DESC";
+
 /// The `checkpoint_writes` rows of every row, in one query, each row's
 /// ordered by (task_path, task_id), LangGraph's `writes_sort_key`; `None`
 /// on a file of one row per write (see [`for_each_legacy_write`]).
@@ -717,25 +737,22 @@ pub(super) fn write_rows(
     conn: &Connection,
     rows: &[Arc<Row>],
     contiguous: bool,
-) -> Result<Option<Vec<Vec<WriteRow>>>> {
-    let mut out: Vec<Vec<WriteRow>> = rows.iter().map(|_| Vec::new()).collect();
-    // Columns: task_id, writes, task_path. Rows come in key order (by
-    // task_id): SQLite sorting them by path too costs a sorter per query,
-    // so each checkpoint's few are put in order here.
+    known: &[Option<&[WriteRow]>],
+) -> Result<Option<Vec<ReadWrites>>> {
+    let mut out: Vec<Reading<'_>> = (0..rows.len())
+        .map(|i| match known.get(i).copied().flatten() {
+            Some(k) if k.len() <= 64 => Reading::Matching(k, 0),
+            _ => Reading::Rows(Vec::new()),
+        })
+        .collect();
+    // Columns: task_id, writes, task_path.
     let mut push = |i: usize, r: &rusqlite::Row<'_>| -> Result<()> {
         let slot = out.get_mut(i).ok_or_else(|| Error::corrupt("a pending write of no row asked for"))?;
-        let writes = r.get_ref(1)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
-        let w = WriteRow { task_path: r.get(2)?, task_id: r.get(0)?, writes: writes.to_vec() };
-        let at = slot.partition_point(|x| (&x.task_path, &x.task_id) <= (&w.task_path, &w.task_id));
-        slot.insert(at, w);
-        Ok(())
+        slot.push(r)
     };
     if let [row] = rows {
         // One checkpoint (get_tuple): a plain primary-key range.
-        let stmt = conn.prepare_cached(
-            "SELECT task_id, writes, task_path FROM checkpoint_writes \
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_id",
-        );
+        let stmt = conn.prepare_cached(WRITES_OF_ONE);
         let mut stmt = match stmt {
             Err(e) if no_packed_writes(&e) => return Ok(None),
             other => other?,
@@ -744,9 +761,9 @@ pub(super) fn write_rows(
         while let Some(r) = q.next()? {
             push(0, r)?;
         }
-        return Ok(Some(out));
+        return Ok(Some(out.into_iter().map(Reading::finish).collect()));
     }
-    let Some(first) = rows.first() else { return Ok(Some(out)) };
+    let Some(first) = rows.first() else { return Ok(Some(Vec::new())) };
     // A page of one thread and namespace (a thread's history) names only
     // its ids: no JSON to take apart per key. (CROSS JOIN keeps the keys
     // the outer loop: SQLite would otherwise scan the thread's writes and
@@ -755,12 +772,8 @@ pub(super) fn write_rows(
     if contiguous && one_chain && rows.windows(2).all(|w| w[0].id > w[1].id) {
         // One key range, newest first; a write of a checkpoint the page
         // does not hold (none, if the page is what it says) is skipped.
-        let Some(last) = rows.last() else { return Ok(Some(out)) };
-        let mut stmt = match conn.prepare_cached(
-            "SELECT task_id, writes, task_path, checkpoint_id FROM checkpoint_writes \
-             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id BETWEEN ?3 AND ?4 \
-             ORDER BY checkpoint_id DESC, task_id",
-        ) {
+        let Some(last) = rows.last() else { return Ok(Some(Vec::new())) };
+        let mut stmt = match conn.prepare_cached(WRITES_OF_RANGE) {
             Err(e) if no_packed_writes(&e) => return Ok(None),
             other => other?,
         };
@@ -775,7 +788,7 @@ pub(super) fn write_rows(
                 push(i, r)?;
             }
         }
-        return Ok(Some(out));
+        return Ok(Some(out.into_iter().map(Reading::finish).collect()));
     }
     let (sql, keys) = if one_chain {
         (
@@ -811,7 +824,71 @@ pub(super) fn write_rows(
         let i: i64 = r.get(3)?;
         push(usize::try_from(i).unwrap_or(usize::MAX), r)?;
     }
-    Ok(Some(out))
+    Ok(Some(out.into_iter().map(Reading::finish).collect()))
+}
+
+/// What [`write_rows`] read of one checkpoint's writes.
+pub(super) enum ReadWrites {
+    /// Exactly the rows it was given as known for it.
+    Known,
+    /// These rows, in (task_path, task_id) order.
+    Rows(Vec<WriteRow>),
+}
+
+/// One checkpoint's writes rows while [`write_rows`] reads them.
+enum Reading<'k> {
+    /// Each row read so far is one of these known ones (the bits of those
+    /// seen, at most 64): compared where SQLite holds it, nothing copied.
+    Matching(&'k [WriteRow], u64),
+    /// The rows read, in order.
+    Rows(Vec<WriteRow>),
+}
+
+impl Reading<'_> {
+    /// Takes the row `r` (columns: task_id, writes, task_path). Rows come in
+    /// key order (by task_id): SQLite ordering them by path too would cost
+    /// a sorter per query, so each checkpoint's few are put in order here.
+    fn push(&mut self, r: &rusqlite::Row<'_>) -> Result<()> {
+        if let Reading::Matching(known, seen) = self {
+            match known.iter().position(|w| w.is(r)) {
+                Some(j) if *seen & (1 << j) == 0 => {
+                    *seen |= 1 << j;
+                    return Ok(());
+                }
+                _ => *self = Reading::Rows(Self::seen(known, *seen)),
+            }
+        }
+        let Reading::Rows(rows) = self else { return Ok(()) };
+        let writes = r.get_ref(1)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
+        let w = WriteRow { task_path: r.get(2)?, task_id: r.get(0)?, writes: writes.to_vec() };
+        let at = rows.partition_point(|x| (&x.task_path, &x.task_id) <= (&w.task_path, &w.task_id));
+        rows.insert(at, w);
+        Ok(())
+    }
+
+    /// The known rows whose bits are set in `seen` (in their order).
+    fn seen(known: &[WriteRow], seen: u64) -> Vec<WriteRow> {
+        known.iter().enumerate().filter(|(j, _)| seen & (1 << j) != 0).map(|(_, w)| w.clone()).collect()
+    }
+
+    fn finish(self) -> ReadWrites {
+        match self {
+            Reading::Matching(known, seen) if seen.count_ones() as usize == known.len() => ReadWrites::Known,
+            Reading::Matching(known, seen) => ReadWrites::Rows(Self::seen(known, seen)),
+            Reading::Rows(rows) => ReadWrites::Rows(rows),
+        }
+    }
+}
+
+impl WriteRow {
+    /// Whether the row `r` (columns: task_id, writes, task_path) is this one.
+    fn is(&self, r: &rusqlite::Row<'_>) -> bool {
+        let text = |i| r.get_ref(i).ok().and_then(|v| v.as_str().ok());
+        let writes = r.get_ref(1).ok().and_then(|v| v.as_blob_or_null().ok()).map(Option::unwrap_or_default);
+        text(0) == Some(self.task_id.as_str())
+            && writes == Some(self.writes.as_slice())
+            && text(2) == Some(self.task_path.as_str())
+    }
 }
 
 /// The bytes of a pending write stored as a reference to the delta row
@@ -867,4 +944,30 @@ fn for_each_legacy_write(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Db;
+
+    /// The writes of a checkpoint and of a page are read in primary-key
+    /// order, forwards or backwards: no temporary b-tree (a sorter per
+    /// query, about a thousand instructions a checkpoint).
+    #[test]
+    fn writes_are_read_without_a_sort() {
+        let db = Db::open_in_memory().unwrap();
+        db.read(|conn| {
+            for sql in [WRITES_OF_ONE, WRITES_OF_RANGE] {
+                let mut plan = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                let args = rusqlite::params_from_iter(std::iter::repeat_n("x", plan.parameter_count()));
+                let steps: Vec<String> =
+                    plan.query_map(args, |r| r.get(3))?.collect::<rusqlite::Result<_>>()?;
+                assert!(steps.iter().all(|s| !s.contains("TEMP B-TREE")), "{sql}: {steps:?}");
+                assert!(steps.iter().any(|s| s.contains("PRIMARY KEY")), "{sql}: {steps:?}");
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
 }
