@@ -716,8 +716,8 @@ fn unpack_writes(
     Ok(())
 }
 
-/// The writes rows of one checkpoint, in key order (`push` in
-/// [`write_rows`] orders them by path).
+/// The writes rows of one checkpoint, in key order ([`Reading::push`]
+/// orders them by path).
 const WRITES_OF_ONE: &str = "SELECT task_id, writes, task_path FROM checkpoint_writes \
      WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 ORDER BY task_id";
 
@@ -732,7 +732,13 @@ const WRITES_OF_RANGE: &str = "SELECT task_id, writes, task_path, checkpoint_id 
 /// ordered by (task_path, task_id), LangGraph's `writes_sort_key`; `None`
 /// on a file of one row per write (see [`for_each_legacy_write`]).
 /// `contiguous`: the rows are every checkpoint of one thread and namespace
-/// between the first and the last id, newest first.
+/// between the first and the last id, newest first. `known[i]`: the rows
+/// row `i`'s writes were last read as (from its cache entry); if they are
+/// stored alike, it reads as [`ReadWrites::Known`] and nothing is copied.
+///
+/// # Errors
+/// [`Error::Corrupt`] if a writes row names no row asked for; database
+/// errors.
 pub(super) fn write_rows(
     conn: &Connection,
     rows: &[Arc<Row>],
