@@ -18,7 +18,8 @@ use serde_json::Value;
 
 use rusqlite::types::ValueRef;
 
-use super::read::{Row, WriteRow};
+use super::pending::WriteRow;
+use super::read::Row;
 use super::row::RowFormat;
 use super::types::{ChannelVersion, ChannelVersions, Checkpoint, CheckpointTuple, Metadata, PendingWrite};
 use super::value::ChannelValue;

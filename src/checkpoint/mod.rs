@@ -38,6 +38,7 @@ mod job;
 mod list;
 mod maintain;
 pub(crate) mod packed;
+mod pending;
 mod read;
 mod retention;
 pub(crate) mod row;

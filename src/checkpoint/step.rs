@@ -445,7 +445,7 @@ impl<'a> Step<'a> {
             parent_config: parent_id.as_deref().map(|p| CheckpointConfig::canonical(thread, ns, p)),
             checkpoint: Arc::new(cp),
             metadata: Arc::new(metadata),
-            pending_writes: super::read::no_writes(),
+            pending_writes: super::pending::no_writes(),
         };
         Ok((tuple, tag))
     }
