@@ -16,11 +16,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
 
-use rusqlite::types::ValueRef;
-
 use super::pending::WriteRow;
-use super::read::Row;
-use super::row::RowFormat;
+use super::read::{Row, RowRef};
 use super::types::{ChannelVersion, ChannelVersions, Checkpoint, CheckpointTuple, Metadata, PendingWrite};
 use super::value::ChannelValue;
 
@@ -259,6 +256,13 @@ struct CheckpointEntry {
     writes_cost: usize,
 }
 
+impl CheckpointEntry {
+    /// Whether the entry was built from `row` or a row equal to it.
+    fn holds(&self, row: &Arc<Row>) -> bool {
+        Arc::ptr_eq(&self.row, row) || *self.row == **row
+    }
+}
+
 /// A checkpoint's `checkpoint_writes` rows, in order, and the pending
 /// writes decoded from them.
 pub(crate) type KnownWrites = (Arc<[WriteRow]>, Arc<[PendingWrite]>);
@@ -283,8 +287,7 @@ impl CheckpointCache {
     }
 
     fn slot(row: &Row) -> (u64, usize) {
-        let h = FastState::default().hash_one((&row.thread_id, &row.ns, &row.id));
-        (h, row.checkpoint.len())
+        slot(&row.thread_id, &row.ns, &row.id, row.checkpoint.len())
     }
 
     /// The epoch to pass to [`insert`](Self::insert) for what is built from
@@ -293,41 +296,17 @@ impl CheckpointCache {
         self.lock().epoch
     }
 
-    /// The row an entry was built from, if the `checkpoints` row `r` (read
-    /// with `ROW_COLUMNS`) is equal to it, compared where SQLite holds it:
-    /// a read of a row already assembled allocates nothing for it.
-    pub(crate) fn row(&self, r: &rusqlite::Row<'_>) -> Option<Arc<Row>> {
+    /// The row an entry was built from, if the `checkpoints` row `read` is
+    /// equal to it, compared where SQLite holds it: a read of a row already
+    /// assembled allocates nothing for it.
+    pub(crate) fn row(&self, read: &RowRef<'_>) -> Option<Arc<Row>> {
         if self.budget == 0 {
             return None;
         }
-        let text = |i| r.get_ref(i).ok()?.as_str().ok();
-        let (thread, ns, id) = (text(0)?, text(1)?, text(2)?);
-        let checkpoint = match r.get_ref(5).ok()? {
-            ValueRef::Text(b) | ValueRef::Blob(b) => b,
-            _ => b"{}",
-        };
-        let slot = (FastState::default().hash_one((thread, ns, id)), checkpoint.len());
+        let slot = slot(read.thread_id, read.ns, read.id, read.checkpoint.len());
         let inner = self.lock();
         let e = inner.map.get(&slot)?;
-        let row = &e.row;
-        let parent = match r.get_ref(3).ok()? {
-            ValueRef::Null => None,
-            ValueRef::Text(t) => Some(t),
-            _ => return None,
-        };
-        let metadata = match r.get_ref(4).ok()? {
-            ValueRef::Text(t) | ValueRef::Blob(t) => t,
-            ValueRef::Null => b"{}",
-            _ => return None,
-        };
-        let same = row.thread_id == thread
-            && row.ns == ns
-            && row.id == id
-            && row.parent.as_deref().map(str::as_bytes) == parent
-            && row.metadata.as_bytes() == metadata
-            && row.checkpoint == checkpoint
-            && RowFormat::of(r, 6).ok()? == row.format;
-        same.then(|| row.clone())
+        read.is(&e.row).then(|| e.row.clone())
     }
 
     /// The entry for a row equal to `row` (the entry's own, or equal
@@ -336,7 +315,7 @@ impl CheckpointCache {
         map: &'a FastMap<(u64, usize), CheckpointEntry>,
         row: &Arc<Row>,
     ) -> Option<&'a CheckpointEntry> {
-        map.get(&Self::slot(row)).filter(|e| Arc::ptr_eq(&e.row, row) || *e.row == **row)
+        map.get(&Self::slot(row)).filter(|e| e.holds(row))
     }
 
     /// The checkpoint and metadata built from a row equal to `row`, if any.
@@ -418,19 +397,15 @@ impl CheckpointCache {
         if inner.epoch != epoch {
             return;
         }
-        let Some(e) = inner.map.get_mut(&slot).filter(|e| Arc::ptr_eq(&e.row, row) || *e.row == **row) else {
-            return;
-        };
+        let Some(e) = inner.map.get_mut(&slot).filter(|e| e.holds(row)) else { return };
         let total = e.cost - e.writes_cost + cost;
         if total > limit {
             return;
         }
-        let grown = total.saturating_sub(e.cost);
-        let shrunk = e.cost.saturating_sub(total);
+        let before = std::mem::replace(&mut e.cost, total);
         e.writes = Some((stored, writes.clone()));
-        e.cost = total;
         e.writes_cost = cost;
-        inner.bytes = inner.bytes + grown - shrunk;
+        inner.bytes = inner.bytes - before + total;
         if inner.bytes > self.budget {
             inner.map.clear();
             inner.bytes = 0;
@@ -451,6 +426,12 @@ impl CheckpointCache {
         });
         inner.bytes -= freed;
     }
+}
+
+/// Where the entry of a checkpoint (thread, namespace, id) whose stored
+/// `checkpoint` column is `len` bytes goes.
+fn slot(thread: &str, ns: &str, id: &str, len: usize) -> (u64, usize) {
+    (FastState::default().hash_one((thread, ns, id)), len)
 }
 
 /// About what an entry for `row` holds in memory, or `None` past `limit`:
@@ -566,7 +547,9 @@ mod tests {
         let kept = row("t", "1");
         c.insert(&kept, &cp, &md, c.epoch());
         let conn = rusqlite::Connection::open_in_memory().unwrap();
-        let read = |sql: &str| conn.query_row(sql, [], |r| Ok(c.row(r))).unwrap();
+        let read = |sql: &str| {
+            conn.query_row(sql, [], |r| Ok(RowRef::read(r).ok().and_then(|x| c.row(&x)))).unwrap()
+        };
         let hit = read("SELECT 't', '', '1', NULL, '{}', x'010203', 'msgpack'").unwrap();
         assert!(Arc::ptr_eq(&hit, &kept));
         // Metadata as a BLOB of the same bytes is the same row (read_row
@@ -585,7 +568,7 @@ mod tests {
         }
         let mut q = conn.prepare("SELECT 't', '', '1', NULL, '{}', x'010203', 'msgpack'").unwrap();
         let mut rows = q.query([]).unwrap();
-        assert!(CheckpointCache::new(0).row(rows.next().unwrap().unwrap()).is_none());
+        assert!(CheckpointCache::new(0).row(&RowRef::read(rows.next().unwrap().unwrap()).unwrap()).is_none());
     }
 
     #[test]

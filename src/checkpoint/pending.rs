@@ -57,13 +57,12 @@ impl Checkpointer {
         };
         let mut out = Vec::with_capacity(rows.len());
         for ((row, read), known) in rows.iter().zip(per_row).zip(&known) {
-            let tasks = match (read, known) {
-                (ReadWrites::Known, Some((_, writes))) => {
-                    out.push(writes.clone());
+            let tasks = match read {
+                ReadWrites::Rows(tasks) => tasks,
+                ReadWrites::Known => {
+                    out.push(known.as_ref().map_or_else(no_writes, |(_, writes)| writes.clone()));
                     continue;
                 }
-                (ReadWrites::Known, None) => Vec::new(),
-                (ReadWrites::Rows(tasks), _) => tasks,
             };
             if tasks.is_empty() {
                 out.push(no_writes());
@@ -333,8 +332,12 @@ impl Reading<'_> {
             }
         }
         let Reading::Rows(rows) = self else { return Ok(()) };
-        let writes = r.get_ref(1)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
-        let w = WriteRow { task_path: r.get(2)?, task_id: r.get(0)?, writes: writes.to_vec() };
+        let (task_id, writes, task_path) = columns(r)?;
+        let w = WriteRow {
+            task_path: task_path.to_owned(),
+            task_id: task_id.to_owned(),
+            writes: writes.to_vec(),
+        };
         let at = rows.partition_point(|x| (&x.task_path, &x.task_id) <= (&w.task_path, &w.task_id));
         rows.insert(at, w);
         Ok(())
@@ -357,12 +360,18 @@ impl Reading<'_> {
 impl WriteRow {
     /// Whether the row `r` (columns: task_id, writes, task_path) is this one.
     fn is(&self, r: &rusqlite::Row<'_>) -> bool {
-        let text = |i| r.get_ref(i).ok().and_then(|v| v.as_str().ok());
-        let writes = r.get_ref(1).ok().and_then(|v| v.as_blob_or_null().ok()).map(Option::unwrap_or_default);
-        text(0) == Some(self.task_id.as_str())
-            && writes == Some(self.writes.as_slice())
-            && text(2) == Some(self.task_path.as_str())
+        columns(r).is_ok_and(|(task_id, writes, task_path)| {
+            self.task_id == task_id && self.writes == writes && self.task_path == task_path
+        })
     }
+}
+
+/// The columns of a writes row (task_id, writes, task_path) where SQLite
+/// holds them; NULL writes are none.
+fn columns<'a>(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<(&'a str, &'a [u8], &'a str)> {
+    let text = |i| r.get_ref(i)?.as_str().map_err(rusqlite::Error::from);
+    let writes = r.get_ref(1)?.as_blob_or_null().map_err(rusqlite::Error::from)?.unwrap_or_default();
+    Ok((text(0)?, writes, text(2)?))
 }
 
 /// The bytes of a pending write stored as a reference to the delta row

@@ -38,34 +38,78 @@ pub(super) const ROW_COLUMNS: &str =
 /// The row `r` (read with [`ROW_COLUMNS`]): the one a cache entry holds if
 /// equal (nothing allocated), else read.
 pub(super) fn shared_row(saver: &Checkpointer, r: &rusqlite::Row<'_>) -> rusqlite::Result<Arc<Row>> {
-    match saver.checkpoints.row(r) {
-        Some(row) => Ok(row),
-        None => read_row(r).map(Arc::new),
-    }
+    let read = RowRef::read(r)?;
+    Ok(saver.checkpoints.row(&read).unwrap_or_else(|| Arc::new(read.to_owned())))
 }
 
 pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-    Ok(Row {
-        thread_id: r.get(0)?,
-        ns: r.get(1)?,
-        id: r.get(2)?,
-        parent: r.get(3)?,
-        metadata: text_or_blob(r, 4)?,
-        checkpoint: match r.get_ref(5)? {
-            rusqlite::types::ValueRef::Text(b) | rusqlite::types::ValueRef::Blob(b) => b.to_vec(),
-            _ => b"{}".to_vec(),
-        },
-        format: RowFormat::of(r, 6)?,
-    })
+    RowRef::read(r).map(|row| row.to_owned())
 }
 
-/// Reads a column written as TEXT or as a BLOB of UTF-8.
-fn text_or_blob(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<String> {
-    use rusqlite::types::ValueRef;
-    match r.get_ref(i)? {
-        ValueRef::Text(t) | ValueRef::Blob(t) => Ok(String::from_utf8_lossy(t).into_owned()),
-        ValueRef::Null => Ok("{}".into()),
-        _ => Err(rusqlite::Error::InvalidColumnType(i, "metadata".into(), rusqlite::types::Type::Integer)),
+/// A `checkpoints` row where SQLite holds it (read with [`ROW_COLUMNS`]):
+/// what each column means, decided once for [`Row`] and for comparing with
+/// one in place.
+pub(super) struct RowRef<'a> {
+    pub(super) thread_id: &'a str,
+    pub(super) ns: &'a str,
+    pub(super) id: &'a str,
+    parent: Option<&'a str>,
+    /// TEXT or a BLOB of UTF-8; `{}` if NULL.
+    metadata: &'a [u8],
+    /// TEXT or BLOB; `{}` if neither.
+    pub(super) checkpoint: &'a [u8],
+    format: RowFormat,
+}
+
+impl<'a> RowRef<'a> {
+    pub(super) fn read(r: &'a rusqlite::Row<'_>) -> rusqlite::Result<RowRef<'a>> {
+        use rusqlite::types::ValueRef;
+        let text = |i| r.get_ref(i)?.as_str().map_err(rusqlite::Error::from);
+        Ok(RowRef {
+            thread_id: text(0)?,
+            ns: text(1)?,
+            id: text(2)?,
+            parent: r.get_ref(3)?.as_str_or_null().map_err(rusqlite::Error::from)?,
+            metadata: match r.get_ref(4)? {
+                ValueRef::Text(t) | ValueRef::Blob(t) => t,
+                ValueRef::Null => b"{}",
+                _ => {
+                    return Err(rusqlite::Error::InvalidColumnType(
+                        4,
+                        "metadata".into(),
+                        rusqlite::types::Type::Integer,
+                    ))
+                }
+            },
+            checkpoint: match r.get_ref(5)? {
+                ValueRef::Text(b) | ValueRef::Blob(b) => b,
+                _ => b"{}",
+            },
+            format: RowFormat::of(r, 6)?,
+        })
+    }
+
+    fn to_owned(&self) -> Row {
+        Row {
+            thread_id: self.thread_id.to_owned(),
+            ns: self.ns.to_owned(),
+            id: self.id.to_owned(),
+            parent: self.parent.map(str::to_owned),
+            metadata: String::from_utf8_lossy(self.metadata).into_owned(),
+            checkpoint: self.checkpoint.to_vec(),
+            format: self.format,
+        }
+    }
+
+    /// Whether `row` was read from a row like this one, column for column.
+    pub(super) fn is(&self, row: &Row) -> bool {
+        row.thread_id == self.thread_id
+            && row.ns == self.ns
+            && row.id == self.id
+            && row.parent.as_deref() == self.parent
+            && row.metadata.as_bytes() == self.metadata
+            && row.checkpoint == self.checkpoint
+            && row.format == self.format
     }
 }
 
@@ -109,6 +153,7 @@ fn find_shared_row(
     query_row(tx, config, |r| shared_row(saver, r))
 }
 
+/// What `read` makes of the row of [`find_row`].
 fn query_row<T>(
     tx: &Connection,
     config: &CheckpointConfig,
