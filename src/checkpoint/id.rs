@@ -152,9 +152,9 @@ fn build(ts: u64, clock_seq: Option<i64>) -> Uuid {
 /// # Errors
 /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if no UUIDv6
 /// sorts after `after`: its timestamp is the last one a UUIDv6 holds, or it
-/// is not a UUID in lowercase hyphenated form and sorts after every one
-/// (LangGraph would store the new checkpoint, and never read it back as the
-/// latest).
+/// is not a UUID in lowercase hyphenated form and sorts after the id the
+/// clock gives (LangGraph would store the new checkpoint, and never read it
+/// back as the latest).
 pub(crate) fn uuid6_after(clock_seq: Option<i64>, after: Option<&str>) -> crate::Result<String> {
     let mut ts = clock_ts();
     if let Some((floor, version)) = after.and_then(timestamp_of) {

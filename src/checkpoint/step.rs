@@ -300,8 +300,8 @@ impl<'a> Step<'a> {
     ///   read back, a [`version`](Self::version) names a channel this
     ///   step does not update, an [`id`](Self::id) is not a UUID sorting
     ///   after the parent's, or no new UUIDv6 sorts after the parent's id
-    ///   (its timestamp is the last one, or `put` stored a text that sorts
-    ///   after every UUID).
+    ///   (its timestamp is the last one, or `put` stored a text that is
+    ///   not a UUID and sorts after the id this process's clock gives).
     /// - [`Error::Serialization`](crate::Error::Serialization) if a value cannot be encoded.
     /// - [`Error::Corrupt`](crate::Error::Corrupt) if the parent's stored list is missing.
     /// - database errors; nothing is written then.
