@@ -753,3 +753,20 @@ pub(crate) fn one_task_path(checkpoints: &mut [Value]) {
         });
     }
 }
+
+/// The fixtures' linear a -> b -> c graph.
+pub(crate) fn abc(counts: &Counts) -> GraphBuilder {
+    use agentstate::engine::{ChannelSpec, Graph, Reducer, END, START};
+    let mut b = Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value());
+    for n in ["a", "b", "c"] {
+        b = b.node(
+            n,
+            counted(counts, n, move |s| {
+                Ok(Update::new().set("items", json!([n])).set("count", json!(int(s, "count") + 1)))
+            }),
+        );
+    }
+    b.edge(START, "a").edge("a", "b").edge("b", "c").edge("c", END)
+}
