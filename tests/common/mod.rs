@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod harness;
+pub mod hostile;
 pub mod ops;
 
 use std::path::Path;
