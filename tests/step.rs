@@ -556,6 +556,29 @@ mod extremes {
         assert!(next.checkpoint.id > l.checkpoint.id);
     }
 
+    /// A head `put` stored under a text that is not a UUID and sorts after
+    /// every one (LangGraph's `put` takes any id): `step` cannot make an id
+    /// that sorts after it, with or without [`Step::id`], and refuses with
+    /// `InvalidArgument` instead of storing a checkpoint that would never be
+    /// read back as the latest. Nothing is written; `put` can still continue
+    /// the thread. (A damaged file showed one such id, "1f1eeqc2-...".)
+    #[test]
+    fn a_head_id_after_every_uuid_is_refused_by_step() {
+        let saver = Db::open_in_memory().unwrap().checkpointer();
+        let h = head_with_id(&saver, "t", "step-2");
+        let err = saver.step(&h).set("x", json!(1)).commit().unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(ref m) if m.contains("step-2")), "{err:?}");
+        let last = "ffffffff-ffff-6fff-bfff-ffffffffffff";
+        let err = saver.step(&h).id(last).set("x", json!(1)).commit().unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 1);
+        let cp = Checkpoint::with_id("step-3");
+        saver.put(&h.config, &cp, &Metadata::new(), &ChannelVersions::new()).unwrap();
+        let next = saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
+        assert_eq!(next.checkpoint.id, "step-3");
+        assert_eq!(next.parent_config.and_then(|c| c.checkpoint_id).as_deref(), Some("step-2"));
+    }
+
     /// `Step::id` takes the canonical text of a UUID only: other spellings
     /// sort apart from their time.
     #[test]
