@@ -341,7 +341,7 @@ fn damaged_files_never_panic() {
         }
         let o = catch_unwind(AssertUnwindSafe(|| case(dir.path(), "damaged.db", &b)))
             .unwrap_or_else(|_| panic!("case {i} (seed {seed}, damage kind {how}) panicked"));
-        let ops = std::iter::once("open").take(o.open_error.iter().len()).chain(o.failed_ops.iter().copied());
+        let ops = o.open_error.iter().map(|_| "open").chain(o.failed_ops.iter().copied());
         for (e, op) in o.open_error.iter().chain(&o.use_errors).zip(ops) {
             let kind = e.split('(').next().unwrap_or_default();
             // `Sqlite`: SQLite's JSON functions (metadata filters, prune)
