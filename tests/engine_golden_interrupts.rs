@@ -13,42 +13,14 @@ use agentstate::engine::{
     interrupt, ChannelSpec, Goto, Graph, GraphBuilder, NodeError, Reducer, Update, END, START,
 };
 use agentstate::{CheckpointConfig, Error};
-use harness::{abc, counted, fixture, int, py_str, strs, Counts, Harness};
+use harness::{abc, ask_beside_work, counted, fixture, int, prep_ask_finish, py_str, strs, Counts, Harness};
 use serde_json::{json, Value};
 
 #[test]
 fn interrupt_resume() {
     let fx = fixture("interrupt_resume");
     let mut h = Harness::new();
-    let b = Graph::builder()
-        .state("items", ChannelSpec::reducer(Reducer::Append))
-        .state("count", ChannelSpec::last_value())
-        .state("answer", ChannelSpec::last_value())
-        .node(
-            "prep",
-            counted(&h.counts, "prep", |s| {
-                Ok(Update::new().set("items", json!(["prep"])).set("count", json!(int(s, "count") + 1)))
-            }),
-        )
-        .node(
-            "ask",
-            counted(&h.counts, "ask", |_| {
-                let answer = interrupt(json!("approve?"))?;
-                Ok(Update::new().set("items", json!(["ask"])).set("answer", answer))
-            }),
-        )
-        .node(
-            "finish",
-            counted(&h.counts, "finish", |s| {
-                Ok(Update::new()
-                    .set("items", json!([format!("finish:{}", py_str(s.get("answer")))]))
-                    .set("count", json!(int(s, "count") + 1)))
-            }),
-        )
-        .edge(START, "prep")
-        .edge("prep", "ask")
-        .edge("ask", "finish")
-        .edge("finish", END);
+    let b = prep_ask_finish(&h.counts);
     h.graph("interrupt", "interrupt", b);
     let before = abc(&h.counts).interrupt_before(["b"]);
     h.graph("before", "before", before);
@@ -284,27 +256,7 @@ fn two_askers(counts: &Counts) -> GraphBuilder {
 fn stream_interrupt() {
     let fx = fixture("stream_interrupt");
     let mut h = Harness::new();
-    let pause = Graph::builder()
-        .state("items", ChannelSpec::reducer(Reducer::Append))
-        .node(
-            "ask",
-            counted(&h.counts, "ask", |_| {
-                let answer = interrupt(json!("approve?"))?;
-                Ok(Update::new().set("items", json!([format!("ask:{}", py_str(Some(&answer)))])))
-            }),
-        )
-        .node("work", counted(&h.counts, "work", |_| Ok(Update::new().set("items", json!(["work"])))))
-        .node(
-            "join",
-            counted(&h.counts, "join", |s| {
-                Ok(Update::new().set("items", json!([format!("join:{}", strs(s, "items").len())])))
-            }),
-        )
-        .edge(START, "ask")
-        .edge(START, "work")
-        .edge("ask", "join")
-        .edge("work", "join")
-        .edge("join", END);
+    let pause = ask_beside_work(&h.counts);
     h.graph("pause", "pause", pause);
     let mut two = Graph::builder().state("items", ChannelSpec::reducer(Reducer::Append));
     for n in ["p", "q"] {

@@ -7,11 +7,9 @@
 #[allow(dead_code)]
 mod harness;
 
-use agentstate::engine::{
-    interrupt, ChannelSpec, Durability, Goto, Graph, GraphBuilder, Reducer, Update, END, START,
-};
+use agentstate::engine::{ChannelSpec, Durability, Goto, Graph, Reducer, Update, END, START};
 use agentstate::{CheckpointConfig, Db, Error, ListQuery};
-use harness::{abc, counted, fixture, int, one_task_path, py_str, Counts, Harness};
+use harness::{abc, counted, fixture, int, one_task_path, prep_ask_finish, Counts, Harness};
 use serde_json::json;
 
 #[test]
@@ -143,70 +141,9 @@ fn update_state_head_graphs() -> Harness {
             Ok(vec![if int(s, "count") < 3 { Goto::node("inc") } else { Goto::end() }])
         });
     h.graph("route", "loop", looped);
-    let approve = Graph::builder()
-        .state("items", ChannelSpec::reducer(Reducer::Append))
-        .state("count", ChannelSpec::last_value())
-        .state("answer", ChannelSpec::last_value())
-        .node(
-            "prep",
-            counted(&h.counts, "prep", |s| {
-                Ok(Update::new().set("items", json!(["prep"])).set("count", json!(int(s, "count") + 1)))
-            }),
-        )
-        .node(
-            "ask",
-            counted(&h.counts, "ask", |_| {
-                let answer = interrupt(json!("approve?"))?;
-                Ok(Update::new().set("items", json!(["ask"])).set("answer", answer))
-            }),
-        )
-        .node(
-            "finish",
-            counted(&h.counts, "finish", |s| {
-                Ok(Update::new()
-                    .set("items", json!([format!("finish:{}", py_str(s.get("answer")))]))
-                    .set("count", json!(int(s, "count") + 1)))
-            }),
-        )
-        .edge(START, "prep")
-        .edge("prep", "ask")
-        .edge("ask", "finish")
-        .edge("finish", END);
+    let approve = prep_ask_finish(&h.counts);
     h.graph("skip", "approve", approve);
     h
-}
-
-/// prep -> ask -> finish, ask calling `interrupt("approve?")`.
-fn prep_ask_finish(counts: &Counts) -> GraphBuilder {
-    Graph::builder()
-        .state("items", ChannelSpec::reducer(Reducer::Append))
-        .state("count", ChannelSpec::last_value())
-        .state("answer", ChannelSpec::last_value())
-        .node(
-            "prep",
-            counted(counts, "prep", |s| {
-                Ok(Update::new().set("items", json!(["prep"])).set("count", json!(int(s, "count") + 1)))
-            }),
-        )
-        .node(
-            "ask",
-            counted(counts, "ask", |_| {
-                let answer = interrupt(json!("approve?"))?;
-                Ok(Update::new().set("items", json!(["ask"])).set("answer", answer))
-            }),
-        )
-        .node(
-            "finish",
-            counted(counts, "finish", |s| {
-                Ok(Update::new()
-                    .set("items", json!([format!("finish:{}", py_str(s.get("answer")))]))
-                    .set("count", json!(int(s, "count") + 1)))
-            }),
-        )
-        .edge(START, "prep")
-        .edge("prep", "ask")
-        .edge("ask", "finish")
-        .edge("finish", END)
 }
 
 /// `update_state` without `as_node` (`update_state_inferred`): applied as

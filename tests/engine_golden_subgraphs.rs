@@ -12,7 +12,7 @@ use std::time::Duration;
 use agentstate::engine::{
     interrupt, ChannelSpec, Graph, GraphBuilder, NodeError, Reducer, RetryPolicy, Update, END, START,
 };
-use harness::{counted, fixture, int, one_task_path, py_str, strs, Counts, Harness};
+use harness::{ask_beside_work, counted, fixture, int, one_task_path, py_str, Counts, Harness};
 use serde_json::json;
 
 fn subgraph_parent(counts: &Counts, ask: bool) -> GraphBuilder {
@@ -156,27 +156,7 @@ fn stream_subgraphs() {
         .edge("m1", "inner")
         .edge("inner", END);
     let nested = around(&h.counts, "mid", mid);
-    let fan = Graph::builder()
-        .state("items", ChannelSpec::reducer(Reducer::Append))
-        .node(
-            "ask",
-            counted(&h.counts, "ask", |_| {
-                let answer = interrupt(json!("approve?"))?;
-                Ok(Update::new().set("items", json!([format!("ask:{}", py_str(Some(&answer)))])))
-            }),
-        )
-        .node("work", counted(&h.counts, "work", |_| Ok(Update::new().set("items", json!(["work"])))))
-        .node(
-            "join",
-            counted(&h.counts, "join", |s| {
-                Ok(Update::new().set("items", json!([format!("join:{}", strs(s, "items").len())])))
-            }),
-        )
-        .edge(START, "ask")
-        .edge(START, "work")
-        .edge("ask", "join")
-        .edge("work", "join")
-        .edge("join", END);
+    let fan = ask_beside_work(&h.counts);
     let outer = Graph::builder()
         .state("items", ChannelSpec::reducer(Reducer::Append))
         .node("pre", counted(&h.counts, "pre", |_| Ok(Update::new().set("items", json!(["pre"])))))

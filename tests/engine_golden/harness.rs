@@ -770,3 +770,64 @@ pub(crate) fn abc(counts: &Counts) -> GraphBuilder {
     }
     b.edge(START, "a").edge("a", "b").edge("b", "c").edge("c", END)
 }
+
+/// prep -> ask -> finish, ask calling `interrupt("approve?")`.
+pub(crate) fn prep_ask_finish(counts: &Counts) -> GraphBuilder {
+    use agentstate::engine::{interrupt, ChannelSpec, Graph, Reducer, END, START};
+    Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .state("count", ChannelSpec::last_value())
+        .state("answer", ChannelSpec::last_value())
+        .node(
+            "prep",
+            counted(counts, "prep", |s| {
+                Ok(Update::new().set("items", json!(["prep"])).set("count", json!(int(s, "count") + 1)))
+            }),
+        )
+        .node(
+            "ask",
+            counted(counts, "ask", |_| {
+                let answer = interrupt(json!("approve?"))?;
+                Ok(Update::new().set("items", json!(["ask"])).set("answer", answer))
+            }),
+        )
+        .node(
+            "finish",
+            counted(counts, "finish", |s| {
+                Ok(Update::new()
+                    .set("items", json!([format!("finish:{}", py_str(s.get("answer")))]))
+                    .set("count", json!(int(s, "count") + 1)))
+            }),
+        )
+        .edge(START, "prep")
+        .edge("prep", "ask")
+        .edge("ask", "finish")
+        .edge("finish", END)
+}
+
+/// ask (calling `interrupt("approve?")`) and work side by side, then join
+/// (which counts the items).
+pub(crate) fn ask_beside_work(counts: &Counts) -> GraphBuilder {
+    use agentstate::engine::{interrupt, ChannelSpec, Graph, Reducer, END, START};
+    Graph::builder()
+        .state("items", ChannelSpec::reducer(Reducer::Append))
+        .node(
+            "ask",
+            counted(counts, "ask", |_| {
+                let answer = interrupt(json!("approve?"))?;
+                Ok(Update::new().set("items", json!([format!("ask:{}", py_str(Some(&answer)))])))
+            }),
+        )
+        .node("work", counted(counts, "work", |_| Ok(Update::new().set("items", json!(["work"])))))
+        .node(
+            "join",
+            counted(counts, "join", |s| {
+                Ok(Update::new().set("items", json!([format!("join:{}", strs(s, "items").len())])))
+            }),
+        )
+        .edge(START, "ask")
+        .edge(START, "work")
+        .edge("ask", "join")
+        .edge("work", "join")
+        .edge("join", END)
+}
