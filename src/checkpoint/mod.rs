@@ -156,7 +156,15 @@ impl Checkpointer {
     /// The same checkpointer with a cache of decoded channel values of about
     /// `bytes` (counted as the encoded size of the values; default 64 MiB;
     /// 0 turns it off). Values are immutable per version, so the cache is
-    /// never stale; it only saves decoding. The reads of encoded values
+    /// never stale; it only saves decoding. One exception, outside the
+    /// versions this crate makes (they carry a random part, as LangGraph's
+    /// do): a caller that [`put`](Self::put)s versions of its own, such as
+    /// plain integers, deletes or prunes a thread through another
+    /// checkpointer (another `Db.checkpointer()`, `Db` or process), then
+    /// stores the same versions with other values there, can be handed the
+    /// old values here until this cache lets them go. A delete or prune
+    /// through this checkpointer, or a clone of it, empties its caches of
+    /// that thread. The reads of encoded values
     /// ([`get_tuple_encoded`](Self::get_tuple_encoded)) keep the bytes they
     /// reassemble in a second cache of the same size.
     ///
