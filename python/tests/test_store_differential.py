@@ -13,44 +13,45 @@ How a result is checked:
   not an int, an int is not a float).
 - search without a query: the *set* of (namespace, key, value). Neither
   LangGraph nor InMemoryStore defines the order (InMemoryStore returns dict
-  insertion order); ours is DESIGN.md 12's "newest first, then namespace and
-  key", which is checked against our own `updated_at` (namespaces may order
-  as tuples or as dot-joined text: DESIGN.md 12 does not say which, and we
-  use text order here while list_namespaces uses tuple order), against the
-  order of the puts, and against our own unpaged result (page ==
+  insertion order); ours is "newest first, then namespace text and key"
+  (docs/design.md, Store search), which is checked against our own
+  `updated_at` (the check lets namespaces order as tuples or as dot-joined
+  text; we use text order here while list_namespaces uses tuple order),
+  against the order of the puts, and against our own unpaged result (page ==
   full[offset:offset + limit]). With a page smaller than the match set, the
   page must hold the right number of matching items.
 - search with a query: the scored items in ranked order with scores within
   1e-5 (our vectors are float32). Two items with the same text tie exactly
   (the texts come from a small word list so that queries hit), and LangGraph
-  does not define the order of ties (DESIGN.md 12 breaks them
-  deterministically, InMemoryStore by its sort's stability): at each rank
+  does not define the order of ties (docs/design.md, Store search, breaks
+  them deterministically, InMemoryStore by its sort's stability): at each rank
   our item must be one of the expected items whose score is within 1e-5 of
   that rank's score, and where nothing ties the order is compared exactly.
 - list_namespaces: the exact list, order included (both sort tuples).
-- batch: every read sees the state before the batch (DESIGN.md 15), so a
-  batch's reads are checked against expectations computed before it runs.
+- batch: every read sees the state before the batch (docs/design.md, Store
+  search), so a batch's reads are checked against expectations computed before it runs.
 - every 25 operations and at the end, the whole content of both stores.
 
 Filters are generated from `$eq $ne $gt $gte $lt $lte` and plain equality on
 top-level keys and nested keys (as nested partial-match objects, and as
 dotted paths), with operands of the stored values' type, plus None, missing
 keys and a field ("mix") whose type varies between items. A filter is
-evaluated per item by an oracle that implements DESIGN.md 7 and 8 (`_matches`
-below). For every item where no documented difference applies, the oracle is
-checked against InMemoryStore's own filter function (`_compare_values`), so
-the oracle is LangGraph's semantics there; our store is always checked
-against the oracle, and InMemoryStore's real `search` result is compared with
-ours whenever no documented difference applies to any candidate item.
+evaluated per item by an oracle that implements docs/design.md's filter
+language (`oracle_matches` in test_store_differential_oracle.py). For every
+item where no documented difference applies, the oracle is checked against
+InMemoryStore's own filter function (`_compare_values`), so the oracle is
+LangGraph's semantics there; our store is always checked against the oracle,
+and InMemoryStore's real `search` result is compared with ours whenever no
+documented difference applies to any candidate item.
 
 Exclusions: where InMemoryStore and our documented decisions differ on
 purpose, that aspect is not compared with InMemoryStore (our rule is asserted
 on our store instead, through the oracle or a direct check):
 
-- DESIGN.md 7: a dotted filter key is a nested path for us; InMemoryStore
+- design.md (Filter language): a dotted filter key is a nested path for us; InMemoryStore
   looks up a top-level key literally named "a.b". Dotted filters are checked
   against the oracle only.
-- DESIGN.md 8: `true` equals only `true` (InMemoryStore uses Python's ==, so
+- design.md (Filter language): `true` equals only `true` (InMemoryStore uses Python's ==, so
   `True == 1`, `False == 0`); `$gt/$gte/$lt/$lte` on a missing key or null
   is no match (InMemoryStore raises TypeError from float(None)); strings
   compare as strings (InMemoryStore converts both sides with float(): it
@@ -59,23 +60,23 @@ on our store instead, through the oracle or a direct check):
   integers compare exactly (InMemoryStore's float() rounds beyond 2**53).
   Cross-type ordering operands (bool, null, list, object: an error for us)
   are not generated.
-- DESIGN.md 11: re-putting an item replaces all its vectors and
+- design.md (Store file format): re-putting an item replaces all its vectors and
   `index=False` stores none; InMemoryStore keeps the old vectors of paths
   the new put does not embed. The harness drops those stale vectors from
   InMemoryStore after each put so that rankings stay comparable.
-- DESIGN.md 11: `created_at` is kept on update (InMemoryStore resets it);
+- design.md (Store file format): `created_at` is kept on update (InMemoryStore resets it);
   times are not compared with InMemoryStore at all.
-- DESIGN.md 12: items without a vector come after the scored ones and
+- design.md (Store search): items without a vector come after the scored ones and
   `offset` counts over that whole sequence; InMemoryStore fills from the
   unscored items ignoring `offset`. The unscored tail is checked as a set
   against the oracle, and against InMemoryStore only when offset == 0.
   All-zero vectors (unscored for us, score 0.0 in InMemoryStore) are not
   generated: every embedded text is non-empty.
-- DESIGN.md 12: order of a search without a query (see above).
-- DESIGN.md 13: namespace validation and its messages (only valid
+- design.md (Store search): order of a search without a query (see above).
+- design.md (Namespaces): namespace validation and its messages (only valid
   namespaces are generated; InMemoryStore validates only in `put`).
-- DESIGN.md 14: TTL (no TTL is configured).
-- Not a DESIGN.md rule but documented in `agentstate/store.py`: a search
+- design.md (TTL): TTL (no TTL is configured).
+- Not a rule of docs/design.md but documented in `agentstate/store.py`: a search
   with a query on a store without an index raises ValueError (InMemoryStore
   ignores the query). Seeds without an index search without a query.
 
@@ -105,7 +106,6 @@ as a Python call (a batch as its list of ops), and both results.
 
 from __future__ import annotations
 
-import copy
 import random
 import types
 from typing import Any, Optional
@@ -113,7 +113,18 @@ from typing import Any, Optional
 import pytest
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
-from langgraph.store.memory import _compare_values as inmemory_compare_values
+from test_store_differential_oracle import (
+    INDEX_FIELDS,
+    KEYS,
+    LABELS,
+    documented_differences,
+    inmemory_matches,
+    oracle_matches,
+    rand_filter,
+    rand_namespace,
+    rand_text,
+    rand_value,
+)
 from test_store_support import DIMS, FakeEmbeddings
 
 from agentstate import AgentStateStore
@@ -123,324 +134,6 @@ OPS_PER_SEED = 400
 FULL_CHECK_EVERY = 25
 SCORE_TOLERANCE = 1e-5
 BIG = 10**6  # "no limit" for the harness's own full reads
-
-LABELS = ["a", "b", "c", "ab", "x", "x-y", "é", "A", "日本", "*"]  # "x" and "x-y": tuple order is not text order; "*" is a wildcard in
-# list_namespaces conditions and a plain label everywhere else.
-KEYS = ["k0", "k1", "k2", "k3", "k.dot", "ключ", " sp", ""]
-WORDS = [
-    "cat", "dog", "bird", "hiking", "python", "rust", "sqlite", "ocean", "mountain",
-    "jazz", "tea", "coffee", "chess", "snow", "zebra", "quartz", "fjord", "lynx",
-]  # fmt: skip
-# Strings and numbers include what Python's str() and json.dumps() spell in
-# their own ways (escapes, exponents), since embedded texts must be the same.
-STRINGS = [
-    "", "a", "b", "ab", "B", "é", "zeta", "10", "9", "1.5", "cat",
-    'say "hi"', "back\\slash", "line\nbreak", "\u0001ctl", "emoji 🎉", "\u2028sep", "日本語",
-]  # fmt: skip
-NUMBERS = [
-    -3, -1, 0, 1, 2, 3, 7, 2.0, 1.5, -0.5, 0.1, 2**53 + 1, 2**53, 2**60, -(2**63),
-    1e-7, 1e16, 1.5e300, 123456789.125, -0.0, 5e-324,
-]  # fmt: skip
-
-ORDERING = ("$gt", "$gte", "$lt", "$lte")
-MISSING = object()  # a key the item does not have
-
-# Index configurations by seed: fields, whole document ("$", the default),
-# or no index (no query searches then).
-INDEX_FIELDS: list[Optional[list[str]]] = [["text", "meta.note", "tags[*]"], None, []]
-
-
-# ---------------------------------------------------------------------------
-# Random data
-
-
-def rand_namespace(rng: random.Random) -> tuple[str, ...]:
-    return tuple(rng.choice(LABELS) for _ in range(rng.randint(1, 3)))
-
-
-def rand_text(rng: random.Random) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3)))
-
-
-def rand_scalar(rng: random.Random) -> Any:
-    kind = rng.randrange(5)
-    if kind == 0:
-        return rng.choice(NUMBERS)
-    if kind == 1:
-        return round(rng.uniform(-10, 10), rng.randint(0, 3))
-    if kind == 2:
-        return rng.choice(STRINGS)
-    if kind == 3:
-        return rng.random() < 0.5
-    return None
-
-
-def rand_value(rng: random.Random) -> dict[str, Any]:
-    v: dict[str, Any] = {}
-    if rng.random() < 0.8:
-        v["n"] = rng.choice(NUMBERS) if rng.random() < 0.7 else rng.randint(-5, 5)
-    if rng.random() < 0.7:
-        v["x"] = round(rng.uniform(-10, 10), 2) if rng.random() < 0.8 else rng.randint(-3, 3)
-    if rng.random() < 0.7:
-        v["s"] = rng.choice(STRINGS)
-    if rng.random() < 0.6:
-        v["b"] = rng.random() < 0.5
-    if rng.random() < 0.3:
-        v["z"] = None
-    if rng.random() < 0.7:
-        kind = rng.randrange(7)
-        v["mix"] = (
-            rand_scalar(rng)
-            if kind < 5
-            else [rand_scalar(rng) for _ in range(rng.randint(0, 2))]
-            if kind == 5
-            else {"q": rand_scalar(rng)}
-        )
-    if rng.random() < 0.6:
-        v["tags"] = [rng.choice(WORDS + [1, 2]) for _ in range(rng.randint(0, 3))]
-    if rng.random() < 0.75:
-        r = rng.random()
-        if r < 0.85:
-            meta: dict[str, Any] = {}
-            if rng.random() < 0.8:
-                meta["lvl"] = rng.randint(0, 4)
-            if rng.random() < 0.7:
-                meta["note"] = rng.choice(WORDS)
-            if rng.random() < 0.5:
-                meta["flag"] = rng.random() < 0.5
-            if rng.random() < 0.4:
-                meta["inner"] = {"d": rng.randint(0, 3)} if rng.random() < 0.8 else {}
-            if rng.random() < 0.15:
-                meta["lvl"] = None
-            v["meta"] = meta
-        elif r < 0.93:
-            v["meta"] = None
-        else:
-            v["meta"] = rng.choice(["cat", [1, 2], 3])
-    if rng.random() < 0.85:
-        v["text"] = rand_text(rng)
-    if rng.random() < 0.1:
-        v["ü-1"] = rng.randint(0, 2)
-    return v
-
-
-# Paths a filter can name, with the kind of operand that matches them.
-PATHS = {
-    "n": "number",
-    "x": "number",
-    "s": "string",
-    "b": "bool",
-    "z": "none",
-    "mix": "any",
-    "tags": "list",
-    "meta": "object",
-    "text": "string",
-    "nokey": "any",
-    "ü-1": "number",
-    "meta.lvl": "number",
-    "meta.note": "string",
-    "meta.flag": "bool",
-    "meta.inner.d": "number",
-    "meta.nokey": "any",
-}
-
-
-def resolve(value: Any, path: str) -> Any:
-    """The value at a dotted path, or MISSING."""
-    cur = value
-    for part in path.split("."):
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        else:
-            return MISSING
-    return cur
-
-
-def rand_operand(rng: random.Random, kind: str, seen: list[Any], ordering: bool) -> Any:
-    """An operand of the path's type: often one a stored item has, so that filters match."""
-    return copy.deepcopy(_rand_operand(rng, kind, seen, ordering))  # never share a stored value
-
-
-def _rand_operand(rng: random.Random, kind: str, seen: list[Any], ordering: bool) -> Any:
-    if ordering:
-        # Only numbers and strings are valid operands of ordering ops (DESIGN.md 8).
-        candidates = [s for s in seen if isinstance(s, (int, float, str)) and not isinstance(s, bool)]
-        if kind == "number" or (kind == "any" and rng.random() < 0.5):
-            candidates = [c for c in candidates if not isinstance(c, str)]
-            return rng.choice(candidates) if candidates and rng.random() < 0.6 else rng.choice(NUMBERS)
-        candidates = [c for c in candidates if isinstance(c, str)]
-        return rng.choice(candidates) if candidates and rng.random() < 0.6 else rng.choice(STRINGS + WORDS)
-    if rng.random() < 0.12:
-        return None
-    # Equality across bool and number (DESIGN.md 8: true equals only true).
-    if kind == "bool" and rng.random() < 0.2:
-        return rng.choice([0, 1, 1.0])
-    if kind == "number" and rng.random() < 0.1:
-        return rng.random() < 0.5
-    if seen and rng.random() < 0.6:
-        return rng.choice(seen)
-    if kind == "number":
-        return rng.choice(NUMBERS)
-    if kind == "string":
-        return rng.choice(STRINGS + WORDS)
-    if kind == "bool":
-        return rng.random() < 0.5
-    if kind == "none":
-        return None
-    if kind == "list":
-        return [rng.choice(WORDS + [1, 2]) for _ in range(rng.randint(0, 2))]
-    if kind == "object":
-        return {"lvl": rng.randint(0, 4)}
-    return rand_scalar(rng)
-
-
-def rand_condition(rng: random.Random, kind: str, seen: list[Any]) -> Any:
-    r = rng.random()
-    if r < 0.3:
-        return rand_operand(rng, kind, seen, ordering=False)  # plain equality
-    if r < 0.45:
-        return {"$eq": rand_operand(rng, kind, seen, ordering=False)}
-    if r < 0.6:
-        return {"$ne": rand_operand(rng, kind, seen, ordering=False)}
-    if kind in ("bool", "none", "list", "object"):
-        return {rng.choice(["$eq", "$ne"]): rand_operand(rng, kind, seen, ordering=False)}
-    ops = rng.sample(ORDERING, 2 if rng.random() < 0.3 else 1)
-    if kind == "any":  # one type for both bounds
-        kind = rng.choice(["number", "string"])
-    return {op: rand_operand(rng, kind, seen, ordering=True) for op in ops}
-
-
-def rand_filter(rng: random.Random, values: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
-    if rng.random() < 0.2:
-        return None
-    paths = rng.sample(sorted(PATHS), rng.choice([1, 1, 1, 2]))
-    flt: dict[str, Any] = {}
-    for path in paths:
-        seen = [v for v in (resolve(val, path) for val in values) if v is not MISSING]
-        cond = rand_condition(rng, PATHS[path], seen)
-        parts = path.split(".")
-        if len(parts) == 1 or rng.random() < 0.4:
-            flt[path] = cond  # top-level, or a dotted path (DESIGN.md 7)
-        else:
-            # A nested partial-match object: {"meta": {"lvl": cond}}.
-            node = flt.setdefault(parts[0], {})
-            if not isinstance(node, dict) or any(k.startswith("$") for k in node):
-                continue  # the top-level key already holds another condition
-            for part in parts[1:-1]:
-                node = node.setdefault(part, {})
-                if not isinstance(node, dict) or any(k.startswith("$") for k in node):
-                    break
-            else:
-                node[parts[-1]] = cond
-    return flt or None
-
-
-# ---------------------------------------------------------------------------
-# The oracle: DESIGN.md 7 and 8
-
-
-def is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def json_eq(a: Any, b: Any) -> bool:
-    """JSON equality (DESIGN.md 8): 1 == 1.0, true only equals true, structural lists and objects."""
-    if a is MISSING or b is MISSING:
-        return False
-    if is_number(a) and is_number(b):
-        return a == b  # Python compares int and float exactly
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, list):
-        return len(a) == len(b) and all(json_eq(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(json_eq(a[k], b[k]) for k in a)
-    return a == b
-
-
-def _apply(v: Any, op: str, x: Any) -> bool:
-    if op == "$eq":
-        return (v is MISSING or v is None) if x is None else json_eq(v, x)
-    if op == "$ne":
-        return not _apply(v, "$eq", x)
-    # $gt/$gte/$lt/$lte: no match on missing or null, or on values of another type.
-    if not ((is_number(v) and is_number(x)) or (isinstance(v, str) and isinstance(x, str))):
-        return False
-    return {"$gt": v > x, "$gte": v >= x, "$lt": v < x, "$lte": v <= x}[op]
-
-
-def _cond(v: Any, cond: Any) -> bool:
-    if isinstance(cond, dict):
-        if any(k.startswith("$") for k in cond):
-            return all(_apply(v, op, x) for op, x in cond.items())
-        # A nested object without $ keys: a partial match on its keys.
-        if not isinstance(v, dict):
-            return False
-        return all(_cond(v.get(k, MISSING), c) for k, c in cond.items())
-    if cond is None:
-        return v is MISSING or v is None  # {"k": null} matches null or missing
-    return json_eq(v, cond)
-
-
-def _matches(value: dict[str, Any], flt: Optional[dict[str, Any]]) -> bool:
-    """Whether `value` passes `flt` under DESIGN.md 7 and 8."""
-    if not flt:
-        return True
-    return all(_cond(resolve(value, key), cond) for key, cond in flt.items())
-
-
-def _bool_number_confusion(a: Any, b: Any) -> bool:
-    """Whether Python's == and JSON equality can disagree on (a, b): a bool against a number."""
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return isinstance(a, bool) != isinstance(b, bool)
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return any(_bool_number_confusion(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return any(_bool_number_confusion(a[k], b[k]) for k in a.keys() & b.keys())
-    return False
-
-
-def _cond_differences(v: Any, cond: Any, out: list[str]) -> None:
-    if isinstance(cond, dict):
-        if any(k.startswith("$") for k in cond):
-            for op, x in cond.items():
-                if op in ORDERING:
-                    if v is MISSING or v is None:
-                        out.append("DESIGN.md 8: $gt/$gte/$lt/$lte on a missing key or null is no match")
-                    elif isinstance(v, str) or isinstance(x, str):
-                        out.append("DESIGN.md 8: strings compare as strings")
-                    elif not (is_number(v) and is_number(x)):
-                        out.append("DESIGN.md 8: values of different types never compare")
-                    elif any(isinstance(n, int) and abs(n) > 2**53 for n in (v, x)):
-                        out.append("DESIGN.md 8: integers compare exactly")
-                elif _bool_number_confusion(v, x):
-                    out.append("DESIGN.md 8: true equals only true")
-        elif isinstance(v, dict):
-            for k, c in cond.items():
-                _cond_differences(v.get(k, MISSING), c, out)
-    elif _bool_number_confusion(v, cond):
-        out.append("DESIGN.md 8: true equals only true")
-
-
-def documented_differences(value: dict[str, Any], flt: Optional[dict[str, Any]]) -> list[str]:
-    """The documented decisions under which InMemoryStore's filter may differ from ours on this item."""
-    out: list[str] = []
-    for key, cond in (flt or {}).items():
-        if "." in key:
-            out.append("DESIGN.md 7: a dotted key is a nested path")
-        else:
-            _cond_differences(value.get(key, MISSING), cond, out)
-    return out
-
-
-def inmemory_matches(value: dict[str, Any], flt: Optional[dict[str, Any]]) -> Any:
-    """InMemoryStore's own filter function on one item (its exception if it raises)."""
-    if not flt:
-        return True
-    try:
-        return all(inmemory_compare_values(value.get(k), c) for k, c in flt.items())
-    except Exception as exc:  # noqa: BLE001 - recorded, compared by the caller
-        return exc
 
 
 # ---------------------------------------------------------------------------
@@ -494,7 +187,7 @@ class Context:
             f"  InMemoryStore:   {show(inmemory)}"
         )
         if expected is not None:
-            msg += f"\n  expected (DESIGN.md rules over InMemoryStore's items): {expected}"
+            msg += f"\n  expected (docs/design.md's rules over InMemoryStore's items): {expected}"
         raise Mismatch(msg)
 
 
@@ -573,7 +266,7 @@ class Harness:
         }
 
     def drop_stale_vectors(self, puts: list[PutOp]) -> None:
-        """DESIGN.md 11: a put replaces all of an item's vectors (InMemoryStore keeps old paths)."""
+        """design.md (Store file format): a put replaces all of an item's vectors (InMemoryStore keeps old paths)."""
         if not self.indexed:
             return
         final: dict[tuple[tuple[str, ...], str], PutOp] = {}
@@ -728,7 +421,7 @@ class Harness:
             items = self.items()
             n = len(op.namespace_prefix)
             candidates = {k: v for k, v in items.items() if k[0][:n] == op.namespace_prefix}
-            matching = {k: v for k, v in candidates.items() if _matches(v, op.filter)}
+            matching = {k: v for k, v in candidates.items() if oracle_matches(v, op.filter)}
             # Check the oracle against InMemoryStore's own filter on every item
             # where no documented difference applies.
             differences = []
@@ -740,7 +433,7 @@ class Harness:
                 theirs = inmemory_matches(v, op.filter)
                 if theirs is not (k in matching):
                     self.ctx.fail(
-                        f"InMemoryStore's filter and DESIGN.md 8 disagree on item {k!r} = {v!r} "
+                        f"InMemoryStore's filter and docs/design.md's disagree on item {k!r} = {v!r} "
                         "where no documented difference applies (undocumented divergence)",
                         f"match={k in matching}",
                         f"match={theirs!r}",
@@ -798,15 +491,15 @@ class Harness:
                 if want == len(exp.matching):  # the whole match set: compare as sets
                     if {strict(plain(r)) for r in ours} != {strict(plain(t)) for t in theirs}:
                         self.ctx.fail("search results differ (as sets)", ours, theirs)
-            # DESIGN.md 12: newest first, then namespace and key. It does not
-            # say whether namespaces order as tuples (DESIGN.md 13's order for
+            # design.md (Store search): newest first, then namespace text and
+            # key. The check lets namespaces order as tuples (the order of
             # list_namespaces) or as the file's dot-joined prefix text (what
             # SqliteStore's column sorts by, e.g. ("x-y",) before ("x", "a")):
             # either passes.
             as_tuples = [(-r.updated_at.timestamp(), tuple(r.namespace), r.key) for r in ours]
             as_text = [(-r.updated_at.timestamp(), ".".join(r.namespace), r.key) for r in ours]
             if as_tuples != sorted(as_tuples) and as_text != sorted(as_text):
-                self.ctx.fail("DESIGN.md 12: not newest first, then namespace and key", ours, theirs)
+                self.ctx.fail("design.md (Store search): not newest first, then namespace and key", ours, theirs)
             for a in ours:
                 for b in ours:
                     ka, kb = (tuple(a.namespace), a.key), (tuple(b.namespace), b.key)
@@ -845,7 +538,7 @@ class Harness:
                 if abs(r.score - expected_score) > SCORE_TOLERANCE:
                     self.ctx.fail(f"score of {k!r} is {r.score!r}, InMemoryStore's {expected_score!r}", ours, theirs)
             else:
-                # DESIGN.md 12: items without a vector follow, score None.
+                # design.md (Store search): items without a vector follow, score None.
                 if r.score is not None or k not in unscored:
                     self.ctx.fail(f"position {i}: expected an unscored item (score None), got {k!r}", ours, theirs, sorted(unscored))
         if hazard_free and not isinstance(theirs, Exception):
@@ -861,7 +554,7 @@ class Harness:
                     if (tuple(a.namespace), a.key) not in tied:
                         self.ctx.fail("ranked keys differ", ours, theirs)
             if op.offset == 0 and len(theirs) != len(ours):
-                # DESIGN.md 12 and InMemoryStore agree when offset is 0.
+                # design.md (Store search) and InMemoryStore agree when offset is 0.
                 self.ctx.fail("the number of items (scored + unscored) differs", ours, theirs)
 
     def check_list(self, op: ListNamespacesOp, expected: Any, ours: Any, theirs: Any) -> None:
