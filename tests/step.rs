@@ -340,6 +340,56 @@ fn explicit_versions_updated_channels_and_ids() {
     assert_eq!(saver.get_tuple(&cfg).unwrap().unwrap().checkpoint.id, id);
 }
 
+/// A fork's explicit id sorts after its parent's, not after every
+/// checkpoint's: naming an existing checkpoint is a `Conflict`, and that
+/// checkpoint, its values, parent and pending writes stay as they were.
+#[test]
+fn a_fork_under_an_existing_checkpoints_id_is_a_conflict_that_replaces_nothing() {
+    let saver = Db::open_in_memory().unwrap().checkpointer();
+    let cfg = CheckpointConfig::thread("taken");
+    let root = saver.start(&cfg).set("msg", json!("root")).commit().unwrap();
+    let a = saver.step(&root).set("msg", json!("a")).commit().unwrap();
+    let b = saver.step(&a).set("msg", json!("b")).set("log", json!(["kept"])).commit().unwrap();
+    saver.put_writes(&b.config, &[("msg", json!("pending"))], "task", "").unwrap();
+    let before = saver.get_tuple(&b.config).unwrap().unwrap();
+    for taken in [&a, &b] {
+        let err = saver.step(&root).fork().set("msg", json!("fork")).id(taken.checkpoint.id.clone()).commit();
+        assert!(matches!(&err, Err(Error::Conflict(m)) if m.contains("already exists")), "{err:?}");
+    }
+    assert_eq!(saver.get_tuple(&b.config).unwrap().unwrap(), before);
+    assert_eq!(saver.get_tuple(&a.config).unwrap().unwrap().checkpoint.channel_values["msg"], json!("a"));
+    assert_eq!(saver.list(&ListQuery::thread("taken")).unwrap().len(), 3);
+    // A fresh id forks as usual.
+    let id = agentstate::checkpoint::uuid6(Some(9)).to_string();
+    let fork = saver.step(&root).fork().set("msg", json!("fork")).id(id.clone()).commit().unwrap();
+    assert_eq!(fork.parent_config.unwrap().checkpoint_id, root.config.checkpoint_id);
+    assert_eq!(saver.list(&ListQuery::thread("taken")).unwrap().len(), 4);
+}
+
+/// `append` continues the list as the step has made it so far: after a
+/// `set` or `clear` of the same channel in the same step, that value, not
+/// the parent's list.
+#[test]
+fn append_after_set_or_clear_in_one_step_continues_what_the_step_made() {
+    let (_dir, path, saver) = on_file("append.db");
+    let cfg = CheckpointConfig::thread("t");
+    let mut head = saver.start(&cfg).set("log", json!(["old-1", "old-2"])).commit().unwrap();
+    let cases: [(fn(agentstate::Step<'_>) -> agentstate::Step<'_>, Value); 5] = [
+        (|s| s.set("log", json!(["new"])).append("log", [json!("more")]), json!(["new", "more"])),
+        (|s| s.clear("log").append("log", [json!("fresh")]), json!(["fresh"])),
+        (|s| s.set("log", json!("text")).append("log", [json!("a")]), json!(["a"])),
+        (|s| s.append("log", [json!(1)]).set("log", json!([2])).append("log", [json!(3)]), json!([2, 3])),
+        (|s| s.append("log", [json!(4)]).append("log", [json!(5)]), json!([2, 3, 4, 5])),
+    ];
+    for (build, want) in cases {
+        head = build(saver.step(&head)).commit().unwrap();
+        assert_eq!(head.checkpoint.channel_values["log"].to_value(), want);
+        assert_eq!(saver.get_tuple(&cfg).unwrap().unwrap().checkpoint.channel_values["log"], want);
+        let cold = Db::open(&path).unwrap().checkpointer();
+        assert_eq!(cold.get_tuple(&cfg).unwrap().unwrap().checkpoint.channel_values["log"], want);
+    }
+}
+
 /// `Step::parent_writes` stores what `put_writes` on the parent would, in the
 /// checkpoint's own transaction (docs/design.md, "One commit per step").
 #[test]

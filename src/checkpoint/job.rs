@@ -251,6 +251,23 @@ impl CheckpointJob {
                         "checkpoint {parent} of thread '{thread}' (namespace '{ns}') to fork from"
                     )));
                 }
+                // A fork's id (given by `Step::id`) sorts after its parent's,
+                // not after every checkpoint's: it may name one that exists,
+                // which a step never replaces. (A step that continues the
+                // head sorts after every checkpoint of the thread.)
+                let taken: bool = tx
+                    .prepare_cached(
+                        "SELECT EXISTS(SELECT 1 FROM checkpoints \
+                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3)",
+                    )?
+                    .query_row(params![thread, ns, &self.id], |r| r.get(0))?;
+                if taken {
+                    return Err(Error::Conflict(format!(
+                        "checkpoint {} of thread '{thread}' (namespace '{ns}') already exists: a step never \
+                         replaces a checkpoint; give the fork another id",
+                        self.id
+                    )));
+                }
             }
         }
         let mut exists = tx.prepare_cached(

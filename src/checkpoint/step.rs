@@ -160,14 +160,28 @@ impl<'a> Step<'a> {
         self
     }
 
-    /// Appends `items` to the list in `channel` (a new list if the channel
-    /// has no list). Only the new items are encoded and stored; the list's
-    /// other elements are shared with the parent, on disk and in memory.
+    /// Appends `items` to the list in `channel` as this step leaves it so
+    /// far: the parent's list, or what an earlier [`set`](Self::set) or
+    /// [`clear`](Self::clear) of this step made it (a new list if the channel
+    /// has no list then). Only the new items of a list continued from the
+    /// parent are encoded and stored; its other elements are shared with the
+    /// parent, on disk and in memory.
     pub fn append(mut self, channel: impl Into<String>, items: impl IntoIterator<Item = Value>) -> Self {
         let channel = channel.into();
         match self.updates.get_mut(&channel) {
             Some(Update::Append(list)) => list.extend(items),
-            _ => {
+            Some(Update::Set(value)) => {
+                let items: Vec<Arc<Value>> = items.into_iter().map(Arc::new).collect();
+                *value = match value.appended(items.iter().cloned()) {
+                    Some(list) => list,
+                    None => ChannelValue::from_list(items),
+                };
+            }
+            Some(Update::Clear) => {
+                let list = ChannelValue::from_list(items.into_iter().map(Arc::new));
+                self.updates.insert(channel, Update::Set(list));
+            }
+            None => {
                 self.updates.insert(channel, Update::Append(items.into_iter().collect()));
             }
         }
@@ -242,7 +256,9 @@ impl<'a> Step<'a> {
     /// [`commit`](Self::commit) fails with
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) if `id` is
     /// not a UUID in its lowercase hyphenated form or does not sort after
-    /// the parent's id.
+    /// the parent's id, and with [`Error::Conflict`](crate::Error::Conflict)
+    /// if a checkpoint of the thread and namespace already has it (a fork's
+    /// id can name an existing checkpoint; a step never replaces one).
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
         self
@@ -292,8 +308,9 @@ impl<'a> Step<'a> {
     ///
     /// # Errors
     /// - [`Error::Conflict`](crate::Error::Conflict) if the parent is no longer the newest checkpoint
-    ///   of its thread and namespace (and this is not a fork), or if
-    ///   [`start`](Checkpointer::start)'s thread already has one.
+    ///   of its thread and namespace (and this is not a fork), if
+    ///   [`start`](Checkpointer::start)'s thread already has one, or if a
+    ///   fork's [`id`](Self::id) is that of an existing checkpoint.
     /// - [`Error::NotFound`](crate::Error::NotFound) if a fork's parent does not exist (any more).
     /// - [`Error::InvalidConfig`](crate::Error::InvalidConfig) if the thread id is empty.
     /// - [`Error::InvalidArgument`](crate::Error::InvalidArgument) if the metadata nests too deeply to be
