@@ -689,6 +689,10 @@ fn an_empty_checkpoint_id_reads_as_none_in_get_tuple_and_list() {
     assert_eq!(s.list(&ListQuery::from_config(&empty)).unwrap().len(), 3);
     let json = CheckpointConfig::from_json(&json!({"configurable": {"thread_id": "t", "checkpoint_id": ""}}));
     assert_eq!(json.unwrap().checkpoint_id, None);
+    // So `put_writes` under an empty id is refused: no read could find it.
+    let err = s.put_writes(&empty, &[("x", json!(1))], "task", "").unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(s.list(&ListQuery::thread("t")).unwrap().iter().all(|t| t.pending_writes.is_empty()));
 }
 
 /// Reference §2.4: `list(config)` lists every namespace of the thread when

@@ -330,7 +330,8 @@ impl Checkpointer {
     ///
     /// # Errors
     /// - [`Error::InvalidConfig`] if `thread_id` is empty or `checkpoint_id`
-    ///   is missing.
+    ///   is missing or empty (an empty id means "the newest" to every read,
+    ///   so a write under it could never be read).
     /// - [`Error::Serialization`] if a value cannot be encoded.
     /// - database errors as for [`put`](Self::put); nothing is written then
     ///   (with write-behind, also an earlier queued write's error).
@@ -386,10 +387,10 @@ pub(super) fn writes_job(
     task_path: &str,
 ) -> Result<Option<WritesJob>> {
     require_thread(config)?;
-    let checkpoint_id = config
-        .checkpoint_id
-        .as_deref()
-        .ok_or_else(|| Error::InvalidConfig("put_writes needs config.checkpoint_id".into()))?;
+    let checkpoint_id =
+        config.checkpoint_id.as_deref().filter(|id| !id.is_empty()).ok_or_else(|| {
+            Error::InvalidConfig("put_writes needs config.checkpoint_id (not empty)".into())
+        })?;
     if rows.is_empty() {
         return Ok(None);
     }
