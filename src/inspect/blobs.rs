@@ -98,6 +98,9 @@ impl BlobScan {
         } else {
             "NULL"
         };
+        // Files before blob keys (migration 7, which dropped `created_at`;
+        // opened read only) hold versions as written.
+        let keyed = !super::has_column(conn, "checkpoint_blobs", "created_at")?;
         {
             let mut stmt = conn.prepare_cached(&format!(
                 "SELECT thread_id, checkpoint_ns, channel, version, {base} FROM checkpoint_blobs{filter}"
@@ -107,7 +110,10 @@ impl BlobScan {
                 let t: String = r.get(0)?;
                 // Versions as written (a malformed key stays as it is: no
                 // checkpoint names it).
-                let as_written = |v: String| compact::blob_version(&v).map_or(v.clone(), |w| w.into_owned());
+                let as_written = |v: String| match keyed {
+                    true => compact::blob_version(&v).map_or(v.clone(), |w| w.into_owned()),
+                    false => v,
+                };
                 let key: BlobKey = (r.get(1)?, r.get(2)?, as_written(r.get(3)?));
                 let base: Option<String> = r.get::<_, Option<String>>(4)?.map(as_written);
                 scan.blobs.entry(t).or_default().insert(key, BlobInfo { uses: 0, writes: 0, base });
