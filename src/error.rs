@@ -45,8 +45,10 @@ pub enum Error {
     #[error("invalid config: {0}")]
     InvalidConfig(String),
 
-    /// Any other malformed argument: an unknown prune strategy, a field path,
-    /// a TTL that is negative or not finite, a value that is not a JSON object.
+    /// Any other malformed argument: an unknown prune strategy, a TTL that
+    /// is negative or not finite, a value that is not a JSON object. (A
+    /// Store field path that names nothing is not an error: it embeds
+    /// nothing, as in LangGraph.)
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
