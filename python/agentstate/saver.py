@@ -25,7 +25,7 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     get_checkpoint_id,
-    get_serializable_checkpoint_metadata,
+    get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -71,6 +71,13 @@ def _utf8(text: str) -> bool:
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _typed(dumps: Any, value: Any) -> tuple[str, bytes]:
+    """`dumps(value)` with bytes: LangGraph's serde hands a bytearray over
+    as it is (`("bytearray", value)`), and the crate takes bytes."""
+    tag, data = dumps(value)
+    return tag, data if type(data) is bytes else bytes(data)
 
 
 def _metadata_json(metadata: Any) -> str:
@@ -291,8 +298,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
             if inline_ok and _inline(value):
                 inline[channel] = value
             elif channel in new_versions or (thread_id, ns, channel, versions.get(channel)) not in known:
-                tag, data = dumps(value)
-                encoded.append((channel, tag, data))
+                encoded.append((channel, *_typed(dumps, value)))
             else:
                 skipped.append(channel)
         stored["channel_values"] = inline
@@ -305,7 +311,8 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
             configurable.get("checkpoint_id"),
             _dumps(stored),
             encoded,
-            _metadata_json(get_serializable_checkpoint_metadata(config, metadata)),
+            # `writes` kept, as SqliteSaver and InMemorySaver keep it.
+            _metadata_json(get_checkpoint_metadata(config, metadata)),
             _dumps(new_versions),
         ]
         try:
@@ -317,7 +324,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
             # process deleted or pruned the thread. Send every value.
             for channel in skipped:
                 known.discard((thread_id, ns, channel, versions.get(channel)))
-                encoded.append((channel, *dumps(values[channel])))
+                encoded.append((channel, *_typed(dumps, values[channel])))
             self._native.put(*args)
         for channel, _, _ in encoded:
             self._remember(thread_id, ns, channel, versions.get(channel))
@@ -347,7 +354,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
             str(configurable["thread_id"]),
             configurable.get("checkpoint_ns", ""),
             configurable["checkpoint_id"],
-            [(channel, *dumps(value)) for channel, value in writes],
+            [(channel, *_typed(dumps, value)) for channel, value in writes],
             task_id,
             task_path,
         )

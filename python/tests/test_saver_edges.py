@@ -224,6 +224,44 @@ def test_nan_in_metadata_is_refused(tmp_path):
     assert saver.get_tuple(CONFIG) is None
 
 
+def test_the_metadata_key_writes_is_kept_and_filterable_like_sqlitesaver(tmp_path):
+    # SqliteSaver and InMemorySaver keep it (get_checkpoint_metadata); only
+    # the Postgres saver drops it.
+    metadata = {"source": "loop", "step": 1, "parents": {}, "writes": {"node": {"x": 1}}}
+    for saver in (_sqlite(tmp_path), AgentStateSaver(str(tmp_path / "writes.db"))):
+        saver.put(CONFIG, _checkpoint({"a": 1}), metadata, {"a": V1})
+        assert saver.get_tuple(CONFIG).metadata == metadata, type(saver).__name__
+        assert len(list(saver.list(CONFIG, filter={"writes": {"node": {"x": 1}}}))) == 1, type(saver).__name__
+
+
+def test_a_bytearray_value_round_trips_like_sqlitesaver_and_inmemorysaver(tmp_path):
+    # LangGraph's serde hands a bytearray over as it is, ("bytearray", obj).
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    class State(TypedDict):
+        v: Any
+
+    def node(state: State) -> dict[str, Any]:
+        return {"v": bytearray(b"xy")}
+
+    builder = StateGraph(State)
+    builder.add_node("node", node)
+    builder.add_edge(START, "node")
+    saver = AgentStateSaver(str(tmp_path / "bytearray.db"))
+    results = []
+    for s in (InMemorySaver(), saver):
+        graph = builder.compile(checkpointer=s)
+        results.append(graph.invoke({"v": bytearray(b"in")}, {"configurable": {"thread_id": "b"}}))
+    assert results[1] == results[0] == {"v": bytearray(b"xy")}
+    saver.put(CONFIG, _checkpoint({"a": bytearray(b"\x00\xff")}), {}, {"a": V1})
+    saver.put_writes(saver.get_tuple(CONFIG).config, [("w", bytearray(b"w"))], "task")
+    got = saver.get_tuple(CONFIG)
+    assert got.checkpoint["channel_values"]["a"] == bytearray(b"\x00\xff")
+    assert type(got.checkpoint["channel_values"]["a"]) is bytearray
+    assert got.pending_writes == [("task", "w", bytearray(b"w"))]
+
+
 # -- config shapes -----------------------------------------------------------
 
 
