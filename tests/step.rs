@@ -374,7 +374,8 @@ fn append_after_set_or_clear_in_one_step_continues_what_the_step_made() {
     let (_dir, path, saver) = on_file("append.db");
     let cfg = CheckpointConfig::thread("t");
     let mut head = saver.start(&cfg).set("log", json!(["old-1", "old-2"])).commit().unwrap();
-    let cases: [(fn(agentstate::Step<'_>) -> agentstate::Step<'_>, Value); 5] = [
+    type Build = fn(agentstate::Step<'_>) -> agentstate::Step<'_>;
+    let cases: [(Build, Value); 5] = [
         (|s| s.set("log", json!(["new"])).append("log", [json!("more")]), json!(["new", "more"])),
         (|s| s.clear("log").append("log", [json!("fresh")]), json!(["fresh"])),
         (|s| s.set("log", json!("text")).append("log", [json!("a")]), json!(["a"])),
