@@ -380,10 +380,14 @@ fn merge(tmp: &Path, dst: &Path) -> Result<()> {
                 |r| r.get(0),
             )?;
             if taken {
+                let text = |v: &SqlValue| match v {
+                    SqlValue::Text(s) => s.clone(),
+                    other => format!("{other:?}"),
+                };
                 return Err(Error::Conflict(format!(
-                    "Store item {:?}/{:?} already exists in {}; nothing was imported",
-                    it[0],
-                    it[1],
+                    "Store item '{}' in namespace '{}' already exists in {}; nothing was imported",
+                    text(&it[1]),
+                    text(&it[0]),
                     dst.display()
                 )));
             }

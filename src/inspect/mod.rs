@@ -197,6 +197,17 @@ pub struct ThreadCounts {
 }
 
 impl Db {
+    /// Whether the file's `checkpoints` (and `writes`) tables are a Python
+    /// `SqliteSaver`'s, kept next to a Store: the checkpointer refuses such a
+    /// file, and the calls here count its checkpoints as absent. Convert them
+    /// with [`import_sqlite_saver`](crate::import::import_sqlite_saver).
+    ///
+    /// # Errors
+    /// Database errors.
+    pub fn has_python_saver(&self) -> Result<bool> {
+        self.read(|conn| Ok(has_table(conn, "checkpoints")? && !has_checkpoints(conn)?))
+    }
+
     /// Every thread with checkpoints, newest update first (ties by id): a
     /// "conversations" list. Reads one summary row per thread and namespace,
     /// never a channel value.

@@ -22,6 +22,9 @@ pub fn stats(ctx: &Ctx) -> CliResult {
         tables.insert(t.name.clone(), json!({"rows": t.rows, "bytes": t.bytes}));
     }
     let embedder = store.embedder.as_ref().map(ToString::to_string);
+    // A Python SqliteSaver's tables next to a Store: not agentstate's
+    // checkpoints (the counts below are zero), and said so.
+    let saver = ctx.db.has_python_saver()?;
 
     if ctx.json {
         return output::json(&json!({
@@ -47,6 +50,7 @@ pub fn stats(ctx: &Ctx) -> CliResult {
                 "delta_bases": cp.delta_bases,
                 "unreferenced_blobs": cp.unreferenced_blobs,
                 "missing_blobs": cp.missing_blobs,
+                "python_sqlite_saver": saver,
             },
             "store": {
                 "items": store.items,
@@ -89,8 +93,16 @@ pub fn stats(ctx: &Ctx) -> CliResult {
     t.print()?;
     output::line("")?;
     let mut s = Table::default();
-    s.row([
-        "checkpoints".to_string(),
+    let checkpoints = if saver {
+        let rows = |name: &str| st.tables.iter().find(|t| t.name == name).map_or(0, |t| t.rows);
+        format!(
+            "none in agentstate's layout: `checkpoints` ({}) and `writes` ({}) are a Python SqliteSaver's \
+             tables, not read here; convert them with `agentstate import {} NEW.db`",
+            plural(rows("checkpoints") as usize, "row"),
+            plural(rows("writes") as usize, "row"),
+            ctx.path.display()
+        )
+    } else {
         format!(
             "{} in {} of {}; {} on {}",
             plural(cp.checkpoints as usize, "checkpoint"),
@@ -98,8 +110,9 @@ pub fn stats(ctx: &Ctx) -> CliResult {
             plural(cp.threads as usize, "thread"),
             plural(cp.pending_writes as usize, "pending write"),
             plural(cp.checkpoints_with_pending_writes as usize, "checkpoint"),
-        ),
-    ]);
+        )
+    };
+    s.row(["checkpoints".to_string(), checkpoints]);
     s.row([
         "blobs".to_string(),
         format!(
@@ -170,6 +183,18 @@ pub fn check(ctx: &Ctx, repair: bool) -> CliResult {
     let res = ctx.db.check();
     pb.finish_and_clear();
     let report = res?;
+    // A Python SqliteSaver's tables next to a Store: the checkpoint checks
+    // have nothing of agentstate's to look at, and say so.
+    let saver = ctx.db.has_python_saver()?;
+    let skipped = |area: CheckArea| {
+        saver && matches!(area, CheckArea::PendingWrites | CheckArea::Parents | CheckArea::Blobs)
+    };
+    const SKIPPED: &str = "not checked: Python SqliteSaver tables";
+    let saver_note = format!(
+        "the file's `checkpoints` and `writes` tables are a Python SqliteSaver's, not checked here; \
+         convert them with `agentstate import {} NEW.db`",
+        ctx.path.display()
+    );
     let errors = report.corruption();
     let warnings = report.leftovers();
     let detail = |area: CheckArea| -> String {
@@ -196,10 +221,13 @@ pub fn check(ctx: &Ctx, repair: bool) -> CliResult {
                     "error"
                 } else if !mine.is_empty() {
                     "warning"
+                } else if skipped(area) {
+                    "skipped"
                 } else {
                     "ok"
                 };
-                json!({"check": area.name(), "status": status, "detail": detail(area)})
+                let detail = if status == "skipped" { SKIPPED.to_string() } else { detail(area) };
+                json!({"check": area.name(), "status": status, "detail": detail})
             })
             .collect();
         let list: Vec<Value> = report
@@ -213,7 +241,11 @@ pub fn check(ctx: &Ctx, repair: bool) -> CliResult {
             "warnings": warnings,
             "checks": checks,
             "problems": list,
+            "python_sqlite_saver": saver,
         });
+        if saver {
+            doc["note"] = json!(saver_note);
+        }
         if let Some(n) = repaired {
             doc["repaired"] = json!({"orphan_vectors_deleted": n});
         }
@@ -231,6 +263,7 @@ pub fn check(ctx: &Ctx, repair: bool) -> CliResult {
             let warns = mine.len() - errs;
             let d = detail(area);
             let status = match (errs, warns) {
+                (0, 0) if skipped(area) => SKIPPED.to_string(),
                 (0, 0) => format!("ok{}", if d.is_empty() { String::new() } else { format!(" ({d})") }),
                 (0, w) => plural(w, "warning"),
                 (e, 0) => plural(e, "error"),
@@ -249,6 +282,9 @@ pub fn check(ctx: &Ctx, repair: bool) -> CliResult {
             for d in details {
                 output::line(d)?;
             }
+        }
+        if saver {
+            output::line(&format!("note: {saver_note}"))?;
         }
         output::line(&format!(
             "result: {}",

@@ -18,9 +18,10 @@ an agentstate file, and the import is added to it in one transaction unless it a
 imported threads or Store items (exit 4, nothing written).
 
 Exit codes: 0 success; 2 SRC is not a SqliteSaver file, SRC and DST are the same file, or a checkpoint
-cannot be stored as it is; 3 SRC does not exist; 4 DST already holds an imported thread or Store item (or
-the source has two values for one channel version); 5 DST is not an agentstate file, or a source row is
-corrupt; 1 anything else (I/O, disk full).";
+cannot be stored as it is; 3 SRC does not exist; 4 DST already holds an imported thread or Store item, the
+source has two values for one channel version, or SRC has Store vectors and DST records the embedder of
+its own (Python records none for the imported ones: they would be mixed); 5 DST is not an agentstate file,
+or a source row is corrupt; 1 anything else (I/O, disk full).";
 
 /// Convert a LangGraph SqliteSaver file (langgraph-checkpoint-sqlite) into an
 /// agentstate file: every checkpoint, parent, metadata entry and pending

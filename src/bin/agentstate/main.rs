@@ -3,8 +3,10 @@
 //! file statistics and an integrity check).
 //!
 //! Shape: `agentstate <FILE> <COMMAND> [ARGS] [--json]`, and `agentstate
-//! import SRC DST [--json]` (see [`import`]). Human-readable text by default; `--json` prints one JSON document on stdout. Errors are one
-//! line on stderr and a non-zero exit code (see [`exit`]).
+//! import SRC DST [--json]` (see [`import`]). Human-readable text by
+//! default; `--json` prints one JSON document on stdout. Errors are one line
+//! on stderr and a non-zero exit code (see [`exit`]); a command line without
+//! a command (`agentstate`, `agentstate FILE store`) prints the usage instead.
 
 mod file;
 mod import;
@@ -53,7 +55,8 @@ Exit codes:
   6  database busy (locked by another process past the busy timeout; retry)
   7  `check` found problems
 
-Errors are printed as one line on stderr, also with --json.
+Errors are printed as one line on stderr, also with --json (`agentstate` alone and `agentstate FILE store`
+print this usage on stderr instead, exit 2).
 
 Importing a LangGraph SqliteSaver file: `agentstate import SRC DST` (see `agentstate import --help`).";
 
@@ -398,11 +401,65 @@ impl Command {
             _ => false,
         }
     }
+
+    /// Whether the command works on the checkpoint tables (threads and their
+    /// history), which a file holding a Python `SqliteSaver` next to its
+    /// Store does not have in agentstate's layout.
+    fn uses_checkpoints(&self) -> bool {
+        matches!(
+            self,
+            Command::Threads { .. }
+                | Command::History { .. }
+                | Command::Show { .. }
+                | Command::Diff { .. }
+                | Command::Fork { .. }
+                | Command::Copy { .. }
+                | Command::Prune { .. }
+                | Command::Delete { .. }
+                | Command::Retain { .. }
+        )
+    }
+}
+
+/// The `agentstate_migrations` the Store's reads need: 1 adds the generation
+/// table the search cache reads, 2 the index `list_namespaces` names
+/// (`INDEXED BY`). The later ones only change what writers do (triggers).
+const STORE_READS_NEED_AGENTSTATE: i64 = 2;
+
+/// Whether a Store read on this file needs migrations first: the Store and
+/// vector series (LangGraph's numbering) behind this build, or agentstate's
+/// own series before [`STORE_READS_NEED_AGENTSTATE`] (a file Python's
+/// `SqliteStore` wrote has none of it). The checkpoint series never matters
+/// to the Store: an older agentstate file whose checkpoint tables are behind
+/// is read as it is.
+fn store_reads_need_migration(db: &Db) -> CliResult<bool> {
+    Ok(db.schema_versions()?.iter().any(|v| {
+        let have = v.version.unwrap_or(-1);
+        match v.series.as_str() {
+            "checkpoint_migrations" => false,
+            "agentstate_migrations" => have < STORE_READS_NEED_AGENTSTATE.min(v.supported),
+            _ => have < v.supported,
+        }
+    }))
+}
+
+/// The refusal of a thread command on a file whose `checkpoints` and
+/// `writes` tables are a Python `SqliteSaver`'s (next to a Store).
+fn python_saver_refused(shown: &dyn fmt::Display) -> Failure {
+    Failure::new(
+        exit::BAD_FILE,
+        format!(
+            "{shown}: its `checkpoints` and `writes` tables belong to a Python SqliteSaver (LangGraph's layout, \
+             whole states per row), which agentstate's thread commands do not read; convert them with \
+             `agentstate import {shown} NEW.db` (the `store` commands, `stats` and `check` work on this file)"
+        ),
+    )
 }
 
 /// Opens the file: always read-only first, which refuses (without changing
 /// anything) a missing file, something that is not SQLite, an SQLite file
-/// with none of agentstate's tables, a Python `SqliteSaver` file and a newer
+/// with none of agentstate's tables, a Python `SqliteSaver` file (and, for a
+/// thread command, a Python `SqliteSaver` next to a Store) and a newer
 /// schema; then read-write (migrated) for a command that writes.
 fn open(cli: &Cli) -> CliResult<Ctx> {
     let shown = cli.file.display();
@@ -417,11 +474,16 @@ fn open(cli: &Cli) -> CliResult<Ctx> {
         f
     };
     let mut db = Db::builder().read_only(true).open(&cli.file).map_err(in_file)?;
+    // Refused before a command that writes opens (and migrates) the file.
+    if cli.command.uses_checkpoints() && db.has_python_saver()? {
+        return Err(python_saver_refused(&shown));
+    }
     // The Store's reads rely on the indexes and tables agentstate's
     // migrations add: a Store command on a file that lacks them (one written
     // by Python's SqliteStore) still opens it read-write, which migrates it.
     let store_needs_migration = matches!(cli.command, Command::Store(_))
-        && db.schema_versions()?.iter().any(|v| v.version.unwrap_or(-1) < v.supported);
+        && cli.command.reads_only()
+        && store_reads_need_migration(&db)?;
     if !cli.command.reads_only() || store_needs_migration {
         drop(db);
         db = Db::open(&cli.file).map_err(in_file)?;

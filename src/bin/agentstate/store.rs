@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agentstate::inspect::ItemInfo;
 use agentstate::store::{
-    HashEmbedder, IndexConfig, ListNamespaces, Namespace, Put, Search, Store, TtlConfig,
+    HashEmbedder, IndexConfig, ListNamespaces, Namespace, Put, Search, Store, TtlConfig, MAX_TTL,
 };
 use agentstate::StoreConfig;
 use serde_json::{json, Value};
@@ -231,11 +231,7 @@ fn put(
         put = put.no_index();
     }
     put = match ttl {
-        Some(m) => put.ttl(Duration::try_from_secs_f64(m * 60.0).map_err(|_| {
-            agentstate::Error::InvalidArgument(format!(
-                "a TTL must be a finite number of minutes >= 0, got {m}"
-            ))
-        })?),
+        Some(m) => put.ttl(ttl_duration(m)?),
         None => put.no_ttl(),
     };
     store.put_with(put)?;
@@ -271,6 +267,23 @@ fn put(
         ))?;
     }
     Ok(())
+}
+
+/// `--ttl MINUTES` as a duration: a finite number >= 0 and at most
+/// [`MAX_TTL`] (a number too large for a `Duration` gets the same message as
+/// one just over the limit).
+fn ttl_duration(minutes: f64) -> CliResult<Duration> {
+    if !minutes.is_finite() || minutes < 0.0 {
+        return Err(Failure::usage(format!("a TTL must be a finite number of minutes >= 0, got {minutes}")));
+    }
+    let max = MAX_TTL.as_secs() / 60;
+    if minutes > max as f64 {
+        // 1e300 rather than its 301 digits.
+        let got = if minutes >= 1e15 { format!("{minutes:e}") } else { minutes.to_string() };
+        return Err(Failure::usage(format!("a TTL must be at most {max} minutes, got {got}")));
+    }
+    Duration::try_from_secs_f64(minutes * 60.0)
+        .map_err(|_| Failure::usage(format!("a TTL must be at most {max} minutes, got {minutes}")))
 }
 
 fn delete(ctx: &Ctx, namespace: &str, key: &str) -> CliResult {
