@@ -374,3 +374,37 @@ fn the_store_half_of_a_python_saver_and_store_file_is_readable() {
         .unwrap();
     assert_eq!(ours, 0, "no checkpoint table of ours is mixed into the saver's");
 }
+
+/// A store opened before another handle reindexed the file to another
+/// embedder writes no vector of the old one and ranks no query against the
+/// new vectors: `EmbedderMismatch` for its puts with vectors and its
+/// searches (which read the vectors), nothing written. Gets and puts
+/// without vectors still work.
+#[test]
+fn a_store_opened_before_another_handles_reindex_is_refused_where_vectors_matter() {
+    let (_d, path, db) = indexed_file();
+    let old =
+        db.store(StoreConfig::new().with_index(IndexConfig::new(Literal(3)).with_fields(["v"]))).unwrap();
+    let other = Db::open(&path).unwrap();
+    let new_index = IndexConfig::new(Literal(2)).with_fields(["v"]);
+    other.reindex_store(StoreConfig::new().with_index(new_index)).unwrap();
+    assert_eq!(recorded_embedder(&path).as_deref(), Some("literal/2"));
+    let before = vector_count(&path);
+
+    let put = old.put(&["n"], "k3", json!({"v": "0 0 1"}));
+    assert!(matches!(&put, Err(Error::EmbedderMismatch { stored, .. }) if stored == "literal/2"), "{put:?}");
+    let search = old.search(Search::new(&["n"]).query("1 0 0"));
+    assert!(matches!(&search, Err(Error::EmbedderMismatch { .. })), "{search:?}");
+    assert_eq!(vector_count(&path), before);
+    assert!(old.get(&["n"], "k3").unwrap().is_none());
+
+    assert!(old.get(&["n"], "k1").unwrap().is_some());
+    assert!(matches!(old.search(Search::new(&["n"])), Err(Error::EmbedderMismatch { .. })));
+    old.put_with(agentstate::store::Put::new(&["n"], "plain", json!({"x": 1})).no_index()).unwrap();
+    assert_eq!(vector_count(&path), before);
+    // The same handle opened again with the new embedder works.
+    let fresh =
+        db.store(StoreConfig::new().with_index(IndexConfig::new(Literal(2)).with_fields(["v"]))).unwrap();
+    fresh.put(&["n"], "k3", json!({"v": "0 1"})).unwrap();
+    assert_eq!(keys(&fresh.search(Search::new(&["n"]).query("0 1")).unwrap())[0], "k3");
+}

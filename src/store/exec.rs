@@ -146,13 +146,22 @@ impl Store {
             for (i, op) in ops.iter().enumerate() {
                 out.push(match op {
                     Op::Get(g) => OpResult::Item(self.do_get(conn, g.clone(), refresh)?),
-                    Op::Search(s) => OpResult::Items(self.do_search(
-                        conn,
-                        s,
-                        filters.get(&i).and_then(Option::as_ref),
-                        queries.get(&i).map(Vec::as_slice),
-                        refresh,
-                    )?),
+                    Op::Search(s) => {
+                        let query = queries.get(&i).map(Vec::as_slice);
+                        // Search reads the vectors (to rank, or into the copy
+                        // that later searches reuse) as this store's embedder
+                        // made them.
+                        if let Some(index) = self.inner.config.index() {
+                            super::reindex::ensure_current(conn, index)?;
+                        }
+                        OpResult::Items(self.do_search(
+                            conn,
+                            s,
+                            filters.get(&i).and_then(Option::as_ref),
+                            query,
+                            refresh,
+                        )?)
+                    }
                     Op::ListNamespaces(l) => OpResult::Namespaces(listing::list(conn, l)?),
                     Op::Put(_) => OpResult::Done,
                 });
@@ -164,6 +173,11 @@ impl Store {
                 let mut refresh = vec![];
                 let out = run(tx, &mut refresh)?;
                 let refreshed = refresh_ttls(tx, &refresh)?;
+                if let Some(index) = self.inner.config.index() {
+                    if puts.iter().any(|p| !p.vectors.is_empty()) {
+                        super::reindex::ensure_current(tx, index)?;
+                    }
+                }
                 write_puts(tx, &puts)?;
                 Ok((out, refreshed))
             })?

@@ -199,7 +199,10 @@ impl Store {
     /// [`Error::InvalidNamespace`]; [`Error::InvalidArgument`] if `value` is
     /// not an object or nests more than 127 levels of objects and arrays;
     /// [`Error::Embedding`] or [`Error::DimensionMismatch`] if the embedder
-    /// fails; database errors. Nothing is written on error.
+    /// fails; [`Error::EmbedderMismatch`] if another handle has reindexed
+    /// the file to another embedder since this store opened (open the
+    /// store again with that one); database errors. Nothing is written on
+    /// error.
     pub fn put<S: AsRef<str>>(&self, namespace: &[S], key: &str, value: Value) -> Result<()> {
         self.put_with(Put::new(namespace, key, value))
     }
@@ -238,8 +241,9 @@ impl Store {
     /// [`Error::InvalidNamespace`]; [`Error::InvalidFilter`];
     /// [`Error::InvalidConfig`] for a query on a store without an index;
     /// [`Error::Embedding`] or [`Error::DimensionMismatch`] if the embedder
-    /// fails; [`Error::Corrupt`] if a stored vector has the wrong length;
-    /// database errors.
+    /// fails; [`Error::EmbedderMismatch`] on a store with an index after
+    /// another handle reindexed the file to another embedder; [`Error::Corrupt`] if a
+    /// stored vector has the wrong length; database errors.
     pub fn search(&self, search: Search) -> Result<Vec<SearchItem>> {
         match self.batch(vec![Op::Search(search)])?.pop() {
             Some(OpResult::Items(items)) => Ok(items),
@@ -289,8 +293,10 @@ impl Store {
     /// (namespace, key) collapse to the last one.
     ///
     /// # Errors
-    /// Any op's validation error (nothing runs then), embedder errors, and
-    /// database errors (everything rolls back).
+    /// Any op's validation error (nothing runs then), embedder errors
+    /// ([`Error::EmbedderMismatch`] as for [`put`](Self::put) and
+    /// [`search`](Self::search)), and database errors (everything rolls
+    /// back).
     pub fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>> {
         self.run_batch(ops)
     }

@@ -113,6 +113,24 @@ fn decide(conn: &Connection, index: &IndexConfig, identity: &str) -> Result<Need
     }
 }
 
+/// Checks, inside the transaction of a write that stores vectors or of a
+/// search that ranks by a query, that the file still records `index`'s
+/// embedder: another handle may have reindexed it to another one since this
+/// store opened, and this store's vectors and queries would then be
+/// measured against vectors of another space. A file that records none
+/// (its record removed by another writer) is not refused here.
+///
+/// # Errors
+/// [`Error::EmbedderMismatch`]; database errors.
+pub(super) fn ensure_current(conn: &Connection, index: &IndexConfig) -> Result<()> {
+    match recorded(conn)? {
+        Some(stored) if stored != identity(index) => {
+            Err(Error::EmbedderMismatch { stored, configured: identity(index) })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Checks that the file's vectors are `index`'s, recording it if the file
 /// records no embedder yet (and holds no vectors, or the caller adopts
 /// them). Writes nothing when the record is already there, or when the
