@@ -63,6 +63,10 @@ fn a_run_sees_what_others_stored_since_its_last_run() {
     // Replaying an older checkpoint starts from its own state.
     let history = a.get_state_history(&t).unwrap();
     let old = history.iter().find(|s| s.values["n"] == json!(1)).unwrap().config.clone().unwrap();
+    // A config that names a checkpoint lists that one alone (LangGraph's
+    // `get_state_history` passes the config to the saver's `list`).
+    let one = a.get_state_history(&old).unwrap();
+    assert_eq!(one.iter().map(|s| s.config.clone().unwrap()).collect::<Vec<_>>(), vec![old.clone()]);
     let replayed = a.invoke(None, &old).unwrap();
     assert_eq!(replayed["messages"].as_array().unwrap().len(), 4);
     let out = a.invoke(say("7"), &t).unwrap();

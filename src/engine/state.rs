@@ -176,13 +176,14 @@ impl CompiledGraph {
 
     /// Every checkpoint of `config`'s thread (in its namespace), newest
     /// first, as [`get_state`](Self::get_state) reads each (LangGraph's
-    /// `get_state_history`, without filters yet).
+    /// `get_state_history`, without filters yet). A config that names a
+    /// checkpoint lists that one alone, as LangGraph's savers list such a
+    /// config.
     ///
     /// # Errors
     /// As [`get_state`](Self::get_state).
     pub fn get_state_history(&self, config: &CheckpointConfig) -> Result<Vec<StateSnapshot>> {
-        let query = ListQuery::thread(config.thread_id.clone()).namespace(config.checkpoint_ns.clone());
-        let tuples = self.saver.list(&query)?;
+        let tuples = self.saver.list(&ListQuery::from_config(config))?;
         tuples.iter().map(|t| self.get_state(&t.config)).collect()
     }
 
