@@ -89,6 +89,9 @@ pub struct NodeError {
     kind: String,
     message: String,
     interrupts: Vec<Value>,
+    /// A pause: [`interrupt`](super::interrupt())'s (with `interrupts`), or
+    /// a subgraph's stop at one of its own breakpoints (none).
+    paused: bool,
     /// The writes the task made before it failed (its node ran, then a
     /// router failed): stored with the error, as LangGraph does, and taken
     /// out before the error reaches the caller.
@@ -102,15 +105,16 @@ impl NodeError {
     }
 
     /// The signal [`interrupt`](super::interrupt()) returns: the node is
-    /// paused, not failed.
+    /// paused, not failed. A subgraph that stopped at one of its own
+    /// breakpoints pauses its task with no interrupts.
     pub(crate) fn interrupted(interrupts: Vec<Value>) -> NodeError {
-        NodeError { interrupts, ..NodeError::with_kind("GraphInterrupt", "interrupted") }
+        NodeError { interrupts, paused: true, ..NodeError::with_kind("GraphInterrupt", "interrupted") }
     }
 
-    /// Whether this is [`interrupt`](super::interrupt())'s pause rather
-    /// than a failure.
+    /// Whether this is a pause ([`interrupt`](super::interrupt())'s, or a
+    /// subgraph's breakpoint) rather than a failure.
     pub fn is_interrupt(&self) -> bool {
-        !self.interrupts.is_empty()
+        self.paused
     }
 
     /// The stored `Interrupt`s of a pause.
@@ -133,7 +137,13 @@ impl NodeError {
     /// An error of a named kind, stored as `<kind>('<message>')` like a
     /// Python exception's repr (`RuntimeError('flaky failed')`).
     pub fn with_kind(kind: impl Into<String>, message: impl Into<String>) -> NodeError {
-        NodeError { kind: kind.into(), message: message.into(), interrupts: Vec::new(), partial: Vec::new() }
+        NodeError {
+            kind: kind.into(),
+            message: message.into(),
+            interrupts: Vec::new(),
+            paused: false,
+            partial: Vec::new(),
+        }
     }
 
     /// The message.

@@ -222,6 +222,9 @@ pub(crate) struct Outcome {
     /// thread's next run.
     pub(crate) values: State,
     pub(crate) interrupts: Vec<Value>,
+    /// The run stopped before the graph's end: at a breakpoint, or paused
+    /// by interrupts (its own tasks' or a subgraph's).
+    pub(crate) paused: bool,
 }
 
 /// What a run starts from.

@@ -245,7 +245,7 @@ impl CompiledGraph {
                     sink(StreamEvent::Interrupt { interrupts: Vec::new() });
                 }
                 drop(tasks);
-                return Ok(self.end(&cur, &cp, channels, Vec::new()));
+                return Ok(self.end(&cur, &cp, channels, Vec::new(), true));
             }
             if let Some(sink) = ctx.sink {
                 // Tasks that finished in an earlier run are not run again:
@@ -288,6 +288,13 @@ impl CompiledGraph {
                         }
                         outputs[i] = Some(writes.clone());
                         self.write(&mut cur, &cp.id, &task.id, &path, writes, remaining == 0)
+                    }
+                    // A subgraph stopped at its own breakpoint: the task
+                    // is paused with nothing to store (LangGraph stores an
+                    // `__interrupt__` write only for interrupts).
+                    Err(e) if e.is_interrupt() && e.interrupts().is_empty() => {
+                        interrupts.push((i, Vec::new()));
+                        Ok(())
                     }
                     Err(e) if e.is_interrupt() => {
                         let values = e.interrupts().to_vec();
@@ -360,6 +367,7 @@ impl CompiledGraph {
                 }
             }
             let failure = failure.map(|(i, e)| (tasks[i].name.clone(), tasks[i].id.clone(), e));
+            let paused = !interrupts.is_empty();
             let interrupts: Vec<Value> = interrupts.into_iter().flat_map(|(_, v)| v).collect();
             null_resume = None;
             resuming = false;
@@ -372,7 +380,7 @@ impl CompiledGraph {
                 }
                 return Err(Error::Node { node, task_id, error: Box::new(error) });
             }
-            if !interrupts.is_empty() {
+            if paused {
                 self.finish(&mut cur, &cp, &mut channels)?;
                 if let (Some(sink), Some(report)) = (ctx.sink, &report) {
                     self.report_tasks(sink, &tasks, report, &channels);
@@ -394,7 +402,7 @@ impl CompiledGraph {
                     None
                 };
                 drop(tasks);
-                let mut out = self.end(&cur, &cp, channels, interrupts);
+                let mut out = self.end(&cur, &cp, channels, interrupts, true);
                 if let Some(values) = shown {
                     out.values = values;
                 }
@@ -428,11 +436,12 @@ impl CompiledGraph {
                 if let Some(sink) = ctx.sink {
                     sink(StreamEvent::Interrupt { interrupts: Vec::new() });
                 }
-                break;
+                self.finish(&mut cur, &cp, &mut channels)?;
+                return Ok(self.end(&cur, &cp, channels, Vec::new(), true));
             }
         }
         self.finish(&mut cur, &cp, &mut channels)?;
-        Ok(self.end(&cur, &cp, channels, Vec::new()))
+        Ok(self.end(&cur, &cp, channels, Vec::new(), false))
     }
 
     /// Runs one task of a superstep (a node in its scratchpad, or a
@@ -568,7 +577,10 @@ impl CompiledGraph {
             }
             Err(e) => return Err(e),
         };
-        if !out.interrupts.is_empty() {
+        // Paused by an interrupt, or at one of its own breakpoints: the
+        // task is paused too, and the parent's resume goes on in the
+        // subgraph from its checkpoint.
+        if out.paused {
             return Ok(Err(NodeError::interrupted(out.interrupts)));
         }
         Ok(self.node_writes(task, Update::from(out.values.to_map()), channels))
@@ -623,14 +635,21 @@ impl CompiledGraph {
 
     /// The outcome of a run that ended at checkpoint `cp` (stored): the
     /// state, and the channels kept for the thread's next run.
-    fn end(&self, cur: &Cursor<'_>, cp: &CpState, channels: Channels, interrupts: Vec<Value>) -> Outcome {
+    fn end(
+        &self,
+        cur: &Cursor<'_>,
+        cp: &CpState,
+        channels: Channels,
+        interrupts: Vec<Value>,
+        paused: bool,
+    ) -> Outcome {
         let values = read_shared(&channels, &self.graph.state_keys);
         // Subgraph namespaces carry a task id: a later run does not reuse them.
         if cur.thread.checkpoint_ns.is_empty() && cur.unkept.as_deref() != Some(cp.id.as_str()) {
             let head = cur.parent.as_ref().filter(|p| p.checkpoint.id == cp.id).cloned();
             self.live.keep(&cur.thread.thread_id, "", &cp.id, channels, head.map(|h| (h, cur.tag.clone())));
         }
-        Outcome { values, interrupts }
+        Outcome { values, interrupts, paused }
     }
 
     /// Stores a task's writes for checkpoint `cp_id` (held back in exit
