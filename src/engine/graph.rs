@@ -50,6 +50,9 @@ pub(crate) struct Compiled {
     pub(crate) nodes: Vec<NodeSpec>,
     pub(crate) trigger_to_nodes: BTreeMap<String, Vec<String>>,
     pub(crate) recursion_limit: i64,
+    /// The builder set `recursion_limit` (a subgraph without its own runs
+    /// under the limit of the graph that runs it).
+    pub(crate) own_limit: bool,
     pub(crate) interrupt_before: Vec<String>,
     pub(crate) interrupt_after: Vec<String>,
 }
@@ -214,7 +217,10 @@ impl GraphBuilder {
     }
 
     /// The most supersteps one [`invoke`](CompiledGraph::invoke) runs
-    /// (default 25, LangGraph's).
+    /// (default 25, LangGraph's). A subgraph whose builder does not set one
+    /// runs under the limit of the graph that runs it, as LangGraph's
+    /// subgraphs inherit the `recursion_limit` config (each run of the
+    /// subgraph counts its own supersteps against it).
     pub fn recursion_limit(mut self, limit: i64) -> Self {
         self.recursion_limit = Some(limit);
         self
@@ -432,6 +438,7 @@ impl GraphBuilder {
             nodes,
             trigger_to_nodes,
             recursion_limit,
+            own_limit: self.recursion_limit.is_some(),
             interrupt_before: std::mem::take(&mut self.interrupt_before),
             interrupt_after: std::mem::take(&mut self.interrupt_after),
         })

@@ -214,6 +214,9 @@ pub(crate) struct Ctx<'s> {
     /// Answers by interrupt id for this run (and its subgraphs): a task
     /// takes the one for the interrupt it would raise next.
     pub(crate) resume_map: Option<&'s BTreeMap<String, Value>>,
+    /// The most supersteps this run may take: its graph's own limit, or a
+    /// subgraph's parent's.
+    pub(crate) recursion_limit: i64,
 }
 
 /// What a run ends with.
@@ -518,6 +521,7 @@ impl CompiledGraph {
             sink,
             sub_sink,
             resume_map: resume_map.as_ref(),
+            recursion_limit: self.graph.recursion_limit,
         };
         let out = self.run_in(input, config, &ctx, &mut None);
         // Async durability: the run queued its writes behind it (on a

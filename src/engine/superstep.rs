@@ -132,7 +132,7 @@ impl CompiledGraph {
                 "the thread's checkpoint is at step {step}: no room for more steps"
             )));
         }
-        let stop = step.saturating_add(self.graph.recursion_limit).saturating_add(1).min(i64::MAX - 1);
+        let stop = step.saturating_add(ctx.recursion_limit).saturating_add(1).min(i64::MAX - 1);
         let mut updated: Option<BTreeSet<String>> = None;
         if let Input::Command(writes, resume) = &input {
             if cp.versions.is_empty() {
@@ -226,7 +226,7 @@ impl CompiledGraph {
         loop {
             if step > stop {
                 self.finish(&mut cur, &cp, &mut channels)?;
-                return Err(Error::Recursion { limit: self.graph.recursion_limit });
+                return Err(Error::Recursion { limit: ctx.recursion_limit });
             }
             let mut tasks = prepare_next_tasks(&self.graph, &cp, &channels, step, ns, updated.as_ref())?;
             if tasks.is_empty() {
@@ -496,6 +496,11 @@ impl CompiledGraph {
                     sink: tagged.as_ref().map(|f| f as &(dyn Fn(StreamEvent) + Sync)),
                     sub_sink,
                     resume_map: run.ctx.resume_map,
+                    recursion_limit: if child.own_limit {
+                        child.recursion_limit
+                    } else {
+                        run.ctx.recursion_limit
+                    },
                 };
                 let mut outer = shared_resume.lock().unwrap_or_else(|p| p.into_inner()).take();
                 let result = self.run_subgraph(child, task, &child_ctx, run.thread_id, channels, &mut outer);
