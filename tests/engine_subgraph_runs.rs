@@ -8,10 +8,13 @@
 //!   checkpoint, and `invoke(None)` goes on in the subgraph from where it
 //!   stopped;
 //! - it runs under the parent's recursion limit (LangGraph's subgraphs
-//!   inherit the `recursion_limit` config) unless its builder sets its own.
+//!   inherit the `recursion_limit` config) unless its builder sets its own;
+//! - with `Durability::Exit` it stores a checkpoint only where it paused.
 
-use agentstate::engine::{ChannelSpec, CompiledGraph, Goto, Graph, GraphBuilder, Reducer, Update, START};
-use agentstate::{CheckpointConfig, Db, Error};
+use agentstate::engine::{
+    interrupt, ChannelSpec, CompiledGraph, Durability, Goto, Graph, GraphBuilder, Reducer, Update, START,
+};
+use agentstate::{CheckpointConfig, Db, Error, ListQuery};
 use serde_json::json;
 
 fn child() -> GraphBuilder {
@@ -103,4 +106,59 @@ fn a_subgraph_runs_under_its_parents_recursion_limit_unless_it_sets_its_own() {
     let (_, kind, message) = failed(counting_parent(100, Some(10)));
     assert_eq!(kind, "GraphRecursionError");
     assert!(message.starts_with("Recursion limit of 10 reached"), "{message}");
+}
+
+/// With `Durability::Exit`, a subgraph that runs to its end stores nothing
+/// in its namespace (its parent's checkpoint holds the result); one paused
+/// by `interrupt()` stores the checkpoint it paused at, and nothing more
+/// when it then finishes. LangGraph 1.2.22: thread X1 stores one checkpoint
+/// (root, step 2); X2 stores root step 1, the subgraph's step 1 and root
+/// step 2.
+#[test]
+fn in_exit_mode_a_subgraph_stores_only_where_it_paused() {
+    let sub = Graph::builder()
+        .state("l", ChannelSpec::reducer(Reducer::Append))
+        .state("ask", ChannelSpec::last_value())
+        .node("s1", |_| Ok(Update::new().set("l", json!(["s1"]))))
+        .node("s2", |s| {
+            if s["ask"] == json!(true) {
+                let answer = interrupt(json!("q"))?;
+                return Ok(Update::new().set("l", json!([format!("s2:{}", answer.as_str().unwrap_or(""))])));
+            }
+            Ok(Update::new().set("l", json!(["s2"])))
+        })
+        .edge(START, "s1")
+        .edge("s1", "s2");
+    let g = Graph::builder()
+        .state("l", ChannelSpec::reducer(Reducer::Append))
+        .state("ask", ChannelSpec::last_value())
+        .node("a", |_| Ok(Update::new().set("l", json!(["a"]))))
+        .subgraph("sub", sub)
+        .edge(START, "a")
+        .edge("a", "sub")
+        .compile(Db::open_in_memory().unwrap().checkpointer())
+        .unwrap()
+        .with_durability(Durability::Exit);
+    // (namespace is the root's, step) of every stored checkpoint, oldest first.
+    let stored = |thread: &str| {
+        let mut all: Vec<(bool, Option<i64>)> = g
+            .checkpointer()
+            .list(&ListQuery::thread(thread))
+            .unwrap()
+            .iter()
+            .map(|t| (t.config.checkpoint_ns.is_empty(), t.metadata.step()))
+            .collect();
+        all.reverse();
+        all
+    };
+    let out = g.invoke(Some(json!({"l": [], "ask": false})), &CheckpointConfig::thread("x1")).unwrap();
+    assert_eq!(out, json!({"l": ["a", "a", "s1", "s2"], "ask": false}));
+    assert_eq!(stored("x1"), vec![(true, Some(2))]);
+
+    let x2 = CheckpointConfig::thread("x2");
+    g.invoke(Some(json!({"l": [], "ask": true})), &x2).unwrap();
+    assert_eq!(g.resume(json!("y"), &x2).unwrap(), json!({"l": ["a", "a", "s1", "s2:y"], "ask": true}));
+    let mut got = stored("x2");
+    got.sort_by_key(|(root, step)| (*step, !*root));
+    assert_eq!(got, vec![(true, Some(1)), (false, Some(1)), (true, Some(2))]);
 }

@@ -440,7 +440,12 @@ impl CompiledGraph {
                 return Ok(self.end(&cur, &cp, channels, Vec::new(), true));
             }
         }
-        self.finish(&mut cur, &cp, &mut channels)?;
+        // In exit mode a subgraph that ran to its end stores nothing: its
+        // parent's checkpoint holds the result (LangGraph persists a nested
+        // graph's state on exit only after an error or an interrupt).
+        if !cur.exit || ns.is_empty() {
+            self.finish(&mut cur, &cp, &mut channels)?;
+        }
         Ok(self.end(&cur, &cp, channels, Vec::new(), false))
     }
 
