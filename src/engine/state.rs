@@ -207,8 +207,11 @@ impl CompiledGraph {
     ///
     /// # Errors
     /// - [`Error::NotFound`] if `config.checkpoint_id` does not exist.
-    /// - [`Error::InvalidUpdate`] if `as_node` is not a node, `values` is not
-    ///   an object, or the writes do not fit their channels.
+    /// - [`Error::InvalidUpdate`] if `as_node` is not a node (LangGraph's
+    ///   special `as_node` values `__end__`, `__input__` and `__copy__` are
+    ///   not supported yet), `values` is neither an object nor null (null:
+    ///   the node wrote nothing, as LangGraph's `values=None`), or the writes
+    ///   do not fit their channels.
     /// - [`Error::InvalidArgument`] for a namespace that names no subgraph.
     /// - the checkpointer's errors.
     pub fn update_state(
@@ -344,6 +347,9 @@ impl CompiledGraph {
         if self.graph.node(as_node).is_none() {
             return Err(Error::InvalidUpdate(format!("Node {as_node} does not exist")));
         }
+        // No values (LangGraph's `values=None`): the node finished without
+        // writing a state key; its edges and routers still apply.
+        let values = if values.is_null() { Value::Object(serde_json::Map::new()) } else { values };
         let Value::Object(values) = values else {
             return Err(Error::InvalidUpdate(format!("update_state needs an object, got {values}")));
         };
