@@ -621,8 +621,9 @@ fn a_panic_inside_an_async_node_fails_its_task() {
 
 /// Guarantee: `update_state` as a node that does not exist (END, "",
 /// unknown; LangGraph's `InvalidUpdateError("Node .. does not exist")`), or
-/// with values that are not an object, is a typed error and stores
-/// nothing; START is the input node.
+/// with values that are neither an object nor null (null is LangGraph's
+/// `values=None`: tests/engine_update_state.rs), is a typed error and
+/// stores nothing; START is the input node.
 #[test]
 fn update_state_as_an_unknown_node_stores_nothing() {
     let g = compile(simple());
@@ -633,7 +634,7 @@ fn update_state_as_an_unknown_node_stores_nothing() {
         let err = g.update_state(&t, json!({"n": 1}), node).unwrap_err();
         assert!(matches!(&err, Error::InvalidUpdate(m) if m.contains("does not exist")), "{node}: {err:?}");
     }
-    for values in [json!(null), json!(1), json!([1])] {
+    for values in [json!(1), json!([1]), json!("x")] {
         assert!(matches!(g.update_state(&t, values, "a"), Err(Error::InvalidUpdate(_))));
     }
     assert_eq!(stored(g.checkpointer(), "t"), before);
