@@ -240,13 +240,15 @@ impl CheckpointJob {
                 }
             }
             Head::Exists(parent) => {
-                let exists: bool = tx
-                    .prepare_cached(
-                        "SELECT EXISTS(SELECT 1 FROM checkpoints \
-                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3)",
-                    )?
-                    .query_row(params![thread, ns, parent], |r| r.get(0))?;
-                if !exists {
+                let stored = |id: &str| -> Result<bool> {
+                    Ok(tx
+                        .prepare_cached(
+                            "SELECT EXISTS(SELECT 1 FROM checkpoints \
+                             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3)",
+                        )?
+                        .query_row(params![thread, ns, id], |r| r.get(0))?)
+                };
+                if !stored(parent)? {
                     return Err(Error::NotFound(format!(
                         "checkpoint {parent} of thread '{thread}' (namespace '{ns}') to fork from"
                     )));
@@ -255,13 +257,7 @@ impl CheckpointJob {
                 // not after every checkpoint's: it may name one that exists,
                 // which a step never replaces. (A step that continues the
                 // head sorts after every checkpoint of the thread.)
-                let taken: bool = tx
-                    .prepare_cached(
-                        "SELECT EXISTS(SELECT 1 FROM checkpoints \
-                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3)",
-                    )?
-                    .query_row(params![thread, ns, &self.id], |r| r.get(0))?;
-                if taken {
+                if stored(&self.id)? {
                     return Err(Error::Conflict(format!(
                         "checkpoint {} of thread '{thread}' (namespace '{ns}') already exists: a step never \
                          replaces a checkpoint; give the fork another id",

@@ -141,27 +141,27 @@ impl Store {
         //    whose TTL a read refreshes; then refreshes and puts. A batch
         //    without puts reads in a snapshot and takes the write lock only
         //    if something needs refreshing.
+        // Searches read the vectors (to rank, or into the copy later
+        // searches reuse) and puts write them as this store's embedder makes
+        // them: once per batch, in its transaction, the file must still
+        // record that embedder.
+        let uses_vectors =
+            ops.iter().any(|op| matches!(op, Op::Search(_))) || puts.iter().any(|p| !p.vectors.is_empty());
         let run = |conn: &Connection, refresh: &mut Refresh| -> Result<Vec<OpResult>> {
+            if let (true, Some(index)) = (uses_vectors, self.inner.config.index()) {
+                super::reindex::ensure_current(conn, index)?;
+            }
             let mut out = Vec::with_capacity(ops.len());
             for (i, op) in ops.iter().enumerate() {
                 out.push(match op {
                     Op::Get(g) => OpResult::Item(self.do_get(conn, g.clone(), refresh)?),
-                    Op::Search(s) => {
-                        let query = queries.get(&i).map(Vec::as_slice);
-                        // Search reads the vectors (to rank, or into the copy
-                        // that later searches reuse) as this store's embedder
-                        // made them.
-                        if let Some(index) = self.inner.config.index() {
-                            super::reindex::ensure_current(conn, index)?;
-                        }
-                        OpResult::Items(self.do_search(
-                            conn,
-                            s,
-                            filters.get(&i).and_then(Option::as_ref),
-                            query,
-                            refresh,
-                        )?)
-                    }
+                    Op::Search(s) => OpResult::Items(self.do_search(
+                        conn,
+                        s,
+                        filters.get(&i).and_then(Option::as_ref),
+                        queries.get(&i).map(Vec::as_slice),
+                        refresh,
+                    )?),
                     Op::ListNamespaces(l) => OpResult::Namespaces(listing::list(conn, l)?),
                     Op::Put(_) => OpResult::Done,
                 });
@@ -173,11 +173,6 @@ impl Store {
                 let mut refresh = vec![];
                 let out = run(tx, &mut refresh)?;
                 let refreshed = refresh_ttls(tx, &refresh)?;
-                if let Some(index) = self.inner.config.index() {
-                    if puts.iter().any(|p| !p.vectors.is_empty()) {
-                        super::reindex::ensure_current(tx, index)?;
-                    }
-                }
                 write_puts(tx, &puts)?;
                 Ok((out, refreshed))
             })?
