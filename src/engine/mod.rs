@@ -36,7 +36,9 @@
 //! [`resume`](CompiledGraph::resume) or `invoke(None, ..)`.
 //!
 //! Read and edit a thread with [`get_state`](CompiledGraph::get_state),
-//! [`get_state_history`](CompiledGraph::get_state_history) and
+//! [`get_state_history`](CompiledGraph::get_state_history) (or
+//! [`state_history`](CompiledGraph::state_history): filtered, limited,
+//! read a page at a time) and
 //! [`update_state`](CompiledGraph::update_state) (or
 //! [`update_state_inferred`](CompiledGraph::update_state_inferred), as the
 //! node that ran last); replay from an old
@@ -89,7 +91,7 @@ pub use node::{AsyncNodeFn, NodeFuture};
 pub use node::{Command, Goto, NodeError, NodeFn, RouterFn, Send, State, SyncNodeFn, Update};
 pub use retry::{default_retry_on, RetryOnFn, RetryPolicy};
 pub use run::{CompiledGraph, PendingTask};
-pub use state::StateSnapshot;
+pub use state::{StateHistory, StateSnapshot};
 pub use stream::StreamEvent;
 pub use task_id::{checkpoint_id_bytes, interrupt_id, task_id};
 

@@ -38,6 +38,33 @@ pub struct StateSnapshot {
     pub metadata: Option<Metadata>,
 }
 
+/// The states of a thread's checkpoints, newest first, read a page at a
+/// time: made by [`CompiledGraph::state_history`].
+pub struct StateHistory<'a> {
+    graph: &'a CompiledGraph,
+    tuples: crate::checkpoint::ListIter,
+    failed: bool,
+}
+
+impl Iterator for StateHistory<'_> {
+    type Item = Result<StateSnapshot>;
+
+    fn next(&mut self) -> Option<Result<StateSnapshot>> {
+        if self.failed {
+            return None;
+        }
+        let state = self.tuples.next()?.and_then(|t| self.graph.get_state(&t.config));
+        self.failed = state.is_err();
+        Some(state)
+    }
+}
+
+impl std::fmt::Debug for StateHistory<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateHistory").finish_non_exhaustive()
+    }
+}
+
 impl CompiledGraph {
     /// The state at `config`'s checkpoint (the thread's latest unless
     /// `config.checkpoint_id` is given; a subgraph's with its namespace
@@ -176,15 +203,62 @@ impl CompiledGraph {
 
     /// Every checkpoint of `config`'s thread (in its namespace), newest
     /// first, as [`get_state`](Self::get_state) reads each (LangGraph's
-    /// `get_state_history`, without filters yet). A config that names a
-    /// checkpoint lists that one alone, as LangGraph's savers list such a
-    /// config.
+    /// `get_state_history`). A config that names a checkpoint lists that
+    /// one alone, as LangGraph's savers list such a config. This collects
+    /// [`state_history`](Self::state_history), which also takes LangGraph's
+    /// `filter`, `before` and `limit` and reads one page at a time.
     ///
     /// # Errors
     /// As [`get_state`](Self::get_state).
     pub fn get_state_history(&self, config: &CheckpointConfig) -> Result<Vec<StateSnapshot>> {
-        let tuples = self.saver.list(&ListQuery::from_config(config))?;
-        tuples.iter().map(|t| self.get_state(&t.config)).collect()
+        self.state_history(&ListQuery::from_config(config))?.collect()
+    }
+
+    /// The states of the checkpoints `query` lists, newest first, one at a
+    /// time (LangGraph's `get_state_history(config, filter=, before=,
+    /// limit=)`): the checkpoints are read a page at a time, so memory stays
+    /// constant however long the thread. The query's thread is required; a
+    /// query with no namespace reads the root graph's (`""`), as LangGraph
+    /// fills in the config's namespace; `filter` is the checkpoint metadata
+    /// [filter language](crate::filter), `before` a checkpoint id.
+    ///
+    /// ```
+    /// # fn main() -> agentstate::Result<()> {
+    /// use agentstate::engine::{ChannelSpec, Graph, Reducer, Update, END, START};
+    /// use agentstate::{CheckpointConfig, Db, ListQuery};
+    /// use serde_json::json;
+    ///
+    /// let graph = Graph::builder()
+    ///     .state("n", ChannelSpec::reducer(Reducer::Add))
+    ///     .node("inc", |_| Ok(Update::new().set("n", json!(1))))
+    ///     .edge(START, "inc")
+    ///     .edge("inc", END)
+    ///     .compile(Db::open_in_memory()?.checkpointer())?;
+    /// let thread = CheckpointConfig::thread("t");
+    /// for _ in 0..3 {
+    ///     graph.invoke(Some(json!({"n": 1})), &thread)?;
+    /// }
+    /// // The two newest checkpoints the runs' loop made (not their input).
+    /// let query = ListQuery::thread("t").filter(json!({"source": "loop"})).limit(2);
+    /// let states: Vec<_> = graph.state_history(&query)?.collect::<agentstate::Result<_>>()?;
+    /// let n: Vec<_> = states.iter().map(|s| s.values["n"].clone()).collect();
+    /// assert_eq!(n, [json!(6), json!(5)]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] if `query` names no thread;
+    /// [`Error::InvalidFilter`] if the filter does not parse; then each item
+    /// may be an error as for [`get_state`](Self::get_state), after which
+    /// the iterator ends.
+    pub fn state_history(&self, query: &ListQuery) -> Result<StateHistory<'_>> {
+        if query.thread_id.is_none() {
+            return Err(Error::InvalidConfig("a state history needs a thread_id".into()));
+        }
+        let mut query = query.clone();
+        query.checkpoint_ns.get_or_insert_with(String::new);
+        let tuples = self.saver.list_iter(&query)?;
+        Ok(StateHistory { graph: self, tuples, failed: false })
     }
 
     /// Writes `values` to the state as if node `as_node` had returned them
