@@ -136,3 +136,86 @@ fn every_commit_elsewhere_is_seen_across_wal_restarts() {
         }
     }
 }
+
+/// Puts `values` as a root checkpoint of thread `t` with every channel at
+/// `version` (versions a caller makes itself, as plain integers are).
+fn put_at(saver: &agentstate::Checkpointer, id: &str, values: serde_json::Value, version: i64) {
+    use agentstate::checkpoint::{ChannelVersion, ChannelVersions, Checkpoint, Metadata};
+    let mut cp = Checkpoint::with_id(id);
+    let mut new = ChannelVersions::new();
+    for (k, v) in values.as_object().unwrap() {
+        cp.channel_values.insert(k.clone(), v.clone().into());
+        cp.channel_versions.insert(k.clone(), ChannelVersion::Int(version));
+        new.insert(k.clone(), ChannelVersion::Int(version));
+    }
+    saver.put(&CheckpointConfig::thread("t"), &cp, &Metadata::new(), &new).unwrap();
+}
+
+/// A deleted version may be stored again with another value: the values a
+/// reader decoded before are not handed out for it. Another handle deletes
+/// (`delete_thread`, `prune`) and stores the same ids and versions again;
+/// the reader's `get_tuple` and `list` read what the file holds (the
+/// crate's own versions carry a random part and never meet again; versions
+/// a caller makes, plain integers, do).
+#[test]
+fn values_stored_again_under_a_deleted_version_are_read_anew() {
+    use agentstate::{ListQuery, PruneStrategy};
+    let (_d, path) = file();
+    let reader = Db::open(&path).unwrap().checkpointer();
+    let other = Db::open(&path).unwrap().checkpointer();
+    let config = CheckpointConfig::thread("t");
+    let id = "1f000000-0000-6000-8000-000000000001";
+    let mut round = 0;
+    let mut rewrite = |remove: &dyn Fn(&agentstate::Checkpointer)| {
+        round += 1;
+        remove(&other);
+        put_at(&other, id, json!({"m": [format!("round {round}")], "n": round}), 1);
+        round
+    };
+    put_at(&other, id, json!({"m": ["round 0"], "n": 0}), 1);
+    let m = |t: &agentstate::CheckpointTuple| t.checkpoint.channel_values["m"].clone();
+    let removals: [fn(&agentstate::Checkpointer); 2] =
+        [|s| s.delete_thread("t").unwrap(), |s| s.prune(&["t"], PruneStrategy::Delete).unwrap()];
+    for remove in removals {
+        // Read twice (the second may come from memory) by both reads.
+        for _ in 0..2 {
+            reader.get_tuple(&config).unwrap().unwrap();
+            reader.list(&ListQuery::thread("t")).unwrap();
+        }
+        let r = rewrite(&remove);
+        let want = json!([format!("round {r}")]);
+        assert_eq!(m(&reader.get_tuple(&config).unwrap().unwrap()), want);
+        assert_eq!(m(&reader.list(&ListQuery::thread("t")).unwrap()[0]), want);
+        assert_eq!(m(&reader.get_tuple(&config.clone().at(id)).unwrap().unwrap()), want);
+    }
+}
+
+/// A writer extends the list it stored last as a delta of that version. If
+/// another handle deleted the thread and stored that version again with
+/// another list, the next version is stored whole: what it reads back is
+/// what was put, not the other list with this one's tail.
+#[test]
+fn a_list_is_not_extended_from_a_version_stored_again_elsewhere() {
+    use agentstate::checkpoint::{ChannelVersion, ChannelVersions, Checkpoint, Metadata};
+    let (_d, path) = file();
+    let writer = Db::open(&path).unwrap().checkpointer();
+    let other = Db::open(&path).unwrap().checkpointer();
+    // (Lists long enough to be worth a delta.)
+    let list =
+        |tag: &str, n: usize| json!((0..n).map(|i| format!("{tag} message {i:04}")).collect::<Vec<_>>());
+    let first = "1f000000-0000-6000-8000-000000000001";
+    put_at(&writer, first, json!({"m": list("mine", 1000)}), 1);
+    other.delete_thread("t").unwrap();
+    put_at(&other, first, json!({"m": list("theirs", 500)}), 1);
+    // Version 2 of `m` extends the writer's version 1 by one element.
+    let mut cp = Checkpoint::with_id("1f000000-0000-6000-8000-000000000002");
+    cp.channel_values.insert("m".into(), list("mine", 1001).into());
+    cp.channel_versions.insert("m".into(), ChannelVersion::Int(2));
+    let new: ChannelVersions = [("m".to_string(), ChannelVersion::Int(2))].into_iter().collect();
+    writer.put(&CheckpointConfig::thread("t").at(first), &cp, &Metadata::new(), &new).unwrap();
+    let fresh = Db::open(&path).unwrap().checkpointer();
+    let read = fresh.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
+    assert_eq!(read.checkpoint.channel_values["m"], list("mine", 1001));
+    let read = writer.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
+    assert_eq!(read.checkpoint.channel_values["m"], list("mine", 1001));
+}

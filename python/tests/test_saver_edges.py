@@ -320,6 +320,25 @@ def test_a_put_after_another_saver_deleted_the_thread_succeeds(tmp_path):
     assert b.get_tuple(CONFIG).checkpoint["channel_values"] == {"a": [1], "b": [2]}
 
 
+@pytest.mark.parametrize("remove", ["delete_thread", "prune"])
+def test_a_value_stored_again_under_a_deleted_version_is_read_anew(tmp_path, remove):
+    # Saver A has read channel "m" at version 1. Saver B (another process,
+    # the CLI) deletes the thread and stores "m" at version 1 again with
+    # another value, as SqliteSaver would let it: A reads the new value, as
+    # SqliteSaver does (its own integer versions make this reachable).
+    path = str(tmp_path / "shared.db")
+    a, b = AgentStateSaver(path), AgentStateSaver(path)
+    a.put(CONFIG, _checkpoint({"m": ["first"]}, {"m": 1}), {}, {"m": 1})
+    assert a.get_tuple(CONFIG).checkpoint["channel_values"] == {"m": ["first"]}
+    if remove == "delete_thread":
+        b.delete_thread("t")
+    else:
+        b.prune(["t"], strategy="delete")
+    b.put(CONFIG, _checkpoint({"m": ["second"]}, {"m": 1}), {}, {"m": 1})
+    assert a.get_tuple(CONFIG).checkpoint["channel_values"] == {"m": ["second"]}
+    assert [t.checkpoint["channel_values"] for t in a.list(CONFIG)] == [{"m": ["second"]}]
+
+
 def test_reads_after_delete_prune_and_copy_in_one_saver(tmp_path):
     saver = AgentStateSaver(str(tmp_path / "life.db"))
     config = CONFIG

@@ -157,6 +157,13 @@ impl<V: Clone> BlobCache<V> {
         inner.bytes += cost;
     }
 
+    /// Drops every entry.
+    pub(crate) fn clear(&self) {
+        let mut inner = self.lock();
+        inner.map.clear();
+        inner.bytes = 0;
+    }
+
     /// Drops every entry of `thread`.
     pub(crate) fn forget_thread(&self, thread: &str) {
         let mut inner = self.lock();
@@ -410,6 +417,14 @@ impl CheckpointCache {
             inner.map.clear();
             inner.bytes = 0;
         }
+    }
+
+    /// Drops every entry and moves the epoch.
+    pub(crate) fn clear(&self) {
+        let mut inner = self.lock();
+        inner.epoch += 1;
+        inner.map.clear();
+        inner.bytes = 0;
     }
 
     /// Drops every entry of `thread` and moves the epoch.

@@ -43,6 +43,13 @@ impl BaseCache {
         map.get(&(thread.to_string(), ns.to_string(), channel.to_string())).cloned()
     }
 
+    /// Drops every entry.
+    pub(crate) fn clear(&self) {
+        if let Ok(mut map) = self.map.lock() {
+            map.clear();
+        }
+    }
+
     /// Drops every entry of `thread` (its blobs are being deleted).
     pub(crate) fn forget_thread(&self, thread: &str) {
         if let Ok(mut map) = self.map.lock() {

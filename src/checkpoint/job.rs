@@ -19,6 +19,7 @@ use super::retention::Retention;
 use super::row;
 use super::types::{ChannelVersions, CheckpointConfig};
 use super::write::{BlobValue, PlannedBlob};
+use super::ThreadCaches;
 use crate::codec::Serializer;
 use crate::error::{Error, Result};
 
@@ -202,6 +203,10 @@ pub(super) struct CheckpointJob {
     pub(super) retention: Option<Arc<Retention>>,
     /// Encodes a list whole when its planned delta cannot be stored.
     pub(super) serde: Arc<dyn Serializer>,
+    /// The writer's caches: a planned delta extends the list its bases
+    /// cache remembers, which holds only while no one else has deleted
+    /// blobs since (see `deletions`).
+    pub(super) caches: ThreadCaches,
 }
 
 impl CheckpointJob {
@@ -290,8 +295,12 @@ impl CheckpointJob {
                 )));
             }
         }
-        let mut appended = write_blobs(tx, thread, ns, &self.blobs, &*self.serde, true)?;
-        appended.extend(write_blobs(tx, thread, ns, &self.fill, &*self.serde, false)?);
+        // Someone else deleted blobs since the bases were remembered: the
+        // versions they name may hold other lists now, so lists are stored
+        // whole.
+        let extend = self.caches.sync(tx)?;
+        let mut appended = write_blobs(tx, thread, ns, &self.blobs, &*self.serde, true, extend)?;
+        appended.extend(write_blobs(tx, thread, ns, &self.fill, &*self.serde, false, extend)?);
         for w in writes {
             let shared: &[StoredDelta] = if (&w.thread, &w.ns) == (thread, ns) { &appended } else { &[] };
             w.apply_sharing(tx, shared)?;
@@ -306,8 +315,8 @@ impl CheckpointJob {
             &self.checkpoint_row,
         )?;
         if let Some(policy) = &self.retention {
-            if policy.due(tx, thread, ns)? {
-                trim(tx, thread, ns, policy)?;
+            if policy.due(tx, thread, ns)? && trim(tx, thread, ns, policy)? > 0 {
+                self.caches.deleted(tx)?;
             }
         }
         Ok(())
@@ -329,6 +338,7 @@ pub(super) fn write_blobs(
     blobs: &[PlannedBlob],
     serde: &dyn Serializer,
     verify: bool,
+    extend: bool,
 ) -> Result<Vec<StoredDelta>> {
     let mut appended = Vec::new();
     let mut ins = tx.prepare_cached(
@@ -343,7 +353,7 @@ pub(super) fn write_blobs(
     for b in blobs {
         // (base, delta bytes, chain position, chain root)
         let mut delta = None;
-        if let Some((base, bytes)) = &b.delta {
+        if let Some((base, bytes)) = b.delta.as_ref().filter(|_| extend) {
             type BaseRow = (Option<String>, Option<String>, i64);
             let found: Option<BaseRow> = base_row
                 .query_row(params![thread, ns, b.channel, compact::blob_key(base)], |r| {

@@ -227,6 +227,11 @@ impl<T> ListIter<T> {
         let sql = with_limit(sql, want);
         let saver = &self.saver;
         let tuples = saver.db.snapshot(|tx| {
+            // What the memo carries from the last page is cached too.
+            if !saver.caches().sync(tx)? {
+                self.memo.clear();
+                self.pieces.clear();
+            }
             let rows = tx
                 .prepare_cached(&sql)?
                 .query_map(params_from_iter(args.iter()), |r| shared_row(saver, r))?

@@ -7,6 +7,7 @@ use rusqlite::{params, Connection};
 use serde_json::{Map, Value};
 
 use super::compact;
+use super::deletions;
 use super::job::WritesJob;
 use super::packed;
 use super::retention::Retention;
@@ -31,7 +32,15 @@ impl Checkpointer {
             if policy.exempt.contains(&thread) {
                 continue;
             }
-            removed += self.db.write(|tx| trim(tx, &thread, &ns, policy))?;
+            removed += self.db.write(|tx| {
+                let caches = self.caches();
+                caches.sync(tx)?;
+                let n = trim(tx, &thread, &ns, policy)?;
+                if n > 0 {
+                    caches.deleted(tx)?;
+                }
+                Ok(n)
+            })?;
         }
         Ok(removed)
     }
@@ -44,9 +53,10 @@ impl Checkpointer {
     pub fn delete_thread(&self, thread_id: &str) -> Result<()> {
         self.forget_thread(thread_id);
         self.db.write(|tx| {
-            for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
-                tx.prepare_cached(&format!("DELETE FROM {table} WHERE thread_id = ?1"))?
-                    .execute([thread_id])?;
+            let caches = self.caches();
+            caches.sync(tx)?;
+            if delete_thread_rows(tx, thread_id)? {
+                caches.deleted(tx)?;
             }
             Ok(())
         })
@@ -136,15 +146,13 @@ impl Checkpointer {
             self.forget_thread(t.as_ref());
         }
         self.db.write(|tx| {
+            let caches = self.caches();
+            caches.sync(tx)?;
+            let mut deleted = false;
             for thread in thread_ids {
                 let thread = thread.as_ref();
                 match strategy {
-                    PruneStrategy::Delete => {
-                        for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
-                            tx.prepare_cached(&format!("DELETE FROM {table} WHERE thread_id = ?1"))?
-                                .execute([thread])?;
-                        }
-                    }
+                    PruneStrategy::Delete => deleted |= delete_thread_rows(tx, thread)?,
                     PruneStrategy::KeepLatest => {
                         let gone: Vec<(String, String, String)> = tx
                             .prepare_cached(
@@ -156,9 +164,12 @@ impl Checkpointer {
                             .query_map([thread], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
                             .collect::<rusqlite::Result<_>>()?;
                         delete_writes_of(tx, &gone)?;
-                        collect_blobs(tx, thread)?;
+                        deleted |= collect_blobs(tx, thread)?;
                     }
                 }
+            }
+            if deleted {
+                caches.deleted(tx)?;
             }
             Ok(())
         })
@@ -178,6 +189,8 @@ impl Checkpointer {
         let ids = Value::Array(run_ids.iter().map(|s| Value::String(s.as_ref().to_string())).collect());
         let ids = ids.to_string();
         self.db.write(|tx| {
+            let caches = self.caches();
+            caches.sync(tx)?;
             let gone: Vec<(String, String, String)> = tx
                 .prepare_cached(
                     "DELETE FROM checkpoints WHERE json_extract(metadata, '$.run_id') IS NOT NULL \
@@ -188,9 +201,13 @@ impl Checkpointer {
                 .collect::<rusqlite::Result<_>>()?;
             delete_writes_of(tx, &gone)?;
             let threads: HashSet<&str> = gone.iter().map(|(t, _, _)| t.as_str()).collect();
+            let mut deleted = false;
             for t in threads {
                 self.forget_thread(t);
-                collect_blobs(tx, t)?;
+                deleted |= collect_blobs(tx, t)?;
+            }
+            if deleted {
+                caches.deleted(tx)?;
             }
             Ok(())
         })
@@ -259,6 +276,22 @@ pub(super) fn trim(tx: &Connection, thread: &str, ns: &str, policy: &Retention) 
     Ok(gone.len())
 }
 
+/// Deletes every row of `thread` in the three tables; whether blobs were
+/// among them (counted: see `deletions`).
+fn delete_thread_rows(tx: &Connection, thread: &str) -> Result<bool> {
+    let mut blobs = 0;
+    for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
+        let n = tx.prepare_cached(&format!("DELETE FROM {table} WHERE thread_id = ?1"))?.execute([thread])?;
+        if table == "checkpoint_blobs" {
+            blobs = n;
+        }
+    }
+    if blobs > 0 {
+        deletions::bump(tx)?;
+    }
+    Ok(blobs > 0)
+}
+
 fn delete_writes_of(tx: &Connection, gone: &[(String, String, String)]) -> Result<()> {
     let mut stmt = tx.prepare_cached(
         "DELETE FROM checkpoint_writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
@@ -270,9 +303,10 @@ fn delete_writes_of(tx: &Connection, gone: &[(String, String, String)]) -> Resul
 }
 
 /// Deletes the blobs of `thread` that no checkpoint of the thread needs
-/// (neither references nor extends through a delta chain). The same scan
-/// serves the integrity check and the statistics.
-fn collect_blobs(tx: &Connection, thread: &str) -> Result<()> {
+/// (neither references nor extends through a delta chain), and says
+/// whether there were any (counted: see `deletions`). The same scan serves
+/// the integrity check and the statistics.
+fn collect_blobs(tx: &Connection, thread: &str) -> Result<bool> {
     let scan = crate::inspect::BlobScan::run(tx, Some(thread), || {})?;
     if let Some(u) = scan.unparsable.first() {
         return Err(Error::corrupt(format!(
@@ -283,10 +317,14 @@ fn collect_blobs(tx: &Connection, thread: &str) -> Result<()> {
     let mut del = tx.prepare_cached(
         "DELETE FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
     )?;
+    let mut deleted = 0;
     for (_, keys) in scan.unneeded() {
         for (ns, channel, version) in keys {
-            del.execute(params![thread, ns, channel, compact::blob_key(&version)])?;
+            deleted += del.execute(params![thread, ns, channel, compact::blob_key(&version)])?;
         }
     }
-    Ok(())
+    if deleted > 0 {
+        deletions::bump(tx)?;
+    }
+    Ok(deleted > 0)
 }

@@ -30,6 +30,7 @@
 mod cache;
 mod chain;
 pub(crate) mod compact;
+mod deletions;
 mod delta;
 mod encoded;
 mod exact;
@@ -107,6 +108,8 @@ pub struct Checkpointer {
     checkpoints: Arc<cache::CheckpointCache>,
     shared_writes: Arc<cache::SharedWriteCache>,
     encoded_tuples: Arc<cache::TupleCache<EncodedTuple>>,
+    /// The file's count of deletions the caches above are current with.
+    seen: Arc<deletions::Seen>,
     retention: Option<Arc<Retention>>,
     /// `put_encoded` keeps a stored version's value instead of comparing
     /// bytes (see [`Checkpointer::with_unstable_encoding`]).
@@ -133,6 +136,7 @@ impl Db {
             checkpoints: Arc::new(cache::CheckpointCache::new(cache::DEFAULT_BUDGET / 4)),
             shared_writes: Arc::new(cache::SharedWriteCache::new(cache::DEFAULT_BUDGET / 4)),
             encoded_tuples: Arc::default(),
+            seen: Arc::default(),
             retention: None,
             unstable_encoding: false,
         }
@@ -150,21 +154,20 @@ impl Checkpointer {
         self.tuples = Arc::default();
         self.checkpoints = Arc::new(cache::CheckpointCache::new(self.values.budget() / 4));
         self.shared_writes = Arc::new(cache::SharedWriteCache::new(self.values.budget() / 4));
+        self.seen = Arc::default();
         self
     }
 
     /// The same checkpointer with a cache of decoded channel values of about
     /// `bytes` (counted as the encoded size of the values; default 64 MiB;
-    /// 0 turns it off). Values are immutable per version, so the cache is
-    /// never stale; it only saves decoding. One exception, outside the
-    /// versions this crate makes (they carry a random part, as LangGraph's
-    /// do): a caller that [`put`](Self::put)s versions of its own, such as
-    /// plain integers, deletes or prunes a thread through another
-    /// checkpointer (another `Db.checkpointer()`, `Db` or process), then
-    /// stores the same versions with other values there, can be handed the
-    /// old values here until this cache lets them go. A delete or prune
+    /// 0 turns it off). Values are immutable per version, so the cache only
+    /// saves decoding. A version deleted (a thread deleted or pruned,
+    /// history trimmed) may be stored again with another value by a caller
+    /// that makes its own versions, such as plain integers: a delete
     /// through this checkpointer, or a clone of it, empties its caches of
-    /// that thread. The reads of encoded values
+    /// that thread, and one by anyone else (another checkpointer, `Db` or
+    /// process) is counted in the file, and empties them before the next
+    /// read or write uses them. The reads of encoded values
     /// ([`get_tuple_encoded`](Self::get_tuple_encoded)) keep the bytes they
     /// reassemble in a second cache of the same size.
     ///
@@ -195,6 +198,7 @@ impl Checkpointer {
         self.checkpoints = Arc::new(cache::CheckpointCache::new(bytes / 4));
         self.shared_writes = Arc::new(cache::SharedWriteCache::new(bytes / 4));
         self.encoded_tuples = Arc::default();
+        self.seen = Arc::default();
         self
     }
 
@@ -247,6 +251,7 @@ impl Checkpointer {
             encoded: self.encoded.clone(),
             checkpoints: self.checkpoints.clone(),
             shared_writes: self.shared_writes.clone(),
+            seen: self.seen.clone(),
         }
     }
 }
@@ -261,9 +266,39 @@ struct ThreadCaches {
     encoded: Arc<cache::BytesCache>,
     checkpoints: Arc<cache::CheckpointCache>,
     shared_writes: Arc<cache::SharedWriteCache>,
+    seen: Arc<deletions::Seen>,
 }
 
 impl ThreadCaches {
+    /// Inside a transaction, before the caches are used: empties them if
+    /// blobs were deleted since they were last known current (by someone
+    /// else: see `deletions`). Whether they were kept.
+    fn sync(&self, tx: &rusqlite::Connection) -> Result<bool> {
+        let kept = self.seen.take(deletions::count(tx)?);
+        if !kept {
+            self.clear();
+        }
+        Ok(kept)
+    }
+
+    /// At the end of a transaction that began with [`sync`](Self::sync)
+    /// and deleted: what it deleted was this checkpointer's own (it holds
+    /// the write lock), which forgets what it deletes, so the caches stay
+    /// current with the count it leaves.
+    fn deleted(&self, tx: &rusqlite::Connection) -> Result<()> {
+        self.seen.take(deletions::count(tx)?);
+        Ok(())
+    }
+
+    fn clear(&self) {
+        self.bases.clear();
+        self.values.clear();
+        self.starts.clear();
+        self.encoded.clear();
+        self.checkpoints.clear();
+        self.shared_writes.clear();
+    }
+
     fn forget_thread(&self, thread: &str) {
         self.bases.forget_thread(thread);
         self.values.forget_thread(thread);

@@ -452,6 +452,7 @@ impl<'a> Step<'a> {
             head,
             retention: saver.retention.clone(),
             serde: saver.serde.clone(),
+            caches: saver.caches(),
         };
         // A fork need not be the newest checkpoint: no tag (see above).
         let forked = matches!(job.head, Head::Exists(_));

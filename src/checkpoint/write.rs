@@ -202,6 +202,7 @@ impl Checkpointer {
             head: Head::Any,
             retention: self.retention.clone(),
             serde: self.serde.clone(),
+            caches: self.caches(),
         };
         self.submit_checkpoint(job, Vec::new())?;
         Ok(CheckpointConfig::canonical(thread, ns, &checkpoint.id))

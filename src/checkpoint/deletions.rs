@@ -1,0 +1,81 @@
+//! How a checkpointer learns that its caches may hold what the file no
+//! longer does.
+//!
+//! The caches of decoded values (and of the bytes and bases they come from)
+//! assume that a (thread, namespace, channel, version) holds one value for
+//! good. A deletion breaks that: once a blob row is gone, anyone may store
+//! the same version again with another value. The crate's own versions
+//! carry a random part and never meet again, but a caller that makes its
+//! own (plain integers) may. So every transaction that deletes blob rows
+//! counts one in `agentstate_meta` (key [`KEY`]), and a checkpointer reads
+//! the count in each transaction that is about to use its caches: if it
+//! moved since the caches were last known current, someone else (another
+//! checkpointer, `Db` or process) deleted, and the caches are emptied
+//! first. A checkpointer's own deletions forget what they delete, and it
+//! takes the count they leave as current.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::error::Result;
+
+/// The `agentstate_meta` key of the count.
+pub(crate) const KEY: &str = "checkpoint.deletions";
+
+/// The count a checkpointer's caches are current with, shared by its
+/// clones; none known at first.
+pub(super) struct Seen(AtomicI64);
+
+const UNKNOWN: i64 = i64::MIN;
+
+impl Default for Seen {
+    fn default() -> Seen {
+        Seen(AtomicI64::new(UNKNOWN))
+    }
+}
+
+impl Seen {
+    /// Takes `now`, the count read in the current transaction, as current;
+    /// whether it was already (the caches are then current too).
+    ///
+    /// (A read on an older snapshot may set back an older count after a
+    /// newer one was taken: the next read then finds the count moved and
+    /// empties the caches again, so what that read cached does not stay.)
+    pub(super) fn take(&self, now: i64) -> bool {
+        self.0.swap(now, Ordering::SeqCst) == now
+    }
+}
+
+/// The count in the file (0 before any deletion, and in a file older than
+/// `agentstate_meta`, which only a read-only handle opens as it is).
+pub(super) fn count(conn: &Connection) -> Result<i64> {
+    let mut stmt =
+        match conn.prepare_cached("SELECT CAST(value AS INTEGER) FROM agentstate_meta WHERE key = ?1") {
+            Ok(stmt) => stmt,
+            Err(e) if !has_meta(conn)? => {
+                drop(e);
+                return Ok(0);
+            }
+            Err(e) => return Err(e.into()),
+        };
+    Ok(stmt.query_row([KEY], |r| r.get::<_, Option<i64>>(0)).optional()?.flatten().unwrap_or(0))
+}
+
+fn has_meta(conn: &Connection) -> Result<bool> {
+    Ok(conn.query_row(
+        "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agentstate_meta')",
+        [],
+        |r| r.get(0),
+    )?)
+}
+
+/// Counts one deletion, inside the transaction that deletes.
+pub(super) fn bump(tx: &Connection) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO agentstate_meta (key, value) VALUES (?1, '1') \
+         ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+    )?
+    .execute([KEY])?;
+    Ok(())
+}
