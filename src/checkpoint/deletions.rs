@@ -14,7 +14,7 @@
 //! first. A checkpointer's own deletions forget what they delete, and it
 //! takes the count they leave as current.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -25,17 +25,30 @@ pub(crate) const KEY: &str = "checkpoint.deletions";
 
 /// The count a checkpointer's caches are current with, shared by its
 /// clones; none known at first.
-pub(super) struct Seen(AtomicI64);
+pub(super) struct Seen {
+    count: AtomicI64,
+    /// The first read was let off reading the count.
+    first_read: AtomicBool,
+}
 
 const UNKNOWN: i64 = i64::MIN;
 
 impl Default for Seen {
     fn default() -> Seen {
-        Seen(AtomicI64::new(UNKNOWN))
+        Seen { count: AtomicI64::new(UNKNOWN), first_read: AtomicBool::new(false) }
     }
 }
 
 impl Seen {
+    /// Whether a read may skip reading the count: the first read of a
+    /// checkpointer that has not read it yet (a fresh process's first read
+    /// would pay compiling one more statement, a twentieth of it). Nothing
+    /// it could find in the caches was read from the file; what it caches
+    /// is dropped by the next read or write, which finds no count known.
+    pub(super) fn first_read(&self) -> bool {
+        self.count.load(Ordering::SeqCst) == UNKNOWN && !self.first_read.swap(true, Ordering::SeqCst)
+    }
+
     /// Takes `now`, the count read in the current transaction, as current;
     /// whether it was already (the caches are then current too).
     ///
@@ -43,7 +56,7 @@ impl Seen {
     /// newer one was taken: the next read then finds the count moved and
     /// empties the caches again, so what that read cached does not stay.)
     pub(super) fn take(&self, now: i64) -> bool {
-        self.0.swap(now, Ordering::SeqCst) == now
+        self.count.swap(now, Ordering::SeqCst) == now
     }
 }
 

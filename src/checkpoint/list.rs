@@ -228,7 +228,7 @@ impl<T> ListIter<T> {
         let saver = &self.saver;
         let tuples = saver.db.snapshot(|tx| {
             // What the memo carries from the last page is cached too.
-            if !saver.caches().sync(tx)? {
+            if !saver.caches().sync_read(tx)? {
                 self.memo.clear();
                 self.pieces.clear();
             }

@@ -281,6 +281,15 @@ impl ThreadCaches {
         Ok(kept)
     }
 
+    /// [`sync`](Self::sync) for a read; the first read of a checkpointer
+    /// skips it (see `deletions::Seen::first_read`).
+    fn sync_read(&self, tx: &rusqlite::Connection) -> Result<bool> {
+        if self.seen.first_read() {
+            return Ok(true);
+        }
+        self.sync(tx)
+    }
+
     /// At the end of a transaction that began with [`sync`](Self::sync)
     /// and deleted: what it deleted was this checkpointer's own (it holds
     /// the write lock), which forgets what it deletes, so the caches stay

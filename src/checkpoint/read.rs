@@ -354,7 +354,7 @@ impl Checkpointer {
         let on = self.values.budget() > 0;
         let hit = |generation| on.then(|| cache.get(&key, generation)).flatten().map(Some);
         self.db.cached_snapshot(hit, |tx, generation| {
-            self.caches().sync(tx)?;
+            self.caches().sync_read(tx)?;
             let Some(row) = find_shared_row(self, tx, config)? else { return Ok(None) };
             let out = build(tx, row)?;
             if let (true, Some(t)) = (on, &out) {
