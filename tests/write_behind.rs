@@ -152,15 +152,21 @@ fn a_queued_failure_is_reported_to_its_own_thread_only() {
 /// covered.
 #[test]
 fn a_threads_failures_queued_together_are_reported_once() {
-    let (_dir, _path, db, first, second) = two_steps();
+    let (_dir, path, db, first, second) = two_steps();
     let saver = db.checkpointer();
     let child =
         saver.start(&CheckpointConfig::thread("t").ns("child:1")).set("n", json!(0)).commit().unwrap();
     saver.step(&child).set("n", json!(1)).commit().unwrap();
+    db.flush().unwrap();
     // Two independent refused writes of "t" (two namespaces), queued before
-    // either failure is known.
+    // either failure is known: another connection holds the write lock
+    // meanwhile (else the first may fail before the second is queued, which
+    // then reports it and queues nothing).
+    let blocker = agentstate::rusqlite::Connection::open(&path).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
     saver.step(&first).set("n", json!(2)).commit().unwrap();
     saver.step(&child).set("n", json!(2)).commit().unwrap();
+    blocker.execute_batch("COMMIT").unwrap();
     assert!(matches!(db.flush_thread("t"), Err(Error::Conflict(_))));
     db.flush_thread("t").unwrap();
     saver.step(&second).set("n", json!(2)).commit().unwrap();
