@@ -259,7 +259,9 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
             # An empty id is no id, as in LangGraph's savers.
             checkpoint_id=configurable.get("checkpoint_id") or None,
             filter=_dumps(_equality(filter)) if filter else None,
-            before=get_checkpoint_id(before) if before else None,
+            # A `before` without an id lists nothing, as SqliteSaver's
+            # `checkpoint_id < NULL` (InMemorySaver ignores it).
+            before=None if before is None else (get_checkpoint_id(before) or ""),
             limit=_limit(limit),
             share=share,
         )

@@ -320,6 +320,19 @@ def test_a_put_after_another_saver_deleted_the_thread_succeeds(tmp_path):
     assert b.get_tuple(CONFIG).checkpoint["channel_values"] == {"a": [1], "b": [2]}
 
 
+def test_a_before_without_a_checkpoint_id_lists_nothing_like_sqlitesaver(tmp_path):
+    # Reference 2.4: SqliteSaver and the Postgres saver compare with a NULL
+    # id (no rows); InMemorySaver ignores such a `before`. We follow
+    # SqliteSaver, for a missing id and an empty one alike.
+    ours, sqlite = AgentStateSaver(str(tmp_path / "ours.db")), _sqlite(tmp_path)
+    for saver in (ours, sqlite):
+        saver.put(CONFIG, _checkpoint({"a": [1]}), {}, {"a": V1})
+    for before in ({"configurable": {}}, {"configurable": {"checkpoint_id": ""}}):
+        assert list(sqlite.list(CONFIG, before=before)) == []
+        assert list(ours.list(CONFIG, before=before)) == []
+    assert len(list(ours.list(CONFIG, before=None))) == len(list(sqlite.list(CONFIG, before=None))) == 1
+
+
 @pytest.mark.parametrize("remove", ["delete_thread", "prune"])
 def test_a_value_stored_again_under_a_deleted_version_is_read_anew(tmp_path, remove):
     # Saver A has read channel "m" at version 1. Saver B (another process,
