@@ -64,7 +64,8 @@ fn two_runs_continuing_one_thread_one_commits_the_other_conflicts() {
 #[test]
 fn a_queued_failure_fails_its_own_threads_run_only() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::builder().write_behind(true).open(dir.path().join("wb.db")).unwrap();
+    let path = dir.path().join("wb.db");
+    let db = Db::builder().write_behind(true).open(&path).unwrap();
     let g = Graph::builder()
         .state("log", ChannelSpec::reducer(Reducer::Append))
         .node("one", |_| Ok(Update::new().set("log", json!(["one"]))))
@@ -75,10 +76,14 @@ fn a_queued_failure_fails_its_own_threads_run_only() {
         .with_durability(agentstate::engine::Durability::Async);
     let (a, b) = (CheckpointConfig::thread("a"), CheckpointConfig::thread("b"));
     g.invoke(Some(json!({"log": []})), &b).unwrap();
+    db.flush().unwrap();
     let saver = db.checkpointer();
-    let stale = saver.list(&ListQuery::thread("b")).unwrap().pop().unwrap();
-    // Queued, refused when it runs: `stale` is not the head of "b".
-    saver.step(&stale).set("log", json!(["stale"])).commit().unwrap();
+    let head = saver.get_tuple(&b).unwrap().unwrap();
+    // Another process continues "b", out of this Db's sight (a stale step
+    // of this Db's own would be refused by `commit` at once).
+    Db::open(&path).unwrap().checkpointer().step(&head).set("log", json!(["elsewhere"])).commit().unwrap();
+    // Queued, refused when it runs: `head` is no longer the head of "b".
+    saver.step(&head).set("log", json!(["stale"])).commit().unwrap();
     let out = g.invoke(Some(json!({"log": []})), &a).unwrap();
     assert_eq!(out["log"], json!(["one"]));
     let run_b = g.invoke(Some(json!({"log": []})), &b);

@@ -76,20 +76,30 @@ fn two_steps() -> (tempfile::TempDir, std::path::PathBuf, Db, CheckpointTuple, C
     (dir, path, db, first, second)
 }
 
+/// Continues `head` (committed) through another `Db` on the file: the
+/// thread moves on where this process's queue does not see it, so a step
+/// this process queues from `head` is refused only when it runs. (A step
+/// from a checkpoint this `Db`'s own queue has moved past is refused by
+/// `commit` at once: `writers_of_one_thread_in_one_process_...`.)
+fn elsewhere(path: &std::path::Path, head: &CheckpointTuple) -> CheckpointTuple {
+    Db::open(path).unwrap().checkpointer().step(head).set("n", json!("elsewhere")).commit().unwrap()
+}
+
 #[test]
 fn a_write_behind_conflict_is_reported_by_flush_and_the_others_commit() {
-    let (_dir, _path, db, first, second) = two_steps();
+    let (_dir, path, db, _first, second) = two_steps();
     let saver = db.checkpointer();
     saver.start(&CheckpointConfig::thread("u")).set("n", json!(0)).commit().unwrap();
-    // `first` is no longer the head once `second` is written: queued anyway,
-    // refused when it runs.
-    assert!(saver.step(&first).set("n", json!(2)).commit().is_ok());
+    db.flush().unwrap();
+    let moved = elsewhere(&path, &second);
+    // `second` is no longer the head: queued anyway, refused when it runs.
+    assert!(saver.step(&second).set("n", json!(2)).commit().is_ok());
     assert!(matches!(db.flush(), Err(Error::Conflict(_))));
     // Reported once; the other writes were committed.
     db.flush().unwrap();
-    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, second.config);
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, moved.config);
     assert!(saver.get_tuple(&CheckpointConfig::thread("u")).unwrap().is_some());
-    assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 2);
+    assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 3);
 }
 
 /// The next write reports a queued write's failure instead of `flush`, and
@@ -97,18 +107,20 @@ fn a_write_behind_conflict_is_reported_by_flush_and_the_others_commit() {
 /// caller can retry it (or drop it) knowing it will not commit later.
 #[test]
 fn a_write_that_reports_an_earlier_failure_writes_nothing() {
-    let (_dir, _path, db, first, second) = two_steps();
+    let (_dir, path, db, _first, second) = two_steps();
     let saver = db.checkpointer();
-    assert!(saver.step(&first).set("n", json!(2)).commit().is_ok());
+    db.flush().unwrap();
+    let moved = elsewhere(&path, &second);
+    assert!(saver.step(&second).set("n", json!(2)).commit().is_ok());
     // Wait until the refused step has run (a read waits for the queue; the
     // failure stays for the next write or flush).
-    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, second.config);
-    let report = saver.step(&second).set("n", json!(3)).commit();
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, moved.config);
+    let report = saver.step(&moved).set("n", json!(3)).commit();
     assert!(matches!(report, Err(Error::Conflict(_))), "{report:?}");
     db.flush().unwrap();
-    assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 2);
+    assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 3);
     // Retried, it commits.
-    let third = saver.step(&second).set("n", json!(3)).commit().unwrap();
+    let third = saver.step(&moved).set("n", json!(3)).commit().unwrap();
     db.flush().unwrap();
     assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, third.config);
 }
@@ -119,28 +131,31 @@ fn a_write_that_reports_an_earlier_failure_writes_nothing() {
 /// conversation's `Conflict` never fails (or is swallowed by) another's.
 #[test]
 fn a_queued_failure_is_reported_to_its_own_thread_only() {
-    let (_dir, _path, db, first, second) = two_steps();
+    let (_dir, path, db, _first, second) = two_steps();
     let saver = db.checkpointer();
     let u = saver.start(&CheckpointConfig::thread("u")).set("n", json!(0)).commit().unwrap();
-    // Refused when it runs: `first` is no longer the head of "t".
-    saver.step(&first).set("n", json!(2)).commit().unwrap();
+    db.flush().unwrap();
+    let moved = elsewhere(&path, &second);
+    // Refused when it runs: `second` is no longer the head of "t".
+    saver.step(&second).set("n", json!(2)).commit().unwrap();
     db.flush_thread("u").unwrap();
     // "u" goes on; its writes are not refused for "t"'s failure.
     let u2 = saver.step(&u).set("n", json!(1)).commit().unwrap();
     db.flush_thread("u").unwrap();
     assert_eq!(saver.get_tuple(&CheckpointConfig::thread("u")).unwrap().unwrap().config, u2.config);
     // "t"'s next write reports it and writes nothing; then "t" goes on.
-    let report = saver.step(&second).set("n", json!(3)).commit();
+    let report = saver.step(&moved).set("n", json!(3)).commit();
     assert!(matches!(report, Err(Error::Conflict(_))), "{report:?}");
     db.flush_thread("t").unwrap();
-    saver.step(&second).set("n", json!(3)).commit().unwrap();
+    let third = saver.step(&moved).set("n", json!(3)).commit().unwrap();
     db.flush().unwrap();
-    assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 3);
+    assert_eq!(saver.list(&ListQuery::thread("t")).unwrap().len(), 4);
     // Unreported, a failure waits for its thread's flush (or any `flush`).
-    saver.step(&first).set("n", json!(4)).commit().unwrap();
+    elsewhere(&path, &third);
+    saver.step(&third).set("n", json!(4)).commit().unwrap();
     db.flush_thread("u").unwrap();
     assert!(matches!(db.flush_thread("t"), Err(Error::Conflict(_))));
-    saver.step(&first).set("n", json!(5)).commit().unwrap();
+    saver.step(&third).set("n", json!(5)).commit().unwrap();
     assert!(matches!(db.flush(), Err(Error::Conflict(_))));
     db.flush().unwrap();
 }
@@ -152,27 +167,83 @@ fn a_queued_failure_is_reported_to_its_own_thread_only() {
 /// covered.
 #[test]
 fn a_threads_failures_queued_together_are_reported_once() {
-    let (_dir, path, db, first, second) = two_steps();
+    let (_dir, path, db, _first, second) = two_steps();
     let saver = db.checkpointer();
     let child =
         saver.start(&CheckpointConfig::thread("t").ns("child:1")).set("n", json!(0)).commit().unwrap();
-    saver.step(&child).set("n", json!(1)).commit().unwrap();
+    let child = saver.step(&child).set("n", json!(1)).commit().unwrap();
     db.flush().unwrap();
+    let moved = elsewhere(&path, &second);
+    elsewhere(&path, &child);
     // Two independent refused writes of "t" (two namespaces), queued before
     // either failure is known: another connection holds the write lock
     // meanwhile (else the first may fail before the second is queued, which
     // then reports it and queues nothing).
     let blocker = agentstate::rusqlite::Connection::open(&path).unwrap();
     blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
-    saver.step(&first).set("n", json!(2)).commit().unwrap();
+    saver.step(&second).set("n", json!(2)).commit().unwrap();
     saver.step(&child).set("n", json!(2)).commit().unwrap();
     blocker.execute_batch("COMMIT").unwrap();
     assert!(matches!(db.flush_thread("t"), Err(Error::Conflict(_))));
     db.flush_thread("t").unwrap();
-    saver.step(&second).set("n", json!(2)).commit().unwrap();
+    saver.step(&moved).set("n", json!(2)).commit().unwrap();
     db.flush().unwrap();
-    assert_eq!(saver.list(&ListQuery::thread("t").namespace("")).unwrap().len(), 3);
-    assert_eq!(saver.list(&ListQuery::thread("t").namespace("child:1")).unwrap().len(), 2);
+    assert_eq!(saver.list(&ListQuery::thread("t").namespace("")).unwrap().len(), 4);
+    assert_eq!(saver.list(&ListQuery::thread("t").namespace("child:1")).unwrap().len(), 3);
+}
+
+/// Two writers of one thread in one process, with write-behind (RELIABILITY.md,
+/// "write-behind"): each learns its own outcome, as without write-behind. A
+/// step that continues a checkpoint the thread's last queued step did not
+/// make is refused by `commit` at once (`Conflict`, nothing queued), so
+/// every step `commit` accepts is stored and no writer's `flush_thread`
+/// reports another's failure.
+#[test]
+fn writers_of_one_thread_in_one_process_each_learn_their_own_outcome() {
+    for durability in [Durability::Normal, Durability::Full] {
+        let dir = tempfile::tempdir().unwrap();
+        let db =
+            Db::builder().write_behind(true).durability(durability).open(dir.path().join("w.db")).unwrap();
+        let config = CheckpointConfig::thread("s");
+        db.checkpointer().start(&config).set("n", json!(0)).commit().unwrap();
+        let accepted: Vec<Vec<String>> = std::thread::scope(|scope| {
+            let writers: Vec<_> = (0..4)
+                .map(|w| {
+                    let (db, config) = (db.clone(), config.clone());
+                    scope.spawn(move || {
+                        let saver = db.checkpointer();
+                        let mut mine = vec![];
+                        for i in 0..60 {
+                            let head = saver.get_tuple(&config).unwrap().unwrap();
+                            match saver.step(&head).set("n", json!([w, i])).commit() {
+                                Ok(t) => mine.push(t.checkpoint.id.clone()),
+                                Err(Error::Conflict(_)) => {}
+                                Err(e) => panic!("writer {w}: {e}"),
+                            }
+                            db.flush_thread("s").unwrap();
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            writers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        let stored = db.checkpointer().list(&ListQuery::thread("s")).unwrap();
+        let ids: std::collections::HashSet<&str> = stored.iter().map(|t| t.checkpoint.id.as_str()).collect();
+        let all: Vec<&String> = accepted.iter().flatten().collect();
+        assert!(
+            all.iter().all(|id| ids.contains(id.as_str())),
+            "{durability:?}: an accepted step is missing"
+        );
+        assert_eq!(stored.len(), all.len() + 1, "{durability:?}");
+        // One chain.
+        for pair in stored.windows(2) {
+            assert_eq!(
+                pair[0].parent_config.as_ref().unwrap().checkpoint_id.as_ref(),
+                Some(&pair[1].checkpoint.id)
+            );
+        }
+    }
 }
 
 /// A queued `put` that reuses a stored version with another value is
@@ -228,9 +299,10 @@ fn a_refused_queued_put_leaves_no_value_behind_in_the_cache() {
 /// savepoint: when it fails, its whole transaction is rolled back.
 #[test]
 fn a_write_behind_conflict_alone_in_its_transaction_leaves_no_row() {
-    let (_dir, path, db, first, second) = two_steps();
+    let (_dir, path, db, _first, second) = two_steps();
     let saver = db.checkpointer();
     db.flush().unwrap();
+    let moved = elsewhere(&path, &second);
     let raw = agentstate::rusqlite::Connection::open(&path).unwrap();
     let rows = || -> i64 {
         raw.query_row(
@@ -242,10 +314,10 @@ fn a_write_behind_conflict_alone_in_its_transaction_leaves_no_row() {
         .unwrap()
     };
     let before = rows();
-    assert!(saver.step(&first).set("n", json!(2)).set("m", json!("new channel")).commit().is_ok());
+    assert!(saver.step(&second).set("n", json!(2)).set("m", json!("new channel")).commit().is_ok());
     assert!(matches!(db.flush(), Err(Error::Conflict(_))));
     assert_eq!(rows(), before);
-    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, second.config);
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, moved.config);
 }
 
 /// A batch runs without savepoints first; when one of its jobs fails, the
@@ -253,22 +325,25 @@ fn a_write_behind_conflict_alone_in_its_transaction_leaves_no_row() {
 /// commit, the failing one leaves nothing.
 #[test]
 fn a_failing_job_in_a_shared_transaction_leaves_nothing_and_the_others_commit() {
-    let (_dir, path, db, first, second) = two_steps();
+    let (_dir, path, db, _first, second) = two_steps();
     let saver = db.checkpointer();
+    let u = saver.start(&CheckpointConfig::thread("u")).set("n", json!(0)).commit().unwrap();
     db.flush().unwrap();
+    let moved = elsewhere(&path, &second);
     // Another connection holds the write lock, so the three writes queue up
     // and go into one transaction when it lets go: a step from a parent
     // that is no longer the head, writing a channel of its own, between two
     // good writes.
     let raw = agentstate::rusqlite::Connection::open(&path).unwrap();
     raw.execute_batch("BEGIN IMMEDIATE").unwrap();
-    saver.start(&CheckpointConfig::thread("u")).set("n", json!(0)).commit().unwrap();
-    saver.step(&first).set("only-in-the-conflict", json!("x".repeat(2000))).commit().unwrap();
-    let third = saver.step(&second).set("n", json!(2)).commit().unwrap();
+    let v = saver.start(&CheckpointConfig::thread("v")).set("n", json!(0)).commit().unwrap();
+    saver.step(&second).set("only-in-the-conflict", json!("x".repeat(2000))).commit().unwrap();
+    let u2 = saver.step(&u).set("n", json!(2)).commit().unwrap();
     raw.execute_batch("ROLLBACK").unwrap();
     assert!(matches!(db.flush(), Err(Error::Conflict(_))));
-    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, third.config);
-    assert!(saver.get_tuple(&CheckpointConfig::thread("u")).unwrap().is_some());
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, moved.config);
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("u")).unwrap().unwrap().config, u2.config);
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("v")).unwrap().unwrap().config, v.config);
     let count = |sql: &str| -> i64 { raw.query_row(sql, [], |r| r.get(0)).unwrap() };
     assert_eq!(count("SELECT count(*) FROM checkpoints WHERE thread_id = 't'"), 3);
     assert_eq!(count("SELECT count(*) FROM checkpoint_blobs WHERE channel = 'only-in-the-conflict'"), 0);

@@ -227,8 +227,10 @@ impl<T> ListIter<T> {
         let sql = with_limit(sql, want);
         let saver = &self.saver;
         let tuples = saver.db.snapshot(|tx| {
-            // What the memo carries from the last page is cached too.
-            if !saver.caches().sync_read(tx)? {
+            // What the memo carries from the last page is cached too. (Not
+            // `sync_read`: its first read's caches would be dropped at the
+            // second page, the memo with them.)
+            if !saver.caches().sync(tx)? {
                 self.memo.clear();
                 self.pieces.clear();
             }

@@ -40,6 +40,7 @@ mod list;
 mod maintain;
 pub(crate) mod packed;
 mod pending;
+mod queued;
 mod read;
 mod retention;
 pub(crate) mod row;
@@ -57,6 +58,7 @@ pub(crate) use exact::ExactWrite;
 pub(crate) use id::uuid6_after;
 pub use id::{next_version, uuid6};
 pub use list::ListIter;
+pub(crate) use queued::QueuedHeads;
 pub use retention::Retention;
 pub use step::Step;
 pub use types::{

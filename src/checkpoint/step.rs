@@ -304,7 +304,11 @@ impl<'a> Step<'a> {
     /// it returns once the write is queued, and the errors below that only
     /// the write can find (a conflict, a missing parent, the database's)
     /// come from a later write or from [`Db::flush`](crate::Db::flush). A
-    /// call that returns such an earlier write's error queued nothing.
+    /// call that returns such an earlier write's error queued nothing. A
+    /// conflict with a step this `Db` queued (two writers of one thread in
+    /// one process) is found here, at once: the parent is not the
+    /// checkpoint the thread's last queued step made (nor, once that step
+    /// ran, the head the file holds).
     ///
     /// # Errors
     /// - [`Error::Conflict`](crate::Error::Conflict) if the parent is no longer the newest checkpoint

@@ -229,13 +229,42 @@ impl Checkpointer {
             self.remember(&job.thread, &job.ns, &job.blobs);
             return Ok(tag);
         }
+        // A step that continues the head: refused now if another writer of
+        // this Db queued a step of the thread that makes another head.
+        let claim = match &job.head {
+            Head::Is(parent) => Some(Arc::new(super::queued::claim(
+                self,
+                self.db.queued_heads(),
+                &job.thread,
+                &job.ns,
+                parent.as_deref(),
+                &job.id,
+            )?)),
+            _ => None,
+        };
+        let ran = claim.clone();
+        let apply: crate::commit::Job = Box::new(move |tx| {
+            apply(tx)?;
+            if let Some(c) = &ran {
+                c.ran.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok(())
+        });
         self.remember(&job.thread, &job.ns, &job.blobs);
-        let (caches, thread) = (self.caches(), job.thread.clone());
-        let undo: crate::commit::Undo = Box::new(move || caches.forget_thread(&thread));
+        let (caches, thread, failed) = (self.caches(), job.thread.clone(), claim.clone());
+        let undo: crate::commit::Undo = Box::new(move || {
+            caches.forget_thread(&thread);
+            if let Some(c) = failed {
+                c.release();
+            }
+        });
         // Not queued (an earlier failure of the thread is reported): forgotten now.
-        self.db
-            .submit_tagged(apply, Some(&job.thread), Some(undo))
-            .inspect_err(|_| self.forget_thread(&job.thread))
+        self.db.submit_tagged(apply, Some(&job.thread), Some(undo)).inspect_err(|_| {
+            self.forget_thread(&job.thread);
+            if let Some(c) = &claim {
+                c.release();
+            }
+        })
     }
 
     /// A channel value as stored whole: (type tag, bytes).

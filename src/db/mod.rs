@@ -247,6 +247,7 @@ impl DbBuilder {
                 durability,
                 busy_timeout: busy,
                 foreign_saver,
+                queued_heads: Arc::default(),
             }),
             checkpointer: false,
         })
@@ -264,6 +265,9 @@ struct Inner {
     /// The file's `checkpoints` table is a Python `SqliteSaver`'s (see
     /// `check_foreign`): checkpointer handles refuse to run.
     foreign_saver: bool,
+    /// With write-behind: the step queued last per thread (see
+    /// `checkpoint::queued`).
+    queued_heads: Arc<crate::checkpoint::QueuedHeads>,
 }
 
 /// One agentstate database: a file (or memory) and a pool of connections.
@@ -506,6 +510,11 @@ impl Db {
             true => c.run_behind(job, tag, owner, undo),
             false => c.run_and_wait(job, tag),
         }
+    }
+
+    /// The steps queued last per thread (write-behind).
+    pub(crate) fn queued_heads(&self) -> &Arc<crate::checkpoint::QueuedHeads> {
+        &self.inner.queued_heads
     }
 
     /// Whether a submitted write is queued behind the caller (it may fail

@@ -1,0 +1,121 @@
+//! With write-behind, the step a `Db` queued last per (thread, namespace).
+//!
+//! A step queued behind the caller is checked against the head of its
+//! thread only when it runs, and a failure found then is reported to the
+//! thread's next write or flush, whoever makes it. With one writer per
+//! thread that is its writer; with two writers of one thread in one
+//! process it could be the other one, which would then take the other's
+//! failure for its own while its own write was stored. So two writers of
+//! one `Db` are told apart when they submit: a step that continues a
+//! checkpoint other than the one the `Db`'s last queued step of its thread
+//! made is refused at once with `Conflict` (nothing queued), as without
+//! write-behind. While that last step is still queued, the refusal needs
+//! no read; once it ran, the head is read from the file first (another
+//! process may have continued the thread since).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use super::Checkpointer;
+use crate::error::{Error, Result};
+
+/// Entries kept before those of steps that ran are dropped.
+const ENTRIES: usize = 4096;
+
+/// (thread, namespace) -> the step queued last.
+#[derive(Default)]
+pub(crate) struct QueuedHeads(Mutex<HashMap<(String, String), Entry>>);
+
+struct Entry {
+    id: String,
+    /// Set once the step's write ran (it may still roll back: then its
+    /// claim is released).
+    ran: Arc<AtomicBool>,
+}
+
+/// A queued step's claim on the head of its thread: mark it run when its
+/// write ran, release it if the write fails or is not queued.
+pub(super) struct Claim {
+    heads: Arc<QueuedHeads>,
+    key: (String, String),
+    id: String,
+    pub(super) ran: Arc<AtomicBool>,
+}
+
+impl Claim {
+    pub(super) fn release(&self) {
+        let mut map = self.heads.lock();
+        if map.get(&self.key).is_some_and(|e| e.id == self.id) {
+            map.remove(&self.key);
+        }
+    }
+}
+
+impl QueuedHeads {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), Entry>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Claims the head of (`thread`, `ns`) for step `id`, which continues
+/// `parent` (`None`: the thread's first checkpoint).
+///
+/// # Errors
+/// [`Error::Conflict`] if the step this `Db` queued last for the thread
+/// made another checkpoint than `parent` and the thread's head is not
+/// `parent` either; database errors of reading the head.
+pub(super) fn claim(
+    saver: &Checkpointer,
+    heads: &Arc<QueuedHeads>,
+    thread: &str,
+    ns: &str,
+    parent: Option<&str>,
+    id: &str,
+) -> Result<Claim> {
+    let key = (thread.to_string(), ns.to_string());
+    // The head read from the file for the step that had run, if one was.
+    let mut checked: Option<String> = None;
+    loop {
+        let mut map = heads.lock();
+        match map.get(&key) {
+            Some(e) if Some(e.id.as_str()) != parent && checked.as_deref() != Some(e.id.as_str()) => {
+                if !e.ran.load(Ordering::SeqCst) {
+                    return Err(conflict(thread, ns, parent, Some(&e.id)));
+                }
+                // It ran: the file knows the head (read without the lock:
+                // the read waits for the queue, whose failures release
+                // claims).
+                let ran_id = e.id.clone();
+                drop(map);
+                let head = saver.head_id(thread, ns)?;
+                if head.as_deref() != parent {
+                    return Err(conflict(thread, ns, parent, head.as_deref()));
+                }
+                checked = Some(ran_id);
+                continue;
+            }
+            _ => {}
+        }
+        if map.len() >= ENTRIES {
+            map.retain(|_, e| !e.ran.load(Ordering::SeqCst));
+        }
+        let ran = Arc::new(AtomicBool::new(false));
+        map.insert(key.clone(), Entry { id: id.to_string(), ran: ran.clone() });
+        return Ok(Claim { heads: heads.clone(), key, id: id.to_string(), ran });
+    }
+}
+
+fn conflict(thread: &str, ns: &str, parent: Option<&str>, head: Option<&str>) -> Error {
+    match parent {
+        None => Error::Conflict(format!(
+            "thread '{thread}' (namespace '{ns}') already has checkpoint {}: continue it with step()",
+            head.unwrap_or("<none>")
+        )),
+        Some(p) => Error::Conflict(format!(
+            "checkpoint {p} is no longer the newest of thread '{thread}' (namespace '{ns}'; newest: {}): another \
+             writer continued it; read the newest and retry, or fork on purpose",
+            head.unwrap_or("<none>")
+        )),
+    }
+}
