@@ -219,3 +219,89 @@ fn a_list_is_not_extended_from_a_version_stored_again_elsewhere() {
     let read = writer.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
     assert_eq!(read.checkpoint.channel_values["m"], list("mine", 1001));
 }
+
+/// Puts `values` (each at `version`) as checkpoint `id` of `thread` after
+/// `parent`.
+fn put_after(
+    saver: &agentstate::Checkpointer,
+    thread: &str,
+    id: &str,
+    parent: Option<&str>,
+    values: serde_json::Value,
+    version: i64,
+) {
+    use agentstate::checkpoint::{ChannelVersion, ChannelVersions, Checkpoint, Metadata};
+    let mut cp = Checkpoint::with_id(id);
+    let mut new = ChannelVersions::new();
+    for (k, v) in values.as_object().unwrap() {
+        cp.channel_values.insert(k.clone(), v.clone().into());
+        cp.channel_versions.insert(k.clone(), ChannelVersion::Int(version));
+        new.insert(k.clone(), ChannelVersion::Int(version));
+    }
+    let config = CheckpointConfig::thread(thread);
+    let config = match parent {
+        Some(p) => config.at(p),
+        None => config,
+    };
+    saver.put(&config, &cp, &Metadata::new(), &new).unwrap();
+}
+
+/// The same with write-behind, where the delta is planned when the write is
+/// queued and stored when it runs: a write of another thread queued before
+/// it (which notices the deletion first) does not make it trust its plan.
+#[test]
+fn a_queued_list_is_not_extended_from_a_version_stored_again_elsewhere() {
+    let list =
+        |tag: &str, n: usize| json!((0..n).map(|i| format!("{tag} message {i:04}")).collect::<Vec<_>>());
+    let (_d, path) = file();
+    let db = Db::builder().write_behind(true).open(&path).unwrap();
+    let writer = db.checkpointer();
+    let other = Db::open(&path).unwrap().checkpointer();
+    let first = "1f000000-0000-6000-8000-000000000001";
+    put_after(&writer, "w", first, None, json!({"x": [1]}), 1);
+    put_after(&writer, "t", first, None, json!({"m": list("mine", 1000)}), 1);
+    db.flush().unwrap();
+    other.delete_thread("t").unwrap();
+    put_after(&other, "t", first, None, json!({"m": list("theirs", 500)}), 1);
+    // Both queued before either runs.
+    let raw = agentstate::rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+    put_after(&writer, "u", first, None, json!({"x": [2]}), 1);
+    put_after(
+        &writer,
+        "t",
+        "1f000000-0000-6000-8000-000000000002",
+        Some(first),
+        json!({"m": list("mine", 1001)}),
+        2,
+    );
+    raw.execute_batch("COMMIT").unwrap();
+    db.flush().unwrap();
+    let fresh = Db::open(&path).unwrap().checkpointer();
+    let read = fresh.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
+    assert_eq!(read.checkpoint.channel_values["m"], list("mine", 1001));
+}
+
+/// A checkpointer made from another with `with_serializer` starts with
+/// caches of its own: its first read does not find the other's bytes of a
+/// version stored again since.
+#[test]
+fn a_checkpointer_with_another_serializer_does_not_read_the_others_stale_bytes() {
+    let (_d, path) = file();
+    let c1 = Db::open(&path).unwrap().checkpointer();
+    let other = Db::open(&path).unwrap().checkpointer();
+    let id = "1f000000-0000-6000-8000-000000000001";
+    put_after(&other, "t", id, None, json!({"m": ["first"]}), 1);
+    let config = CheckpointConfig::thread("t");
+    c1.get_tuple_encoded(&config).unwrap().unwrap();
+    other.delete_thread("t").unwrap();
+    put_after(&other, "t", id, None, json!({"m": ["second"]}), 1);
+    let c2 = c1.clone().with_serializer(agentstate::JsonPlusSerializer);
+    let fresh = Db::open(&path).unwrap().checkpointer().get_tuple_encoded(&config).unwrap().unwrap();
+    let encoded = c2.get_tuple_encoded(&config).unwrap().unwrap();
+    assert_eq!(encoded.values["m"], fresh.values["m"]);
+    let encoded = c1.get_tuple_encoded(&config).unwrap().unwrap();
+    assert_eq!(encoded.values["m"], fresh.values["m"]);
+    let read = c2.get_tuple(&config).unwrap().unwrap();
+    assert_eq!(read.checkpoint.channel_values["m"], json!(["second"]));
+}

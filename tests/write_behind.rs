@@ -246,6 +246,35 @@ fn writers_of_one_thread_in_one_process_each_learn_their_own_outcome() {
     }
 }
 
+/// A fork queued between steps is not taken for another writer: a step
+/// that continues it is accepted while the step before it is still queued
+/// (another connection holds the write lock meanwhile), and so is a step
+/// after a `put`.
+#[test]
+fn a_step_after_a_queued_fork_or_a_put_is_accepted() {
+    let (_dir, path, db, _first, second) = two_steps();
+    let saver = db.checkpointer();
+    let raw = agentstate::rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let third = saver.step(&second).set("n", json!(2)).commit().unwrap();
+    let fork = saver.step(&third).fork().set("n", json!(3)).commit().unwrap();
+    let after_fork = saver.step(&fork).set("n", json!(4)).commit().unwrap();
+    raw.execute_batch("COMMIT").unwrap();
+    db.flush().unwrap();
+    let mut cp: Checkpoint = (*after_fork.checkpoint).clone();
+    cp.id = agentstate::checkpoint::uuid6(None).to_string();
+    let version = saver.get_next_version(cp.channel_versions.get("n"));
+    cp.channel_values.insert("n".into(), json!(5).into());
+    cp.channel_versions.insert("n".into(), version.clone());
+    let new = [("n".to_string(), version)].into_iter().collect();
+    saver.put(&after_fork.config, &cp, &Metadata::new(), &new).unwrap();
+    let put = saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
+    assert_eq!(put.checkpoint.id, cp.id);
+    let last = saver.step(&put).set("n", json!(6)).commit().unwrap();
+    db.flush().unwrap();
+    assert_eq!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap().config, last.config);
+}
+
 /// A queued `put` that reuses a stored version with another value is
 /// refused when it commits; until then, and after, this process reads the
 /// value the file holds for that version, never the refused one: whether

@@ -14,7 +14,9 @@
 //! first. A checkpointer's own deletions forget what they delete, and it
 //! takes the count they leave as current.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -29,13 +31,21 @@ pub(super) struct Seen {
     count: AtomicI64,
     /// The first read was let off reading the count.
     first_read: AtomicBool,
+    /// The latest counts this checkpointer's own deletions made (a write
+    /// planned before one of them may still extend its lists: they delete
+    /// only what no kept checkpoint needs, or forget the thread).
+    own: Mutex<VecDeque<i64>>,
 }
 
-const UNKNOWN: i64 = i64::MIN;
+/// No count known.
+pub(super) const UNKNOWN: i64 = i64::MIN;
+
+/// Own counts remembered.
+const OWN: usize = 256;
 
 impl Default for Seen {
     fn default() -> Seen {
-        Seen { count: AtomicI64::new(UNKNOWN), first_read: AtomicBool::new(false) }
+        Seen { count: AtomicI64::new(UNKNOWN), first_read: AtomicBool::new(false), own: Mutex::default() }
     }
 }
 
@@ -57,6 +67,41 @@ impl Seen {
     /// empties the caches again, so what that read cached does not stay.)
     pub(super) fn take(&self, now: i64) -> bool {
         self.count.swap(now, Ordering::SeqCst) == now
+    }
+
+    /// The count known now (planning a write takes it: see
+    /// [`extends`](Self::extends)).
+    pub(super) fn current(&self) -> i64 {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// Forgets the count (a transaction that took one failed): the next
+    /// use empties the caches.
+    pub(super) fn unknown(&self) {
+        self.count.store(UNKNOWN, Ordering::SeqCst);
+    }
+
+    /// Counts `from + 1 ..= to` were made by this checkpointer.
+    pub(super) fn own(&self, from: i64, to: i64) {
+        let mut own = self.own.lock().unwrap_or_else(PoisonError::into_inner);
+        for c in from.saturating_add(1)..=to {
+            if own.len() == OWN {
+                own.pop_front();
+            }
+            own.push_back(c);
+        }
+    }
+
+    /// Whether a write planned when the count was `planned` (its lists as
+    /// deltas of what the checkpointer remembered then) may still store
+    /// them so when the file's count is `now`: no deletion since, or only
+    /// this checkpointer's own.
+    pub(super) fn extends(&self, planned: i64, now: i64) -> bool {
+        if planned == UNKNOWN || planned > now {
+            return false;
+        }
+        let own = self.own.lock().unwrap_or_else(PoisonError::into_inner);
+        (planned + 1..=now).all(|c| own.contains(&c))
     }
 }
 

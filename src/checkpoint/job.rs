@@ -207,6 +207,12 @@ pub(super) struct CheckpointJob {
     /// cache remembers, which holds only while no one else has deleted
     /// blobs since (see `deletions`).
     pub(super) caches: ThreadCaches,
+    /// The deletion count the caches knew when the blobs were planned (see
+    /// `deletions::Seen::extends`).
+    pub(super) planned_at: i64,
+    /// Its transaction deleted (retention): if it fails, the count its
+    /// caches took is not the file's.
+    pub(super) trimmed: std::sync::atomic::AtomicBool,
 }
 
 impl CheckpointJob {
@@ -298,7 +304,8 @@ impl CheckpointJob {
         // Someone else deleted blobs since the bases were remembered: the
         // versions they name may hold other lists now, so lists are stored
         // whole.
-        let extend = self.caches.sync(tx)?;
+        let (_, now) = self.caches.sync_count(tx)?;
+        let extend = self.caches.seen.extends(self.planned_at, now);
         let mut appended = write_blobs(tx, thread, ns, &self.blobs, &*self.serde, true, extend)?;
         appended.extend(write_blobs(tx, thread, ns, &self.fill, &*self.serde, false, extend)?);
         for w in writes {
@@ -316,7 +323,8 @@ impl CheckpointJob {
         )?;
         if let Some(policy) = &self.retention {
             if policy.due(tx, thread, ns)? && trim(tx, thread, ns, policy)? > 0 {
-                self.caches.deleted(tx)?;
+                self.trimmed.store(true, std::sync::atomic::Ordering::SeqCst);
+                self.caches.deleted(tx, now)?;
             }
         }
         Ok(())

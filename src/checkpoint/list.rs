@@ -133,6 +133,7 @@ impl Checkpointer {
             page: Vec::new().into_iter(),
             memo: Memo::for_pages(one_chain && filter.is_none()),
             pieces: Pieces::default(),
+            memo_count: None,
             assemble,
             config_of,
             done: false,
@@ -190,6 +191,8 @@ pub struct ListIter<T = CheckpointTuple> {
     page: std::vec::IntoIter<T>,
     memo: Memo,
     pieces: Pieces,
+    /// The deletion count the memo was filled under (see `deletions`).
+    memo_count: Option<i64>,
     assemble: Assemble<T>,
     config_of: fn(&T) -> &CheckpointConfig,
     done: bool,
@@ -227,10 +230,11 @@ impl<T> ListIter<T> {
         let sql = with_limit(sql, want);
         let saver = &self.saver;
         let tuples = saver.db.snapshot(|tx| {
-            // What the memo carries from the last page is cached too. (Not
-            // `sync_read`: its first read's caches would be dropped at the
-            // second page, the memo with them.)
-            if !saver.caches().sync(tx)? {
+            // What the memo carries from the last page holds while no
+            // deletion, by anyone, came between. (Not `sync_read`: its
+            // first read's caches would be dropped at the second page.)
+            let (_, now) = saver.caches().sync_count(tx)?;
+            if self.memo_count.replace(now) != Some(now) {
                 self.memo.clear();
                 self.pieces.clear();
             }

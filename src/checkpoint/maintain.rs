@@ -32,15 +32,7 @@ impl Checkpointer {
             if policy.exempt.contains(&thread) {
                 continue;
             }
-            removed += self.db.write(|tx| {
-                let caches = self.caches();
-                caches.sync(tx)?;
-                let n = trim(tx, &thread, &ns, policy)?;
-                if n > 0 {
-                    caches.deleted(tx)?;
-                }
-                Ok(n)
-            })?;
+            removed += self.deleting(|tx| trim(tx, &thread, &ns, policy))?;
         }
         Ok(removed)
     }
@@ -52,14 +44,7 @@ impl Checkpointer {
     /// Database errors; nothing is deleted then.
     pub fn delete_thread(&self, thread_id: &str) -> Result<()> {
         self.forget_thread(thread_id);
-        self.db.write(|tx| {
-            let caches = self.caches();
-            caches.sync(tx)?;
-            if delete_thread_rows(tx, thread_id)? {
-                caches.deleted(tx)?;
-            }
-            Ok(())
-        })
+        self.deleting(|tx| delete_thread_rows(tx, thread_id).map(drop))
     }
 
     /// Copies every checkpoint, blob and write of thread `src`, in every
@@ -145,14 +130,13 @@ impl Checkpointer {
         for t in thread_ids {
             self.forget_thread(t.as_ref());
         }
-        self.db.write(|tx| {
-            let caches = self.caches();
-            caches.sync(tx)?;
-            let mut deleted = false;
+        self.deleting(|tx| {
             for thread in thread_ids {
                 let thread = thread.as_ref();
                 match strategy {
-                    PruneStrategy::Delete => deleted |= delete_thread_rows(tx, thread)?,
+                    PruneStrategy::Delete => {
+                        delete_thread_rows(tx, thread)?;
+                    }
                     PruneStrategy::KeepLatest => {
                         let gone: Vec<(String, String, String)> = tx
                             .prepare_cached(
@@ -164,12 +148,9 @@ impl Checkpointer {
                             .query_map([thread], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
                             .collect::<rusqlite::Result<_>>()?;
                         delete_writes_of(tx, &gone)?;
-                        deleted |= collect_blobs(tx, thread)?;
+                        collect_blobs(tx, thread)?;
                     }
                 }
-            }
-            if deleted {
-                caches.deleted(tx)?;
             }
             Ok(())
         })
@@ -188,9 +169,7 @@ impl Checkpointer {
         }
         let ids = Value::Array(run_ids.iter().map(|s| Value::String(s.as_ref().to_string())).collect());
         let ids = ids.to_string();
-        self.db.write(|tx| {
-            let caches = self.caches();
-            caches.sync(tx)?;
+        self.deleting(|tx| {
             let gone: Vec<(String, String, String)> = tx
                 .prepare_cached(
                     "DELETE FROM checkpoints WHERE json_extract(metadata, '$.run_id') IS NOT NULL \
@@ -201,13 +180,9 @@ impl Checkpointer {
                 .collect::<rusqlite::Result<_>>()?;
             delete_writes_of(tx, &gone)?;
             let threads: HashSet<&str> = gone.iter().map(|(t, _, _)| t.as_str()).collect();
-            let mut deleted = false;
             for t in threads {
                 self.forget_thread(t);
-                deleted |= collect_blobs(tx, t)?;
-            }
-            if deleted {
-                caches.deleted(tx)?;
+                collect_blobs(tx, t)?;
             }
             Ok(())
         })

@@ -156,6 +156,10 @@ impl Checkpointer {
         self.tuples = Arc::default();
         self.checkpoints = Arc::new(cache::CheckpointCache::new(self.values.budget() / 4));
         self.shared_writes = Arc::new(cache::SharedWriteCache::new(self.values.budget() / 4));
+        // Every cache anew: what they hold is current with `seen`.
+        self.starts = Arc::new(cache::StartCache::new(self.values.budget()));
+        self.encoded = Arc::new(cache::BytesCache::new(self.values.budget()));
+        self.encoded_tuples = Arc::default();
         self.seen = Arc::default();
         self
     }
@@ -165,11 +169,14 @@ impl Checkpointer {
     /// 0 turns it off). Values are immutable per version, so the cache only
     /// saves decoding. A version deleted (a thread deleted or pruned,
     /// history trimmed) may be stored again with another value by a caller
-    /// that makes its own versions, such as plain integers: a delete
-    /// through this checkpointer, or a clone of it, empties its caches of
-    /// that thread, and one by anyone else (another checkpointer, `Db` or
-    /// process) is counted in the file, and empties them before the next
-    /// read or write uses them. The reads of encoded values
+    /// that makes its own versions, such as plain integers: a delete or
+    /// prune through this checkpointer, or a clone of it, empties its
+    /// caches of that thread, and any deletion by anyone else (another
+    /// checkpointer, `Db` or process) is counted in the file and empties
+    /// them before the next read or write uses them. (History this
+    /// checkpointer's own retention trims is not forgotten: a version of it
+    /// stored again with another value through this checkpointer may read
+    /// back the old value until the cache lets it go.) The reads of encoded values
     /// ([`get_tuple_encoded`](Self::get_tuple_encoded)) keep the bytes they
     /// reassemble in a second cache of the same size.
     ///
@@ -239,6 +246,22 @@ impl Checkpointer {
         next_version(current)
     }
 
+    /// Runs `f`, which may delete blob rows, in a write transaction: the
+    /// caches are synced first and take the count it leaves as their own;
+    /// if the transaction fails, no count is known (the next use empties
+    /// the caches).
+    fn deleting<T>(&self, mut f: impl FnMut(&rusqlite::Connection) -> Result<T>) -> Result<T> {
+        let caches = self.caches();
+        self.db
+            .write(|tx| {
+                let (_, since) = caches.sync_count(tx)?;
+                let out = f(tx)?;
+                caches.deleted(tx, since)?;
+                Ok(out)
+            })
+            .inspect_err(|_| caches.seen.unknown())
+    }
+
     /// Forgets cached state of `thread` (its rows are being deleted).
     fn forget_thread(&self, thread: &str) {
         self.caches().forget_thread(thread);
@@ -276,11 +299,17 @@ impl ThreadCaches {
     /// blobs were deleted since they were last known current (by someone
     /// else: see `deletions`). Whether they were kept.
     fn sync(&self, tx: &rusqlite::Connection) -> Result<bool> {
-        let kept = self.seen.take(deletions::count(tx)?);
+        Ok(self.sync_count(tx)?.0)
+    }
+
+    /// [`sync`](Self::sync), and the count read.
+    fn sync_count(&self, tx: &rusqlite::Connection) -> Result<(bool, i64)> {
+        let now = deletions::count(tx)?;
+        let kept = self.seen.take(now);
         if !kept {
             self.clear();
         }
-        Ok(kept)
+        Ok((kept, now))
     }
 
     /// [`sync`](Self::sync) for a read; the first read of a checkpointer
@@ -296,8 +325,10 @@ impl ThreadCaches {
     /// and deleted: what it deleted was this checkpointer's own (it holds
     /// the write lock), which forgets what it deletes, so the caches stay
     /// current with the count it leaves.
-    fn deleted(&self, tx: &rusqlite::Connection) -> Result<()> {
-        self.seen.take(deletions::count(tx)?);
+    fn deleted(&self, tx: &rusqlite::Connection, since: i64) -> Result<()> {
+        let now = deletions::count(tx)?;
+        self.seen.own(since, now);
+        self.seen.take(now);
         Ok(())
     }
 

@@ -3,15 +3,17 @@
 //! A step queued behind the caller is checked against the head of its
 //! thread only when it runs, and a failure found then is reported to the
 //! thread's next write or flush, whoever makes it. With one writer per
-//! thread that is its writer; with two writers of one thread in one
-//! process it could be the other one, which would then take the other's
+//! thread that is its writer; with two writers of one thread through one
+//! `Db` it could be the other one, which would then take the other's
 //! failure for its own while its own write was stored. So two writers of
 //! one `Db` are told apart when they submit: a step that continues a
 //! checkpoint other than the one the `Db`'s last queued step of its thread
 //! made is refused at once with `Conflict` (nothing queued), as without
 //! write-behind. While that last step is still queued, the refusal needs
 //! no read; once it ran, the head is read from the file first (another
-//! process may have continued the thread since).
+//! process may have continued the thread since). A queued `put` or fork
+//! leaves the head unknown here: the next step is checked when it runs.
+//! Only the last [`ENTRIES`] threads' steps that ran are remembered.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +34,14 @@ struct Entry {
     /// Set once the step's write ran (it may still roll back: then its
     /// claim is released).
     ran: Arc<AtomicBool>,
+}
+
+/// A write queued that makes a checkpoint other than by continuing the
+/// head (`put`, a fork): what the thread's head will be is not known here,
+/// so a step that follows is not checked at submission (its write checks
+/// when it runs).
+pub(super) fn forget(heads: &QueuedHeads, thread: &str, ns: &str) {
+    heads.lock().remove(&(thread.to_string(), ns.to_string()));
 }
 
 /// A queued step's claim on the head of its thread: mark it run when its

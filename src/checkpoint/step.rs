@@ -305,8 +305,8 @@ impl<'a> Step<'a> {
     /// the write can find (a conflict, a missing parent, the database's)
     /// come from a later write or from [`Db::flush`](crate::Db::flush). A
     /// call that returns such an earlier write's error queued nothing. A
-    /// conflict with a step this `Db` queued (two writers of one thread in
-    /// one process) is found here, at once: the parent is not the
+    /// conflict with a step this `Db` queued (two writers of one thread
+    /// through one `Db`) is found here, at once: the parent is not the
     /// checkpoint the thread's last queued step made (nor, once that step
     /// ran, the head the file holds).
     ///
@@ -337,6 +337,7 @@ impl<'a> Step<'a> {
     /// checkpoint (it need not be the newest).
     pub(crate) fn commit_tagged(self) -> Result<(CheckpointTuple, CacheTag)> {
         let saver = self.saver;
+        let planned_at = saver.seen.current();
         require_thread(&CheckpointConfig::thread(&self.thread))?;
         if let Some(ch) = self.versions.keys().find(|ch| !self.updates.contains_key(*ch)) {
             return Err(crate::Error::InvalidArgument(format!(
@@ -457,6 +458,8 @@ impl<'a> Step<'a> {
             retention: saver.retention.clone(),
             serde: saver.serde.clone(),
             caches: saver.caches(),
+            planned_at,
+            trimmed: Default::default(),
         };
         // A fork need not be the newest checkpoint: no tag (see above).
         let forked = matches!(job.head, Head::Exists(_));

@@ -151,6 +151,7 @@ impl Checkpointer {
         mut plan: impl FnMut(&str, String, Option<&ChannelValue>) -> Result<PlannedBlob>,
         mut unlisted: impl FnMut(&str, String) -> Result<Option<PlannedBlob>>,
     ) -> Result<CheckpointConfig> {
+        let planned_at = self.seen.current();
         require_thread(config)?;
         if checkpoint.id.is_empty() {
             return Err(Error::InvalidArgument("checkpoint.id must not be empty".into()));
@@ -203,6 +204,8 @@ impl Checkpointer {
             retention: self.retention.clone(),
             serde: self.serde.clone(),
             caches: self.caches(),
+            planned_at,
+            trimmed: Default::default(),
         };
         self.submit_checkpoint(job, Vec::new())?;
         Ok(CheckpointConfig::canonical(thread, ns, &checkpoint.id))
@@ -224,8 +227,15 @@ impl Checkpointer {
         let job = Arc::new(job);
         let run = job.clone();
         let apply: crate::commit::Job = Box::new(move |tx| run.apply(tx, &writes));
+        // A failed write that trimmed took a count the file does not hold.
+        let failed_trim = |job: &CheckpointJob| {
+            if job.trimmed.load(std::sync::atomic::Ordering::SeqCst) {
+                job.caches.seen.unknown();
+            }
+        };
         if !self.db.writes_behind() {
-            let tag = self.db.submit_tagged(apply, Some(&job.thread), None)?;
+            let tag =
+                self.db.submit_tagged(apply, Some(&job.thread), None).inspect_err(|_| failed_trim(&job))?;
             self.remember(&job.thread, &job.ns, &job.blobs);
             return Ok(tag);
         }
@@ -240,7 +250,10 @@ impl Checkpointer {
                 parent.as_deref(),
                 &job.id,
             )?)),
-            _ => None,
+            _ => {
+                super::queued::forget(self.db.queued_heads(), &job.thread, &job.ns);
+                None
+            }
         };
         let ran = claim.clone();
         let apply: crate::commit::Job = Box::new(move |tx| {
@@ -252,7 +265,9 @@ impl Checkpointer {
         });
         self.remember(&job.thread, &job.ns, &job.blobs);
         let (caches, thread, failed) = (self.caches(), job.thread.clone(), claim.clone());
+        let failed_job = job.clone();
         let undo: crate::commit::Undo = Box::new(move || {
+            failed_trim(&failed_job);
             caches.forget_thread(&thread);
             if let Some(c) = failed {
                 c.release();
