@@ -75,10 +75,12 @@ impl Seen {
         self.count.load(Ordering::SeqCst)
     }
 
-    /// Forgets the count (a transaction that took one failed): the next
-    /// use empties the caches.
+    /// Forgets the count and the own ones (a transaction that took or made
+    /// one failed, and may have been rolled back): the next use empties
+    /// the caches, and no write planned before extends its lists.
     pub(super) fn unknown(&self) {
         self.count.store(UNKNOWN, Ordering::SeqCst);
+        self.own.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
 
     /// Counts `from + 1 ..= to` were made by this checkpointer.

@@ -210,12 +210,20 @@ pub(super) struct CheckpointJob {
     /// The deletion count the caches knew when the blobs were planned (see
     /// `deletions::Seen::extends`).
     pub(super) planned_at: i64,
-    /// Its transaction deleted (retention): if it fails, the count its
-    /// caches took is not the file's.
-    pub(super) trimmed: std::sync::atomic::AtomicBool,
+    /// The count its transaction left (see [`remembers`](Self::remembers)).
+    pub(super) applied_at: std::sync::atomic::AtomicI64,
 }
 
 impl CheckpointJob {
+    /// After the job committed in the caller: whether what it wrote may be
+    /// remembered (as values and as bases to extend), which holds while no
+    /// one else has deleted since (a read that saw a deletion in between
+    /// emptied the caches; remembering after it would bring back a base
+    /// that may be gone).
+    pub(super) fn remembers(&self) -> bool {
+        self.applied_at.load(std::sync::atomic::Ordering::SeqCst) == self.caches.seen.current()
+    }
+
     /// Stores the checkpoint, its blobs, and `writes` (pending writes of
     /// its parent's tasks, made before it: a write whose bytes are exactly
     /// the elements this checkpoint appends to a list is stored as a
@@ -304,7 +312,7 @@ impl CheckpointJob {
         // Someone else deleted blobs since the bases were remembered: the
         // versions they name may hold other lists now, so lists are stored
         // whole.
-        let (_, now) = self.caches.sync_count(tx)?;
+        let (_, mut now) = self.caches.sync_count(tx)?;
         let extend = self.caches.seen.extends(self.planned_at, now);
         let mut appended = write_blobs(tx, thread, ns, &self.blobs, &*self.serde, true, extend)?;
         appended.extend(write_blobs(tx, thread, ns, &self.fill, &*self.serde, false, extend)?);
@@ -323,10 +331,10 @@ impl CheckpointJob {
         )?;
         if let Some(policy) = &self.retention {
             if policy.due(tx, thread, ns)? && trim(tx, thread, ns, policy)? > 0 {
-                self.trimmed.store(true, std::sync::atomic::Ordering::SeqCst);
-                self.caches.deleted(tx, now)?;
+                now = self.caches.deleted(tx, now)?;
             }
         }
+        self.applied_at.store(now, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 }

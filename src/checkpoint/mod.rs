@@ -305,10 +305,13 @@ impl ThreadCaches {
     /// [`sync`](Self::sync), and the count read.
     fn sync_count(&self, tx: &rusqlite::Connection) -> Result<(bool, i64)> {
         let now = deletions::count(tx)?;
-        let kept = self.seen.take(now);
+        // Emptied before the count is taken: a write planned meanwhile
+        // plans under the old count, or without the caches.
+        let kept = self.seen.current() == now;
         if !kept {
             self.clear();
         }
+        self.seen.take(now);
         Ok((kept, now))
     }
 
@@ -325,11 +328,11 @@ impl ThreadCaches {
     /// and deleted: what it deleted was this checkpointer's own (it holds
     /// the write lock), which forgets what it deletes, so the caches stay
     /// current with the count it leaves.
-    fn deleted(&self, tx: &rusqlite::Connection, since: i64) -> Result<()> {
+    fn deleted(&self, tx: &rusqlite::Connection, since: i64) -> Result<i64> {
         let now = deletions::count(tx)?;
         self.seen.own(since, now);
         self.seen.take(now);
-        Ok(())
+        Ok(now)
     }
 
     fn clear(&self) {

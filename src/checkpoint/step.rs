@@ -459,7 +459,7 @@ impl<'a> Step<'a> {
             serde: saver.serde.clone(),
             caches: saver.caches(),
             planned_at,
-            trimmed: Default::default(),
+            applied_at: super::deletions::UNKNOWN.into(),
         };
         // A fork need not be the newest checkpoint: no tag (see above).
         let forked = matches!(job.head, Head::Exists(_));

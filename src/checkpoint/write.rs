@@ -205,7 +205,7 @@ impl Checkpointer {
             serde: self.serde.clone(),
             caches: self.caches(),
             planned_at,
-            trimmed: Default::default(),
+            applied_at: super::deletions::UNKNOWN.into(),
         };
         self.submit_checkpoint(job, Vec::new())?;
         Ok(CheckpointConfig::canonical(thread, ns, &checkpoint.id))
@@ -227,16 +227,17 @@ impl Checkpointer {
         let job = Arc::new(job);
         let run = job.clone();
         let apply: crate::commit::Job = Box::new(move |tx| run.apply(tx, &writes));
-        // A failed write that trimmed took a count the file does not hold.
-        let failed_trim = |job: &CheckpointJob| {
-            if job.trimmed.load(std::sync::atomic::Ordering::SeqCst) {
-                job.caches.seen.unknown();
-            }
-        };
+        // A failed write (rolled back, perhaps with the whole batch it ran
+        // in) may have taken or made a count the file does not hold: no
+        // count is known after one.
         if !self.db.writes_behind() {
-            let tag =
-                self.db.submit_tagged(apply, Some(&job.thread), None).inspect_err(|_| failed_trim(&job))?;
-            self.remember(&job.thread, &job.ns, &job.blobs);
+            let tag = self
+                .db
+                .submit_tagged(apply, Some(&job.thread), None)
+                .inspect_err(|_| job.caches.seen.unknown())?;
+            if job.remembers() {
+                self.remember(&job.thread, &job.ns, &job.blobs);
+            }
             return Ok(tag);
         }
         // A step that continues the head: refused now if another writer of
@@ -265,9 +266,8 @@ impl Checkpointer {
         });
         self.remember(&job.thread, &job.ns, &job.blobs);
         let (caches, thread, failed) = (self.caches(), job.thread.clone(), claim.clone());
-        let failed_job = job.clone();
         let undo: crate::commit::Undo = Box::new(move || {
-            failed_trim(&failed_job);
+            caches.seen.unknown();
             caches.forget_thread(&thread);
             if let Some(c) = failed {
                 c.release();
