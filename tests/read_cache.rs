@@ -140,15 +140,7 @@ fn every_commit_elsewhere_is_seen_across_wal_restarts() {
 /// Puts `values` as a root checkpoint of thread `t` with every channel at
 /// `version` (versions a caller makes itself, as plain integers are).
 fn put_at(saver: &agentstate::Checkpointer, id: &str, values: serde_json::Value, version: i64) {
-    use agentstate::checkpoint::{ChannelVersion, ChannelVersions, Checkpoint, Metadata};
-    let mut cp = Checkpoint::with_id(id);
-    let mut new = ChannelVersions::new();
-    for (k, v) in values.as_object().unwrap() {
-        cp.channel_values.insert(k.clone(), v.clone().into());
-        cp.channel_versions.insert(k.clone(), ChannelVersion::Int(version));
-        new.insert(k.clone(), ChannelVersion::Int(version));
-    }
-    saver.put(&CheckpointConfig::thread("t"), &cp, &Metadata::new(), &new).unwrap();
+    put_after(saver, "t", id, None, values, version);
 }
 
 /// A deleted version may be stored again with another value: the values a
