@@ -356,16 +356,21 @@ def three_checkpoints(s) -> None:
         config = s.put(config, checkpoint({"a": [i]}, {"a": v}), {"step": i, "d": {"k": i}, "big": 2**64 - 1}, {"a": v})
 
 
+def assert_lists_like_inmemorysaver(saver, config, use_async, **query):
+    """Three checkpoints in each: `saver` lists the steps InMemorySaver does."""
+    reference = InMemorySaver()
+    three_checkpoints(reference)
+    three_checkpoints(saver)
+    expected = [t.metadata["step"] for t in reference.list(config, **query)]
+    assert [t.metadata["step"] for t in listing(saver, config, use_async=use_async, **query)] == expected
+
+
 @MODES
 @pytest.mark.parametrize("limit", [0, 1, True, 2**31, 2**63 - 1, 2**63, 2**64 - 1, 2**64, 10**30])
 def test_list_limits_match_inmemorysaver(saver, limit, use_async):
     # SqliteSaver raises OverflowError from sqlite3 beyond 2**63 - 1;
     # InMemorySaver (and we) take a limit beyond any count as no limit.
-    reference = InMemorySaver()
-    three_checkpoints(reference)
-    three_checkpoints(saver)
-    expected = [t.metadata["step"] for t in reference.list(CONFIG, limit=limit)]
-    assert [t.metadata["step"] for t in listing(saver, CONFIG, limit=limit, use_async=use_async)] == expected
+    assert_lists_like_inmemorysaver(saver, CONFIG, use_async, limit=limit)
 
 
 @MODES
@@ -397,11 +402,7 @@ def test_list_limits_that_are_not_counts_raise(saver, limit, error, use_async):
     ids=short,
 )
 def test_list_filters_match_inmemorysaver(saver, filter, use_async):
-    reference = InMemorySaver()
-    three_checkpoints(reference)
-    three_checkpoints(saver)
-    expected = [t.metadata["step"] for t in reference.list(None, filter=filter)]
-    assert [t.metadata["step"] for t in listing(saver, None, filter=filter, use_async=use_async)] == expected
+    assert_lists_like_inmemorysaver(saver, None, use_async, filter=filter)
 
 
 @MODES

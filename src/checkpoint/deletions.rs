@@ -65,8 +65,8 @@ impl Seen {
     /// (A read on an older snapshot may set back an older count after a
     /// newer one was taken: the next read then finds the count moved and
     /// empties the caches again, so what that read cached does not stay.)
-    pub(super) fn take(&self, now: i64) -> bool {
-        self.count.swap(now, Ordering::SeqCst) == now
+    pub(super) fn take(&self, now: i64) {
+        self.count.store(now, Ordering::SeqCst);
     }
 
     /// The count known now (planning a write takes it: see

@@ -233,29 +233,9 @@ impl CheckpointJob {
         match &self.head {
             Head::Any => {}
             Head::Is(parent) => {
-                let head: Option<String> = tx
-                    .prepare_cached(
-                        "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
-                         ORDER BY checkpoint_id DESC LIMIT 1",
-                    )?
-                    .query_row(params![thread, ns], |r| r.get(0))
-                    .optional()?;
+                let head = head_id(tx, thread, ns)?;
                 if head != *parent {
-                    return Err(match (parent, head) {
-                        (None, Some(h)) => Error::Conflict(format!(
-                            "thread '{thread}' (namespace '{ns}') already has checkpoint {h}: continue it with step()"
-                        )),
-                        (Some(p), None) => Error::Conflict(format!(
-                            "checkpoint {p} is no longer the newest of thread '{thread}' (namespace '{ns}'): the \
-                             thread has no checkpoint any more (it was deleted meanwhile); start it again"
-                        )),
-                        (p, h) => Error::Conflict(format!(
-                            "checkpoint {} is no longer the newest of thread '{thread}' (namespace '{ns}'; newest: {}): \
-                             another writer continued it; read the newest and retry, or fork on purpose",
-                            p.as_deref().unwrap_or("<none>"),
-                            h.as_deref().unwrap_or("<none>")
-                        )),
-                    });
+                    return Err(not_head(thread, ns, parent.as_deref(), head.as_deref()));
                 }
             }
             Head::Exists(parent) => {
@@ -312,7 +292,7 @@ impl CheckpointJob {
         // Someone else deleted blobs since the bases were remembered: the
         // versions they name may hold other lists now, so lists are stored
         // whole.
-        let (_, mut now) = self.caches.sync_count(tx)?;
+        let mut now = self.caches.sync(tx)?;
         let extend = self.caches.seen.extends(self.planned_at, now);
         let mut appended = write_blobs(tx, thread, ns, &self.blobs, &*self.serde, true, extend)?;
         appended.extend(write_blobs(tx, thread, ns, &self.fill, &*self.serde, false, extend)?);
@@ -478,6 +458,36 @@ fn parent_marks_empty(
     let Ok((stored, _)) = parse_row(&row) else { return Ok(false) };
     Ok(stored.empty.iter().any(|c| c == channel)
         && stored.channel_versions.get(channel).is_some_and(|v| v.to_string() == version))
+}
+
+/// The id of the newest checkpoint of (`thread`, `ns`).
+pub(super) fn head_id(tx: &Connection, thread: &str, ns: &str) -> Result<Option<String>> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+             ORDER BY checkpoint_id DESC LIMIT 1",
+        )?
+        .query_row(params![thread, ns], |r| r.get(0))
+        .optional()?)
+}
+
+/// The `Conflict` of a step that continues `parent` (`None`: a thread's
+/// first checkpoint) when the head of (`thread`, `ns`) is `head`.
+pub(super) fn not_head(thread: &str, ns: &str, parent: Option<&str>, head: Option<&str>) -> Error {
+    Error::Conflict(match (parent, head) {
+        (None, h) => format!(
+            "thread '{thread}' (namespace '{ns}') already has checkpoint {}: continue it with step()",
+            h.unwrap_or("<none>")
+        ),
+        (Some(p), None) => format!(
+            "checkpoint {p} is no longer the newest of thread '{thread}' (namespace '{ns}'): the thread has no \
+             checkpoint any more (it was deleted meanwhile); start it again"
+        ),
+        (Some(p), Some(h)) => format!(
+            "checkpoint {p} is no longer the newest of thread '{thread}' (namespace '{ns}'; newest: {h}): another \
+             writer continued it; read the newest and retry, or fork on purpose"
+        ),
+    })
 }
 
 /// Inserts (or, for an existing id, replaces) a checkpoint row.

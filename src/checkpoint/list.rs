@@ -233,7 +233,7 @@ impl<T> ListIter<T> {
             // What the memo carries from the last page holds while no
             // deletion, by anyone, came between. (Not `sync_read`: its
             // first read's caches would be dropped at the second page.)
-            let (_, now) = saver.caches().sync_count(tx)?;
+            let now = saver.caches().sync(tx)?;
             if self.memo_count.replace(now) != Some(now) {
                 self.memo.clear();
                 self.pieces.clear();

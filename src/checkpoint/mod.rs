@@ -254,7 +254,7 @@ impl Checkpointer {
         let caches = self.caches();
         self.db
             .write(|tx| {
-                let (_, since) = caches.sync_count(tx)?;
+                let since = caches.sync(tx)?;
                 let out = f(tx)?;
                 caches.deleted(tx, since)?;
                 Ok(out)
@@ -297,37 +297,32 @@ struct ThreadCaches {
 impl ThreadCaches {
     /// Inside a transaction, before the caches are used: empties them if
     /// blobs were deleted since they were last known current (by someone
-    /// else: see `deletions`). Whether they were kept.
-    fn sync(&self, tx: &rusqlite::Connection) -> Result<bool> {
-        Ok(self.sync_count(tx)?.0)
-    }
-
-    /// [`sync`](Self::sync), and the count read.
-    fn sync_count(&self, tx: &rusqlite::Connection) -> Result<(bool, i64)> {
+    /// else: see `deletions`). The count read.
+    fn sync(&self, tx: &rusqlite::Connection) -> Result<i64> {
         let now = deletions::count(tx)?;
         // Emptied before the count is taken: a write planned meanwhile
         // plans under the old count, or without the caches.
-        let kept = self.seen.current() == now;
-        if !kept {
+        if self.seen.current() != now {
             self.clear();
         }
         self.seen.take(now);
-        Ok((kept, now))
+        Ok(now)
     }
 
     /// [`sync`](Self::sync) for a read; the first read of a checkpointer
     /// skips it (see `deletions::Seen::first_read`).
-    fn sync_read(&self, tx: &rusqlite::Connection) -> Result<bool> {
-        if self.seen.first_read() {
-            return Ok(true);
+    fn sync_read(&self, tx: &rusqlite::Connection) -> Result<()> {
+        if !self.seen.first_read() {
+            self.sync(tx)?;
         }
-        self.sync(tx)
+        Ok(())
     }
 
     /// At the end of a transaction that began with [`sync`](Self::sync)
     /// and deleted: what it deleted was this checkpointer's own (it holds
-    /// the write lock), which forgets what it deletes, so the caches stay
-    /// current with the count it leaves.
+    /// the write lock; deletes forget their threads, retention deletes only
+    /// what no kept checkpoint needs), so the caches stay current with the
+    /// count it leaves, which it returns.
     fn deleted(&self, tx: &rusqlite::Connection, since: i64) -> Result<i64> {
         let now = deletions::count(tx)?;
         self.seen.own(since, now);

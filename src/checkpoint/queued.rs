@@ -19,8 +19,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::job::{head_id, not_head};
 use super::Checkpointer;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Entries kept before those of steps that ran are dropped.
 const ENTRIES: usize = 4096;
@@ -91,16 +92,16 @@ pub(super) fn claim(
         match map.get(&key) {
             Some(e) if Some(e.id.as_str()) != parent && checked.as_deref() != Some(e.id.as_str()) => {
                 if !e.ran.load(Ordering::SeqCst) {
-                    return Err(conflict(thread, ns, parent, Some(&e.id)));
+                    return Err(not_head(thread, ns, parent, Some(&e.id)));
                 }
                 // It ran: the file knows the head (read without the lock:
                 // the read waits for the queue, whose failures release
                 // claims).
                 let ran_id = e.id.clone();
                 drop(map);
-                let head = saver.head_id(thread, ns)?;
+                let head = saver.db().read(|c| head_id(c, thread, ns))?;
                 if head.as_deref() != parent {
-                    return Err(conflict(thread, ns, parent, head.as_deref()));
+                    return Err(not_head(thread, ns, parent, head.as_deref()));
                 }
                 checked = Some(ran_id);
                 continue;
@@ -113,19 +114,5 @@ pub(super) fn claim(
         let ran = Arc::new(AtomicBool::new(false));
         map.insert(key.clone(), Entry { id: id.to_string(), ran: ran.clone() });
         return Ok(Claim { heads: heads.clone(), key, id: id.to_string(), ran });
-    }
-}
-
-fn conflict(thread: &str, ns: &str, parent: Option<&str>, head: Option<&str>) -> Error {
-    match parent {
-        None => Error::Conflict(format!(
-            "thread '{thread}' (namespace '{ns}') already has checkpoint {}: continue it with step()",
-            head.unwrap_or("<none>")
-        )),
-        Some(p) => Error::Conflict(format!(
-            "checkpoint {p} is no longer the newest of thread '{thread}' (namespace '{ns}'; newest: {}): another \
-             writer continued it; read the newest and retry, or fork on purpose",
-            head.unwrap_or("<none>")
-        )),
     }
 }

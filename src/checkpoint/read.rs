@@ -364,19 +364,6 @@ impl Checkpointer {
         })
     }
 
-    /// The id of the newest checkpoint of (`thread`, `ns`) in the file
-    /// (after the writes queued behind the caller).
-    pub(super) fn head_id(&self, thread: &str, ns: &str) -> Result<Option<String>> {
-        self.db.read(|c| {
-            Ok(c.prepare_cached(
-                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
-                 ORDER BY checkpoint_id DESC LIMIT 1",
-            )?
-            .query_row(params![thread, ns], |r| r.get(0))
-            .optional()?)
-        })
-    }
-
     /// The file's generation now (see `Pooled::generation`): it moves with
     /// every change to the file, by this process or another.
     pub(crate) fn generation(&self) -> Result<u64> {
