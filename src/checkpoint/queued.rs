@@ -73,7 +73,7 @@ impl QueuedHeads {
 /// `parent` (`None`: the thread's first checkpoint).
 ///
 /// # Errors
-/// [`Error::Conflict`] if the step this `Db` queued last for the thread
+/// [`Error::Conflict`](crate::Error::Conflict) if the step this `Db` queued last for the thread
 /// made another checkpoint than `parent` and the thread's head is not
 /// `parent` either; database errors of reading the head.
 pub(super) fn claim(
