@@ -234,9 +234,15 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        if ns is None:
+            # No namespace matches None: SqliteSaver's `checkpoint_ns = NULL`
+            # and InMemorySaver's lookup both find nothing.
+            return None
         row = self._native.get_tuple(
-            str(configurable["thread_id"]),
-            configurable.get("checkpoint_ns", ""),
+            thread_id,
+            ns,
             # An empty id is no id (the newest), as in LangGraph's savers.
             get_checkpoint_id(config) or None,
         )
@@ -285,7 +291,8 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
-        ns = configurable.get("checkpoint_ns", "")
+        # Required, as SqliteSaver and InMemorySaver require it (a KeyError).
+        ns = configurable["checkpoint_ns"]
         stored = dict(checkpoint)
         inline: dict[str, Any] = {}
         encoded = []

@@ -436,7 +436,7 @@ def test_an_empty_checkpoint_id_means_the_newest_like_sqlitesaver(saver, sqlite_
 
 
 @MODES
-def test_configs_missing_keys(saver, use_async):
+def test_configs_missing_keys(saver, sqlite_saver, use_async):
     three_checkpoints(saver)
     with pytest.raises(KeyError):
         get(saver, {}, use_async=use_async)
@@ -446,8 +446,17 @@ def test_configs_missing_keys(saver, use_async):
         put(saver, {"configurable": {}}, checkpoint({"a": 1}), {}, {"a": V1}, use_async=use_async)
     with pytest.raises(KeyError):
         put_writes(saver, CONFIG, [("a", 1)], "task", use_async=use_async)  # no checkpoint_id
-    with pytest.raises(TypeError):
-        get(saver, {"configurable": {"thread_id": "t", "checkpoint_ns": None}}, use_async=use_async)
+    # put requires checkpoint_ns (reference 2.1: SqliteSaver and InMemorySaver
+    # read config["configurable"]["checkpoint_ns"]); nothing is stored.
+    no_ns = {"configurable": {"thread_id": "t"}}
+    for s in (sqlite_saver, saver):
+        with pytest.raises(KeyError):
+            put(s, no_ns, checkpoint({"a": 1}), {}, {"a": V1}, use_async=use_async and s is saver)
+    assert len(listing(saver, no_ns, use_async=use_async)) == 3
+    # A None namespace matches no checkpoint: None, as in both reference savers.
+    none_ns = {"configurable": {"thread_id": "t", "checkpoint_ns": None}}
+    assert sqlite_saver.get_tuple(none_ns) is None
+    assert get(saver, none_ns, use_async=use_async) is None
     # A missing namespace is the root one; an unknown checkpoint id is None.
     assert get(saver, {"configurable": {"thread_id": "t"}}, use_async=use_async).metadata["step"] == 2
     unknown = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "\x00" * 100}}
