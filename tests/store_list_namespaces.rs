@@ -86,6 +86,48 @@ fn repeated_list_namespaces_drop_what_expires_meanwhile() {
     }
 }
 
+/// A store none of whose items expires is listed without reading expiries
+/// (each namespace once); the first item with an expiry, wherever it is,
+/// makes listings weigh every item's expiry again, in the same snapshot.
+#[test]
+fn list_namespaces_with_and_without_expiring_items() {
+    let (_d, s, conn) = literal_store(&[]);
+    for ns in ["a", "b", "b.c", "d"] {
+        for key in ["k1", "k2"] {
+            s.put(&ns.split('.').collect::<Vec<_>>(), key, json!({})).unwrap();
+        }
+    }
+    let all = || ListNamespaces::new().limit(20);
+    let top = || ListNamespaces::new().max_depth(1).limit(20);
+    let under_b = || ListNamespaces::new().prefix(&["b"]).limit(20);
+    let check = |expect_all: &[&str], expect_top: &[&str], expect_b: &[&str]| {
+        // Through a batch too, which never answers from recent answers.
+        for _ in 0..2 {
+            assert_eq!(names(&s, all()), expect_all);
+            assert_eq!(names(&s, top()), expect_top);
+            assert_eq!(names(&s, under_b()), expect_b);
+        }
+        let batch = s.batch(vec![all().into()]).unwrap();
+        let OpResult::Namespaces(n) = &batch[0] else { panic!("not namespaces") };
+        assert_eq!(n.iter().map(|n| n.join(".")).collect::<Vec<_>>(), expect_all);
+    };
+    check(&["a", "b", "b.c", "d"], &["a", "b", "d"], &["b", "b.c"]);
+    // Every item of "a" and of "b.c" expired, one of "d"'s two.
+    for (prefix, key) in [("a", "k1"), ("a", "k2"), ("b.c", "k1"), ("b.c", "k2"), ("d", "k1")] {
+        conn.execute(
+            "UPDATE store SET expires_at = '2000-01-01 00:00:00.000' WHERE prefix = ?1 AND key = ?2",
+            [prefix, key],
+        )
+        .unwrap();
+    }
+    check(&["b", "d"], &["b", "d"], &["b"]);
+    // Expiring later is alive; gone again when no item expires.
+    conn.execute("UPDATE store SET expires_at = '9999-01-01 00:00:00.000' WHERE prefix = 'a'", []).unwrap();
+    check(&["a", "b", "d"], &["a", "b", "d"], &["b"]);
+    conn.execute("UPDATE store SET expires_at = NULL", []).unwrap();
+    check(&["a", "b", "b.c", "d"], &["a", "b", "d"], &["b", "b.c"]);
+}
+
 mod list_namespaces_model {
     use super::*;
     use proptest::prelude::*;

@@ -1,5 +1,6 @@
-//! `list_namespaces`: one pass over the `(prefix, expires_at)` index, and a
-//! small cache of recent answers.
+//! `list_namespaces`: one pass over the `(prefix, expires_at)` index (its
+//! prefixes alone while no item of the store has an expiry), and a small
+//! cache of recent answers.
 //!
 //! An answer depends on the file and on the clock: a namespace is listed
 //! while one of its items has not expired. So each answer is read with the
@@ -246,7 +247,21 @@ fn read(conn: &Connection, l: &ListNamespaces, reuse: &mut Reuse<'_>) -> Result<
             alive("s")
         )
     });
-    let mut stmt = conn.prepare_cached(if range.is_some() { &RANGE } else { &ALL })?;
+    // A store none of whose items has an expiry (one seek in the expiry
+    // index, in this snapshot) reads no expiries.
+    const ANY_EXPIRY: &str = "SELECT EXISTS (SELECT 1 FROM store WHERE expires_at IS NOT NULL)";
+    const TIMELESS_ALL: &str =
+        "SELECT prefix FROM store s INDEXED BY agentstate_store_prefix_expires ORDER BY prefix";
+    const TIMELESS_RANGE: &str = "SELECT prefix FROM store s INDEXED BY agentstate_store_prefix_expires \
+         WHERE s.prefix >= ?1 AND s.prefix < ?2 ORDER BY prefix";
+    let timeless = !conn.prepare_cached(ANY_EXPIRY)?.query_row([], |r| r.get::<_, bool>(0))?;
+    let sql = match (timeless, range.is_some()) {
+        (true, true) => TIMELESS_RANGE,
+        (true, false) => TIMELESS_ALL,
+        (false, true) => &RANGE,
+        (false, false) => &ALL,
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
     // [exact, until): the prefix and everything below it (and a few
     // siblings such as "a.b-c", which `holds` leaves out).
     let args: Vec<&str> = range.iter().flat_map(|r| [r.exact.as_str(), r.until.as_str()]).collect();
@@ -271,7 +286,7 @@ fn read(conn: &Connection, l: &ListNamespaces, reuse: &mut Reuse<'_>) -> Result<
         while let Some(r) = rows.next()? {
             let raw = r.get_ref(0)?;
             if matches!(raw, ValueRef::Text(t) if distinct > 0 && t == last_row.as_slice()) {
-                group.add(r.get_ref(1)?);
+                group.add(expiry(r, timeless)?);
                 continue;
             }
             let p = raw.as_str().map_err(rusqlite::Error::from)?;
@@ -300,7 +315,7 @@ fn read(conn: &Connection, l: &ListNamespaces, reuse: &mut Reuse<'_>) -> Result<
                 }
                 distinct += 1;
             }
-            group.add(r.get_ref(1)?);
+            group.add(expiry(r, timeless)?);
         }
     }
     if !unusual {
@@ -315,7 +330,7 @@ fn read(conn: &Connection, l: &ListNamespaces, reuse: &mut Reuse<'_>) -> Result<
         let p = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
         if holds(p) {
             let mut g = Group::default();
-            g.add(r.get_ref(1)?);
+            g.add(expiry(r, timeless)?);
             found.push((cut(p, l.max_depth).to_string(), g));
         }
     }
@@ -332,6 +347,16 @@ fn read(conn: &Connection, l: &ListNamespaces, reuse: &mut Reuse<'_>) -> Result<
     groups.iter().for_each(|g| until.add(&g.1));
     let namespaces = groups.iter().skip(l.offset).map(|g| decode(&g.0)).collect();
     Ok(Listed { namespaces, until: until.0 })
+}
+
+/// The expiry of a listing's row: its second column, or none (NULL, never
+/// expires) if the listing is `timeless`.
+fn expiry<'r>(r: &'r rusqlite::Row<'_>, timeless: bool) -> rusqlite::Result<ValueRef<'r>> {
+    if timeless {
+        Ok(ValueRef::Null)
+    } else {
+        r.get_ref(1)
+    }
 }
 
 /// An encoded prefix as a namespace (`""`: the empty namespace).
