@@ -8,7 +8,8 @@
 //! [--search-memory BYTES] [--small-search-memory BYTES]` (`--full` selects `Durability::Full`;
 //! `--search-memory` sets the store's search memory budget, default
 //! `StoreConfig::DEFAULT_SEARCH_MEMORY`; the 50k vector search is also timed on a store with
-//! `--small-search-memory`, default 16 MiB, too small for the in-memory copy).
+//! `--small-search-memory`, default 16 MiB, too small for the in-memory copy; `--namespaces-only`
+//! runs the list_namespaces phase alone).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -112,6 +113,12 @@ fn main() -> Result<()> {
     let dir = std::env::temp_dir().join(format!("agentstate-bench-store-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut r = Map::new();
+    if flag("--namespaces-only") {
+        namespaces(durability, &dir, n_ns, &mut r)?;
+        let _ = std::fs::remove_dir_all(&dir);
+        println!("{}", Value::Object(r));
+        return Ok(());
+    }
 
     let db = Db::builder().durability(durability).open(dir.join("batch.db"))?;
     let store = db.store(
@@ -216,6 +223,21 @@ fn main() -> Result<()> {
         r.insert(format!("vsearch_ms@{n_large}_plus_{n_large}_elsewhere"), json!(median(ts) * 1e3));
     }
 
+    namespaces(durability, &dir, n_ns, &mut r)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("{}", Value::Object(r));
+    Ok(())
+}
+
+/// The `list_namespaces` phase: `n_ns` namespaces of 2 items each, every
+/// listing timed repeated and right after a write. `--namespaces-only`
+/// runs this phase alone (for profiling it).
+fn namespaces(
+    durability: Durability,
+    dir: &std::path::Path,
+    n_ns: usize,
+    r: &mut Map<String, Value>,
+) -> Result<()> {
     let db = Db::builder().durability(durability).open(dir.join("namespaces.db"))?;
     let store = db.store(StoreConfig::default())?;
     let mut ops = vec![];
@@ -251,17 +273,15 @@ fn main() -> Result<()> {
     };
     let all = n_ns + 10;
     let users = vec!["users".to_string()];
-    list("list_ns_all_ms", ListNamespaces::new().prefix(&users.clone()).limit(all), n_ns, &mut r)?;
-    list("list_ns_noprefix_ms", ListNamespaces::new().limit(all), n_ns, &mut r)?;
+    list("list_ns_all_ms", ListNamespaces::new().prefix(&users.clone()).limit(all), n_ns, r)?;
+    list("list_ns_noprefix_ms", ListNamespaces::new().limit(all), n_ns, r)?;
     list(
         "list_ns_maxdepth2_ms",
         ListNamespaces::new().prefix(&users.clone()).max_depth(2).limit(all),
         n_ns,
-        &mut r,
+        r,
     )?;
-    list("list_ns_suffix_ms", ListNamespaces::new().suffix(&["memories"]).limit(all), n_ns, &mut r)?;
-    list("list_ns_default_limit100_ms", ListNamespaces::new().prefix(&users), 100, &mut r)?;
-    let _ = std::fs::remove_dir_all(&dir);
-    println!("{}", Value::Object(r));
+    list("list_ns_suffix_ms", ListNamespaces::new().suffix(&["memories"]).limit(all), n_ns, r)?;
+    list("list_ns_default_limit100_ms", ListNamespaces::new().prefix(&users), 100, r)?;
     Ok(())
 }
