@@ -446,14 +446,14 @@ def test_configs_missing_keys(saver, sqlite_saver, use_async):
         put(saver, {"configurable": {}}, checkpoint({"a": 1}), {}, {"a": V1}, use_async=use_async)
     with pytest.raises(KeyError):
         put_writes(saver, CONFIG, [("a", 1)], "task", use_async=use_async)  # no checkpoint_id
-    # put requires checkpoint_ns (reference 2.1: SqliteSaver and InMemorySaver
+    # Reference 2.1: put requires checkpoint_ns (SqliteSaver and InMemorySaver
     # read config["configurable"]["checkpoint_ns"]); nothing is stored.
     no_ns = {"configurable": {"thread_id": "t"}}
     for s in (sqlite_saver, saver):
         with pytest.raises(KeyError):
             put(s, no_ns, checkpoint({"a": 1}), {}, {"a": V1}, use_async=use_async and s is saver)
     assert len(listing(saver, no_ns, use_async=use_async)) == 3
-    # A None namespace matches no checkpoint: None, as in both reference savers.
+    # Reference 2.3: a None namespace matches no checkpoint (None in both savers).
     none_ns = {"configurable": {"thread_id": "t", "checkpoint_ns": None}}
     assert sqlite_saver.get_tuple(none_ns) is None
     assert get(saver, none_ns, use_async=use_async) is None
