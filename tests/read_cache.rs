@@ -297,3 +297,77 @@ fn a_checkpointer_with_another_serializer_does_not_read_the_others_stale_bytes()
     let read = c2.get_tuple(&config).unwrap().unwrap();
     assert_eq!(read.checkpoint.channel_values["m"], json!(["second"]));
 }
+
+/// The checkpointer's own retention deletes versions no kept checkpoint
+/// needs; one stored again through it with another value reads back as
+/// stored, not as the value it decoded before the trim.
+#[test]
+fn a_version_trimmed_by_own_retention_and_stored_again_is_read_anew() {
+    use agentstate::checkpoint::Retention;
+    use agentstate::ListQuery;
+    let (_d, path) = file();
+    let saver = Db::open(&path).unwrap().checkpointer();
+    let ids = ["1f000000-0000-6000-8000-000000000001", "1f000000-0000-6000-8000-000000000002"];
+    let third = "1f000000-0000-6000-8000-000000000003";
+    put_after(&saver, "t", ids[0], None, json!({"m": ["first"]}), 1);
+    put_after(&saver, "t", ids[1], Some(ids[0]), json!({"m": ["second"]}), 2);
+    let m = |t: &agentstate::CheckpointTuple| t.checkpoint.channel_values["m"].clone();
+    for _ in 0..2 {
+        let at = CheckpointConfig::thread("t").at(ids[0]);
+        assert_eq!(m(&saver.get_tuple(&at).unwrap().unwrap()), json!(["first"]));
+        saver.list(&ListQuery::thread("t")).unwrap();
+    }
+    assert_eq!(saver.apply_retention(&Retention::keep_last(1)).unwrap(), 1);
+    put_after(&saver, "t", third, Some(ids[1]), json!({"m": ["third"]}), 1);
+    let latest = saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
+    assert_eq!(latest.checkpoint.id, third);
+    assert_eq!(m(&latest), json!(["third"]));
+    assert_eq!(m(&saver.list(&ListQuery::thread("t")).unwrap()[0]), json!(["third"]));
+    let fresh = Db::open(&path).unwrap().checkpointer();
+    assert_eq!(m(&fresh.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap()), json!(["third"]));
+    // A trimmed checkpoint stored again under its id, versions and time
+    // (its row the same), with another value.
+    let put_fixed = |id: &str, parent: Option<&str>, value: serde_json::Value, version: i64| {
+        use agentstate::checkpoint::{ChannelVersion, ChannelVersions, Checkpoint, Metadata};
+        let mut cp = Checkpoint::with_id(id);
+        cp.ts = "2026-01-01T00:00:00+00:00".into();
+        cp.channel_values.insert("m".into(), value.into());
+        cp.channel_versions.insert("m".into(), ChannelVersion::Int(version));
+        let new: ChannelVersions = [("m".to_string(), ChannelVersion::Int(version))].into_iter().collect();
+        let config = CheckpointConfig::thread("u");
+        let config = if let Some(p) = parent { config.at(p) } else { config };
+        saver.put(&config, &cp, &Metadata::new(), &new).unwrap();
+    };
+    put_fixed(ids[0], None, json!(["a"]), 1);
+    put_fixed(ids[1], Some(ids[0]), json!(["b"]), 2);
+    let at = CheckpointConfig::thread("u").at(ids[0]);
+    for _ in 0..2 {
+        assert_eq!(m(&saver.get_tuple(&at).unwrap().unwrap()), json!(["a"]));
+    }
+    saver.apply_retention(&Retention::keep_last(1)).unwrap();
+    assert!(saver.get_tuple(&at).unwrap().is_none());
+    put_fixed(ids[0], None, json!(["a again"]), 1);
+    assert_eq!(m(&saver.get_tuple(&at).unwrap().unwrap()), json!(["a again"]));
+}
+
+/// The same when retention is applied on write (a write trims its thread
+/// once it holds a few checkpoints more than allowed).
+#[test]
+fn a_version_trimmed_on_write_and_stored_again_is_read_anew() {
+    use agentstate::checkpoint::Retention;
+    let (_d, path) = file();
+    let trimming = Db::open(&path).unwrap().checkpointer().with_retention(Retention::keep_last(1));
+    let m = |t: &agentstate::CheckpointTuple| t.checkpoint.channel_values["m"].clone();
+    let id = |i: usize| format!("1f000000-0000-6000-8000-{i:012}");
+    let mut parent: Option<String> = None;
+    for i in 1..=12 {
+        put_after(&trimming, "w", &id(i), parent.as_deref(), json!({"m": [format!("v{i}")]}), i as i64);
+        let at = CheckpointConfig::thread("w").at(id(i));
+        assert_eq!(m(&trimming.get_tuple(&at).unwrap().unwrap()), json!([format!("v{i}")]));
+        parent = Some(id(i));
+    }
+    let w = CheckpointConfig::thread("w");
+    assert!(trimming.get_tuple(&w.clone().at(id(1))).unwrap().is_none(), "trimmed on write");
+    put_after(&trimming, "w", &id(13), parent.as_deref(), json!({"m": ["v1 again"]}), 1);
+    assert_eq!(m(&trimming.get_tuple(&w).unwrap().unwrap()), json!(["v1 again"]));
+}

@@ -177,6 +177,16 @@ impl<V: Clone> BlobCache<V> {
         });
         inner.bytes -= freed;
     }
+
+    /// Drops the entries of `keys` (their rows are being deleted).
+    pub(crate) fn forget(&self, keys: &[BlobKey]) {
+        let mut inner = self.lock();
+        for key in keys {
+            if let Some((_, cost)) = inner.map.remove(&key.parts() as &dyn AsKey) {
+                inner.bytes -= cost;
+            }
+        }
+    }
 }
 
 /// (thread, namespace, checkpoint id or `None` for the latest).
@@ -429,11 +439,22 @@ impl CheckpointCache {
 
     /// Drops every entry of `thread` and moves the epoch.
     pub(crate) fn forget_thread(&self, thread: &str) {
+        self.forget_where(|row| row.thread_id == thread);
+    }
+
+    /// Drops the entries of checkpoints `ids` of (`thread`, `ns`) and moves
+    /// the epoch (their rows are being deleted: the same ids may be stored
+    /// again with other values under the same versions).
+    pub(crate) fn forget_checkpoints(&self, thread: &str, ns: &str, ids: &[String]) {
+        self.forget_where(|row| row.thread_id == thread && row.ns == ns && ids.contains(&row.id));
+    }
+
+    fn forget_where(&self, gone: impl Fn(&Row) -> bool) {
         let mut inner = self.lock();
         inner.epoch += 1;
         let mut freed = 0;
         inner.map.retain(|_, e| {
-            let keep = e.row.thread_id != thread;
+            let keep = !gone(&e.row);
             if !keep {
                 freed += e.cost;
             }

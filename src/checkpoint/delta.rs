@@ -57,6 +57,19 @@ impl BaseCache {
         }
     }
 
+    /// Drops the entries whose version is one of `gone` (thread,
+    /// namespace, channel, version): their rows are being deleted.
+    pub(crate) fn forget(&self, gone: &[super::cache::BlobKey]) {
+        if let Ok(mut map) = self.map.lock() {
+            for (thread, ns, channel, version) in gone {
+                let key = (thread.clone(), ns.clone(), channel.clone());
+                if map.get(&key).is_some_and(|b| b.version == *version) {
+                    map.remove(&key);
+                }
+            }
+        }
+    }
+
     pub(crate) fn set(&self, thread: &str, ns: &str, channel: &str, base: Option<Base>) {
         if let Ok(mut map) = self.map.lock() {
             let key = (thread.to_string(), ns.to_string(), channel.to_string());

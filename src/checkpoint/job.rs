@@ -310,7 +310,7 @@ impl CheckpointJob {
             &self.checkpoint_row,
         )?;
         if let Some(policy) = &self.retention {
-            if policy.due(tx, thread, ns)? && trim(tx, thread, ns, policy)? > 0 {
+            if policy.due(tx, thread, ns)? && trim(tx, thread, ns, policy, &self.caches)? > 0 {
                 now = self.caches.deleted(tx, now)?;
             }
         }

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use rusqlite::{params, Connection};
 use serde_json::{Map, Value};
 
+use super::cache::BlobKey;
 use super::compact;
 use super::deletions;
 use super::job::WritesJob;
@@ -27,12 +28,13 @@ impl Checkpointer {
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<rusqlite::Result<_>>()?)
         })?;
+        let caches = self.caches();
         let mut removed = 0;
         for (thread, ns) in pairs {
             if policy.exempt.contains(&thread) {
                 continue;
             }
-            removed += self.deleting(|tx| trim(tx, &thread, &ns, policy))?;
+            removed += self.deleting(|tx| trim(tx, &thread, &ns, policy, &caches))?;
         }
         Ok(removed)
     }
@@ -232,8 +234,16 @@ impl Checkpointer {
 }
 
 /// Removes the checkpoints of (thread, ns) that `policy` does not keep, their
-/// writes, and the blobs nothing kept needs. Returns how many checkpoints.
-pub(super) fn trim(tx: &Connection, thread: &str, ns: &str, policy: &Retention) -> Result<usize> {
+/// writes, and the blobs nothing kept needs, and has `caches` forget them
+/// (a caller that makes its own versions may store a trimmed one again with
+/// another value). Returns how many checkpoints.
+pub(super) fn trim(
+    tx: &Connection,
+    thread: &str,
+    ns: &str,
+    policy: &Retention,
+    caches: &super::ThreadCaches,
+) -> Result<usize> {
     let victims = policy.victims(tx, thread, ns)?;
     if victims.is_empty() {
         return Ok(0);
@@ -242,12 +252,14 @@ pub(super) fn trim(tx: &Connection, thread: &str, ns: &str, policy: &Retention) 
         "DELETE FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
     )?;
     let mut gone = Vec::with_capacity(victims.len());
-    for id in victims {
+    for id in &victims {
         del.execute(params![thread, ns, id])?;
-        gone.push((thread.to_string(), ns.to_string(), id));
+        gone.push((thread.to_string(), ns.to_string(), id.clone()));
     }
     delete_writes_of(tx, &gone)?;
-    collect_blobs(tx, thread)?;
+    let blobs = collect_blobs(tx, thread)?;
+    // (Forgetting is safe whether or not the transaction commits.)
+    caches.forget_trimmed(thread, ns, &victims, &blobs);
     Ok(gone.len())
 }
 
@@ -278,10 +290,10 @@ fn delete_writes_of(tx: &Connection, gone: &[(String, String, String)]) -> Resul
 }
 
 /// Deletes the blobs of `thread` that no checkpoint of the thread needs
-/// (neither references nor extends through a delta chain), and says
-/// whether there were any (counted: see `deletions`). The same scan serves
-/// the integrity check and the statistics.
-fn collect_blobs(tx: &Connection, thread: &str) -> Result<bool> {
+/// (neither references nor extends through a delta chain), and returns
+/// their keys (a deletion is counted: see `deletions`). The same scan
+/// serves the integrity check and the statistics.
+fn collect_blobs(tx: &Connection, thread: &str) -> Result<Vec<BlobKey>> {
     let scan = crate::inspect::BlobScan::run(tx, Some(thread), || {})?;
     if let Some(u) = scan.unparsable.first() {
         return Err(Error::corrupt(format!(
@@ -292,14 +304,16 @@ fn collect_blobs(tx: &Connection, thread: &str) -> Result<bool> {
     let mut del = tx.prepare_cached(
         "DELETE FROM checkpoint_blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND channel = ?3 AND version = ?4",
     )?;
-    let mut deleted = 0;
+    let mut deleted = vec![];
     for (_, keys) in scan.unneeded() {
         for (ns, channel, version) in keys {
-            deleted += del.execute(params![thread, ns, channel, compact::blob_key(&version)])?;
+            if del.execute(params![thread, ns, channel, compact::blob_key(&version)])? > 0 {
+                deleted.push((thread.to_string(), ns, channel, version));
+            }
         }
     }
-    if deleted > 0 {
+    if !deleted.is_empty() {
         deletions::bump(tx)?;
     }
-    Ok(deleted > 0)
+    Ok(deleted)
 }

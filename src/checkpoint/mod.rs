@@ -339,6 +339,17 @@ impl ThreadCaches {
         self.shared_writes.clear();
     }
 
+    /// Forgets what retention trims: checkpoints `ids` of (`thread`, `ns`)
+    /// and the blob rows `blobs`. Other versions and checkpoints stay.
+    fn forget_trimmed(&self, thread: &str, ns: &str, ids: &[String], blobs: &[cache::BlobKey]) {
+        self.bases.forget(blobs);
+        self.values.forget(blobs);
+        self.starts.forget(blobs);
+        self.encoded.forget(blobs);
+        self.shared_writes.forget(blobs);
+        self.checkpoints.forget_checkpoints(thread, ns, ids);
+    }
+
     fn forget_thread(&self, thread: &str) {
         self.bases.forget_thread(thread);
         self.values.forget_thread(thread);
