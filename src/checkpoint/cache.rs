@@ -439,28 +439,37 @@ impl CheckpointCache {
 
     /// Drops every entry of `thread` and moves the epoch.
     pub(crate) fn forget_thread(&self, thread: &str) {
-        self.forget_where(|row| row.thread_id == thread);
-    }
-
-    /// Drops the entries of checkpoints `ids` of (`thread`, `ns`) and moves
-    /// the epoch (their rows are being deleted: the same ids may be stored
-    /// again with other values under the same versions).
-    pub(crate) fn forget_checkpoints(&self, thread: &str, ns: &str, ids: &[String]) {
-        self.forget_where(|row| row.thread_id == thread && row.ns == ns && ids.contains(&row.id));
-    }
-
-    fn forget_where(&self, gone: impl Fn(&Row) -> bool) {
         let mut inner = self.lock();
         inner.epoch += 1;
         let mut freed = 0;
         inner.map.retain(|_, e| {
-            let keep = !gone(&e.row);
+            let keep = e.row.thread_id != thread;
             if !keep {
                 freed += e.cost;
             }
             keep
         });
         inner.bytes -= freed;
+    }
+
+    /// Drops the entries of the checkpoints `gone` of (`thread`, `ns`), each
+    /// an id and the length of its stored `checkpoint` column, and moves the
+    /// epoch (their rows are being deleted: the same ids may be stored again
+    /// with other values under the same versions). Looked up by slot: no
+    /// scan of the cache.
+    pub(crate) fn forget_checkpoints(&self, thread: &str, ns: &str, gone: &[(String, usize)]) {
+        let mut inner = self.lock();
+        inner.epoch += 1;
+        for (id, len) in gone {
+            let at = slot(thread, ns, id, *len);
+            let held = inner
+                .map
+                .get(&at)
+                .is_some_and(|e| e.row.thread_id == thread && e.row.ns == ns && e.row.id == *id);
+            if let Some(e) = held.then(|| inner.map.remove(&at)).flatten() {
+                inner.bytes -= e.cost;
+            }
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{Map, Value};
 
 use super::cache::BlobKey;
@@ -249,17 +249,21 @@ pub(super) fn trim(
         return Ok(0);
     }
     let mut del = tx.prepare_cached(
-        "DELETE FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+        "DELETE FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 \
+         RETURNING length(CAST(checkpoint AS BLOB))",
     )?;
     let mut gone = Vec::with_capacity(victims.len());
-    for id in &victims {
-        del.execute(params![thread, ns, id])?;
-        gone.push((thread.to_string(), ns.to_string(), id.clone()));
+    // (id, the stored checkpoint's length: where its cache entry is.)
+    let mut lengths = Vec::with_capacity(victims.len());
+    for id in victims {
+        let len: Option<i64> = del.query_row(params![thread, ns, id], |r| r.get(0)).optional()?;
+        lengths.push((id.clone(), len.and_then(|n| usize::try_from(n).ok()).unwrap_or(0)));
+        gone.push((thread.to_string(), ns.to_string(), id));
     }
     delete_writes_of(tx, &gone)?;
     let blobs = collect_blobs(tx, thread)?;
     // (Forgetting is safe whether or not the transaction commits.)
-    caches.forget_trimmed(thread, ns, &victims, &blobs);
+    caches.forget_trimmed(thread, ns, &lengths, &blobs);
     Ok(gone.len())
 }
 

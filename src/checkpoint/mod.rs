@@ -339,15 +339,21 @@ impl ThreadCaches {
         self.shared_writes.clear();
     }
 
-    /// Forgets what retention trims: checkpoints `ids` of (`thread`, `ns`)
-    /// and the blob rows `blobs`. Other versions and checkpoints stay.
-    fn forget_trimmed(&self, thread: &str, ns: &str, ids: &[String], blobs: &[cache::BlobKey]) {
+    /// Forgets what retention trims: the checkpoints `gone` of (`thread`,
+    /// `ns`) (id, stored length) and the blob versions `blobs`. Other
+    /// versions and checkpoints stay.
+    fn forget_trimmed(&self, thread: &str, ns: &str, gone: &[(String, usize)], blobs: &[cache::BlobKey]) {
         self.bases.forget(blobs);
         self.values.forget(blobs);
         self.starts.forget(blobs);
         self.encoded.forget(blobs);
-        self.shared_writes.forget(blobs);
-        self.checkpoints.forget_checkpoints(thread, ns, ids);
+        // Keyed by the stored blob key, not the version.
+        let stored: Vec<cache::BlobKey> = blobs
+            .iter()
+            .map(|(t, ns, ch, v)| (t.clone(), ns.clone(), ch.clone(), compact::blob_key(v).into_owned()))
+            .collect();
+        self.shared_writes.forget(&stored);
+        self.checkpoints.forget_checkpoints(thread, ns, gone);
     }
 
     fn forget_thread(&self, thread: &str) {
