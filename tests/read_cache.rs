@@ -222,8 +222,24 @@ fn put_after(
     values: serde_json::Value,
     version: i64,
 ) {
+    put_after_at(saver, thread, id, parent, values, version, None);
+}
+
+/// [`put_after`] with the checkpoint's `ts` given (`None`: now).
+fn put_after_at(
+    saver: &agentstate::Checkpointer,
+    thread: &str,
+    id: &str,
+    parent: Option<&str>,
+    values: serde_json::Value,
+    version: i64,
+    ts: Option<&str>,
+) {
     use agentstate::checkpoint::{ChannelVersion, ChannelVersions, Checkpoint, Metadata};
     let mut cp = Checkpoint::with_id(id);
+    if let Some(ts) = ts {
+        cp.ts = ts.into();
+    }
     let mut new = ChannelVersions::new();
     for (k, v) in values.as_object().unwrap() {
         cp.channel_values.insert(k.clone(), v.clone().into());
@@ -328,15 +344,15 @@ fn a_version_trimmed_by_own_retention_and_stored_again_is_read_anew() {
     // A trimmed checkpoint stored again under its id, versions and time
     // (its row the same), with another value.
     let put_fixed = |id: &str, parent: Option<&str>, value: serde_json::Value, version: i64| {
-        use agentstate::checkpoint::{ChannelVersion, ChannelVersions, Checkpoint, Metadata};
-        let mut cp = Checkpoint::with_id(id);
-        cp.ts = "2026-01-01T00:00:00+00:00".into();
-        cp.channel_values.insert("m".into(), value.into());
-        cp.channel_versions.insert("m".into(), ChannelVersion::Int(version));
-        let new: ChannelVersions = [("m".to_string(), ChannelVersion::Int(version))].into_iter().collect();
-        let config = CheckpointConfig::thread("u");
-        let config = if let Some(p) = parent { config.at(p) } else { config };
-        saver.put(&config, &cp, &Metadata::new(), &new).unwrap();
+        put_after_at(
+            &saver,
+            "u",
+            id,
+            parent,
+            json!({ "m": value }),
+            version,
+            Some("2026-01-01T00:00:00+00:00"),
+        );
     };
     put_fixed(ids[0], None, json!(["a"]), 1);
     put_fixed(ids[1], Some(ids[0]), json!(["b"]), 2);
