@@ -3,6 +3,10 @@
 //! way (another handle, a raw SQLite connection, pending writes, deletes,
 //! write-behind) and read again.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
 use agentstate::{CheckpointConfig, Db};
 use serde_json::json;
 
@@ -386,4 +390,97 @@ fn a_version_trimmed_on_write_and_stored_again_is_read_anew() {
     assert!(trimming.get_tuple(&w.clone().at(id(1))).unwrap().is_none(), "trimmed on write");
     put_after(&trimming, "w", &id(13), parent.as_deref(), json!({"m": ["v1 again"]}), 1);
     assert_eq!(m(&trimming.get_tuple(&w).unwrap().unwrap()), json!(["v1 again"]));
+}
+
+/// A serializer that, once armed, stops inside the decoding of a value
+/// holding `"first"` until released: a read is then held between taking its
+/// snapshot and caching what it decoded.
+#[derive(Clone, Default)]
+struct Gate {
+    armed: Arc<AtomicBool>,
+    entered: Arc<(Mutex<bool>, Condvar)>,
+    released: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Gate {
+    fn wait(flag: &(Mutex<bool>, Condvar)) {
+        let set = flag.0.lock().unwrap();
+        let (set, _) = flag.1.wait_timeout_while(set, Duration::from_secs(30), |set| !*set).unwrap();
+        assert!(*set, "the gate was never reached");
+    }
+
+    fn set(flag: &(Mutex<bool>, Condvar)) {
+        *flag.0.lock().unwrap() = true;
+        flag.1.notify_all();
+    }
+}
+
+impl agentstate::Serializer for Gate {
+    fn dumps_typed(&self, value: &serde_json::Value) -> agentstate::Result<(String, Vec<u8>)> {
+        agentstate::JsonPlusSerializer.dumps_typed(value)
+    }
+
+    fn loads_typed(&self, tag: &str, bytes: &[u8]) -> agentstate::Result<serde_json::Value> {
+        let v = agentstate::JsonPlusSerializer.loads_typed(tag, bytes)?;
+        if v.to_string().contains("\"first\"") && self.armed.swap(false, Ordering::SeqCst) {
+            Gate::set(&self.entered);
+            Gate::wait(&self.released);
+        }
+        Ok(v)
+    }
+}
+
+/// A read of `c1` held inside its snapshot while `delete` removes the
+/// version it is decoding (`m` at 1) and that version is stored again with
+/// another value: what the held read decoded must not be served after it.
+fn held_read_then(delete: impl FnOnce(&agentstate::Checkpointer)) {
+    let (_d, path) = file();
+    let gate = Gate::default();
+    let writer = Db::open(&path).unwrap().checkpointer();
+    let ids = ["1f000000-0000-6000-8000-000000000001", "1f000000-0000-6000-8000-000000000002"];
+    put_after(&writer, "t", ids[0], None, json!({"m": ["first"]}), 1);
+    put_after(&writer, "t", ids[1], Some(ids[0]), json!({"m": ["second"]}), 2);
+    // Its caches empty: the held read decodes `m` at 1.
+    let saver = Db::open(&path).unwrap().checkpointer().with_serializer(gate.clone());
+    gate.armed.store(true, Ordering::SeqCst);
+    let held = {
+        let saver = saver.clone();
+        std::thread::spawn(move || saver.get_tuple(&CheckpointConfig::thread("t").at(ids[0])).unwrap())
+    };
+    Gate::wait(&gate.entered);
+    delete(&saver);
+    let third = "1f000000-0000-6000-8000-000000000003";
+    put_after(&saver, "t", third, None, json!({"m": ["third"]}), 1);
+    Gate::set(&gate.released);
+    let old = held.join().unwrap().expect("the held read's snapshot still holds c1");
+    assert_eq!(old.checkpoint.channel_values["m"], json!(["first"]));
+    let latest = saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
+    assert_eq!(latest.checkpoint.id, third);
+    assert_eq!(latest.checkpoint.channel_values["m"], json!(["third"]));
+    let fresh = Db::open(&path).unwrap().checkpointer();
+    let stored = fresh.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
+    assert_eq!(stored.checkpoint.channel_values["m"], json!(["third"]));
+}
+
+#[test]
+fn a_read_held_across_a_trim_does_not_cache_the_trimmed_value() {
+    held_read_then(|saver| {
+        assert_eq!(saver.apply_retention(&agentstate::checkpoint::Retention::keep_last(1)).unwrap(), 1);
+        // Only c2 is left: the next put continues from it.
+    });
+}
+
+#[test]
+fn a_read_held_across_a_thread_delete_does_not_cache_the_deleted_value() {
+    held_read_then(|saver| saver.delete_thread("t").unwrap());
+}
+
+#[test]
+fn a_read_held_across_a_delete_by_another_handle_does_not_cache_the_deleted_value() {
+    held_read_then(|saver| {
+        let other = Db::open(saver.db().path().unwrap()).unwrap().checkpointer();
+        other.delete_thread("t").unwrap();
+        // The held read's checkpointer learns of it by its next read.
+        assert!(saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().is_none());
+    });
 }

@@ -125,9 +125,11 @@ impl<V: Clone> BlobCache<V> {
         self.lock().map.get(&key as &dyn AsKey).map(|(v, _)| v.clone())
     }
 
-    /// Caches `value` for `key`, counting `cost` bytes against the budget.
-    pub(crate) fn insert(&self, key: BlobKey, value: V, cost: usize) {
-        self.insert_with(key, value, cost, true);
+    /// Caches `value`, read from the file, for `key`, counting `cost` bytes
+    /// against the budget, if `admitted` (asked under the cache's lock: see
+    /// `deletions::Seen::admits`).
+    pub(crate) fn insert(&self, key: BlobKey, value: V, cost: usize, admitted: impl FnOnce() -> bool) {
+        self.insert_with(key, value, cost, true, admitted);
     }
 
     /// [`insert`](Self::insert), unless `key` is cached already: the value
@@ -135,16 +137,23 @@ impl<V: Clone> BlobCache<V> {
     /// before (a version holds one value; a write that gives it another is
     /// refused when it commits).
     pub(crate) fn insert_new(&self, key: BlobKey, value: V, cost: usize) {
-        self.insert_with(key, value, cost, false);
+        self.insert_with(key, value, cost, false, || true);
     }
 
-    fn insert_with(&self, key: BlobKey, value: V, cost: usize, replace: bool) {
+    fn insert_with(
+        &self,
+        key: BlobKey,
+        value: V,
+        cost: usize,
+        replace: bool,
+        admitted: impl FnOnce() -> bool,
+    ) {
         let cost = cost.max(64);
         if cost > self.budget / 4 {
             return;
         }
         let mut inner = self.lock();
-        if !replace && inner.map.contains_key(&key.parts() as &dyn AsKey) {
+        if !admitted() || (!replace && inner.map.contains_key(&key.parts() as &dyn AsKey)) {
             return;
         }
         if inner.bytes + cost > self.budget {
@@ -346,13 +355,16 @@ impl CheckpointCache {
     }
 
     /// Keeps what was built from `row` since `epoch`, unless a thread was
-    /// forgotten meanwhile or it costs more than a quarter of the budget.
+    /// forgotten meanwhile, it is not `admitted` (asked under the cache's
+    /// lock: see `deletions::Seen::admits`) or it costs more than a quarter
+    /// of the budget.
     pub(crate) fn insert(
         &self,
         row: &Arc<Row>,
         checkpoint: &Arc<Checkpoint>,
         metadata: &Arc<Metadata>,
         epoch: u64,
+        admitted: impl FnOnce() -> bool,
     ) {
         if self.budget == 0 {
             return;
@@ -361,7 +373,7 @@ impl CheckpointCache {
         let Some(cost) = entry_cost(row, checkpoint, limit) else { return };
         let slot = Self::slot(row);
         let mut inner = self.lock();
-        if inner.epoch != epoch {
+        if inner.epoch != epoch || !admitted() {
             return;
         }
         if inner.bytes + cost > self.budget {
@@ -395,14 +407,16 @@ impl CheckpointCache {
 
     /// Gives the entry for a row equal to `row` (if there is one: writes
     /// are kept only with their checkpoint) the pending writes decoded from
-    /// `stored` since `epoch`, unless a thread was forgotten meanwhile or
-    /// the entry would cost more than a quarter of the budget.
+    /// `stored` since `epoch`, unless a thread was forgotten meanwhile, they
+    /// are not `admitted` (as in [`insert`](Self::insert)) or the entry
+    /// would cost more than a quarter of the budget.
     pub(crate) fn insert_writes(
         &self,
         row: &Arc<Row>,
         stored: Arc<[WriteRow]>,
         writes: &Arc<[PendingWrite]>,
         epoch: u64,
+        admitted: impl FnOnce() -> bool,
     ) {
         if self.budget == 0 {
             return;
@@ -411,7 +425,7 @@ impl CheckpointCache {
         let Some(cost) = writes_cost(&stored, writes, limit) else { return };
         let slot = Self::slot(row);
         let mut inner = self.lock();
-        if inner.epoch != epoch {
+        if inner.epoch != epoch || !admitted() {
             return;
         }
         let Some(e) = inner.map.get_mut(&slot).filter(|e| e.holds(row)) else { return };
@@ -555,7 +569,7 @@ mod tests {
     fn a_borrowed_key_finds_what_an_owned_one_stored() {
         let c = ValueCache::new(1 << 20);
         for i in 0..500 {
-            c.insert(key(&format!("t{i}"), &i.to_string()), Some(json!(i).into()), 100);
+            c.insert(key(&format!("t{i}"), &i.to_string()), Some(json!(i).into()), 100, || true);
         }
         for i in 0..500 {
             let (t, v) = (format!("t{i}"), i.to_string());
@@ -590,7 +604,7 @@ mod tests {
         let c = CheckpointCache::new(64 << 10);
         let (cp, md) = shared(json!({"a": 1}));
         let kept = row("t", "1");
-        c.insert(&kept, &cp, &md, c.epoch());
+        c.insert(&kept, &cp, &md, c.epoch(), || true);
         let conn = rusqlite::Connection::open_in_memory().unwrap();
         let read = |sql: &str| {
             conn.query_row(sql, [], |r| Ok(RowRef::read(r).ok().and_then(|x| c.row(&x)))).unwrap()
@@ -621,7 +635,7 @@ mod tests {
         let c = CheckpointCache::new(64 << 10);
         let (cp, md) = shared(json!({"a": 1}));
         let epoch = c.epoch();
-        c.insert(&row("t", "1"), &cp, &md, epoch);
+        c.insert(&row("t", "1"), &cp, &md, epoch, || true);
         assert!(Arc::ptr_eq(&c.get(&row("t", "1")).unwrap().0, &cp));
         // Another row under the same id is not served.
         let mut other = Row::clone(&row("t", "1"));
@@ -631,21 +645,21 @@ mod tests {
         assert!(c.get(&row("t", "1")).is_some());
         // A value past a quarter of the budget is not kept.
         let (big, md2) = shared(json!("x".repeat(20 << 10)));
-        c.insert(&row("t", "2"), &big, &md2, epoch);
+        c.insert(&row("t", "2"), &big, &md2, epoch, || true);
         assert!(c.get(&row("t", "2")).is_none());
         // The budget holds: many entries never cost more than it.
         for i in 0..200 {
-            c.insert(&row("u", &i.to_string()), &cp, &md, epoch);
+            c.insert(&row("u", &i.to_string()), &cp, &md, epoch, || true);
             assert!(c.lock().bytes <= 64 << 10);
         }
         // Forgetting a thread drops its entries, and what a read began
         // building before is not kept.
-        c.insert(&row("v", "1"), &cp, &md, epoch);
+        c.insert(&row("v", "1"), &cp, &md, epoch, || true);
         c.forget_thread("v");
         assert!(c.get(&row("v", "1")).is_none());
-        c.insert(&row("v", "1"), &cp, &md, epoch);
+        c.insert(&row("v", "1"), &cp, &md, epoch, || true);
         assert!(c.get(&row("v", "1")).is_none());
-        c.insert(&row("v", "1"), &cp, &md, c.epoch());
+        c.insert(&row("v", "1"), &cp, &md, c.epoch(), || true);
         assert!(c.get(&row("v", "1")).is_some());
     }
 
@@ -653,15 +667,15 @@ mod tests {
     fn stays_within_its_budget_and_forgets_threads() {
         let c = ValueCache::new(1000);
         for i in 0..100 {
-            c.insert(key("a", &i.to_string()), Some(json!(i).into()), 100);
+            c.insert(key("a", &i.to_string()), Some(json!(i).into()), 100, || true);
             assert!(c.lock().bytes <= 1000);
         }
-        c.insert(key("b", "1"), None, 100);
+        c.insert(key("b", "1"), None, 100, || true);
         assert_eq!(c.get(&key("b", "1")), Some(None));
         c.forget_thread("b");
         assert_eq!(c.get(&key("b", "1")), None);
         // Too big for the cache: not kept.
-        c.insert(key("a", "big"), Some(json!(1).into()), 600);
+        c.insert(key("a", "big"), Some(json!(1).into()), 600, || true);
         assert_eq!(c.get(&key("a", "big")), None);
     }
 }

@@ -13,6 +13,16 @@
 //! checkpointer, `Db` or process) deleted, and the caches are emptied
 //! first. A checkpointer's own deletions forget what they delete, and it
 //! takes the count they leave as current.
+//!
+//! A read that runs beside a deletion of the same checkpointer may still be
+//! on a snapshot from before it, and decode what was deleted after the
+//! deletion forgot it. So a read caches only if its snapshot is as new as
+//! every deletion the caches forgot ([`Seen::admits`]): before forgetting
+//! anything, a deletion raises [`Seen`]'s forgotten count to the count it
+//! leaves (a clear on a moved count, to that count), and a read compares
+//! the count of its snapshot with it under the lock of the cache it adds
+//! to. Either the read's entry goes in first and the forgetting removes
+//! it, or the read sees the raised count and caches nothing.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -35,7 +45,14 @@ pub(super) struct Seen {
     /// planned before one of them may still extend its lists: they delete
     /// only what no kept checkpoint needs, or forget the thread).
     own: Mutex<VecDeque<i64>>,
+    /// The count of the newest deletion the caches forgot (or were emptied
+    /// for): a read of an older snapshot may hold what it deleted, and
+    /// caches nothing. [`NONE`] before any.
+    forgotten: AtomicI64,
 }
+
+/// No deletion forgotten yet.
+const NONE: i64 = i64::MIN;
 
 /// No count known.
 pub(super) const UNKNOWN: i64 = i64::MIN;
@@ -45,7 +62,12 @@ const OWN: usize = 256;
 
 impl Default for Seen {
     fn default() -> Seen {
-        Seen { count: AtomicI64::new(UNKNOWN), first_read: AtomicBool::new(false), own: Mutex::default() }
+        Seen {
+            count: AtomicI64::new(UNKNOWN),
+            first_read: AtomicBool::new(false),
+            own: Mutex::default(),
+            forgotten: AtomicI64::new(NONE),
+        }
     }
 }
 
@@ -81,6 +103,29 @@ impl Seen {
     pub(super) fn unknown(&self) {
         self.count.store(UNKNOWN, Ordering::SeqCst);
         self.own.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+
+    /// Before the caches forget what a deletion leaving count `count`
+    /// deleted (or are emptied because the count moved to `count`): reads
+    /// of snapshots older than that cache nothing from now on.
+    pub(super) fn forgetting(&self, count: i64) {
+        self.forgotten.fetch_max(count, Ordering::SeqCst);
+    }
+
+    /// In a write transaction, which reads the newest count `latest`: a
+    /// forgotten count above it was made by a deletion that rolled back
+    /// (counts only grow), which deleted nothing; reads of `latest` cache
+    /// again.
+    pub(super) fn settle(&self, latest: i64) {
+        self.forgotten.fetch_min(latest, Ordering::SeqCst);
+    }
+
+    /// Whether a read of the snapshot whose count is `snapshot` (`None`: a
+    /// first read, which did not read it) may cache what it decoded. Ask
+    /// under the lock of the cache it adds to (see the module docs).
+    pub(super) fn admits(&self, snapshot: Option<i64>) -> bool {
+        let forgotten = self.forgotten.load(Ordering::SeqCst);
+        snapshot.map_or(forgotten == NONE, |count| count >= forgotten)
     }
 
     /// Counts `from + 1 ..= to` were made by this checkpointer.
@@ -138,4 +183,31 @@ pub(super) fn bump(tx: &Connection) -> Result<()> {
     )?
     .execute([KEY])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Seen;
+
+    #[test]
+    fn reads_of_snapshots_older_than_a_forgotten_deletion_cache_nothing() {
+        let seen = Seen::default();
+        // Nothing forgotten: every read caches, a first read (no count) too.
+        assert!(seen.admits(None) && seen.admits(Some(0)));
+        seen.forgetting(3);
+        assert!(!seen.admits(None), "a first read may be older than the deletion");
+        assert!(!seen.admits(Some(2)));
+        assert!(seen.admits(Some(3)) && seen.admits(Some(4)));
+        // An older count never lowers it.
+        seen.forgetting(1);
+        assert!(!seen.admits(Some(2)));
+        // A write transaction finds 3 committed: nothing to settle.
+        seen.settle(3);
+        assert!(!seen.admits(Some(2)) && seen.admits(Some(3)));
+        // A deletion that made 4 and rolled back: the next write finds 3.
+        seen.forgetting(4);
+        assert!(!seen.admits(Some(3)));
+        seen.settle(3);
+        assert!(seen.admits(Some(3)));
+    }
 }

@@ -171,8 +171,10 @@ impl Checkpointer {
     ///   value is missing from the file.
     /// - database errors.
     pub fn get_tuple_encoded(&self, config: &CheckpointConfig) -> Result<Option<EncodedTuple>> {
-        self.cached_tuple(&self.encoded_tuples, config, |tx, row| {
-            Ok(self.assemble_encoded(tx, vec![row], &mut Pieces::default(), false, true, false)?.pop())
+        self.cached_tuple(&self.encoded_tuples, config, |tx, row, snapshot| {
+            Ok(self
+                .assemble_encoded(tx, vec![row], &mut Pieces::default(), &Memo::at(snapshot), true, false)?
+                .pop())
         })
     }
 
@@ -186,7 +188,7 @@ impl Checkpointer {
         self.list_with(
             query,
             |saver, tx, rows, memo: &mut Memo, pieces| {
-                saver.assemble_encoded(tx, rows, pieces, memo.contiguous(), false, false)
+                saver.assemble_encoded(tx, rows, pieces, memo, false, false)
             },
             |t| &t.config,
         )
@@ -208,27 +210,27 @@ impl Checkpointer {
         self.list_with(
             query,
             |saver, tx, rows, memo: &mut Memo, pieces| {
-                saver.assemble_encoded(tx, rows, pieces, memo.contiguous(), false, true)
+                saver.assemble_encoded(tx, rows, pieces, memo, false, true)
             },
             |t| &t.config,
         )
     }
 
-    /// Attaches stored values and pending writes to raw rows (`cache`: keep
-    /// the values read from the file in the bytes cache; `share`: a list cut
-    /// from the one returned before it comes as its length, see
-    /// [`list_encoded_sharing`](Self::list_encoded_sharing)).
+    /// Attaches stored values and pending writes to raw rows, read as `memo`
+    /// says (`cache`: keep the values read from the file in the bytes cache;
+    /// `share`: a list cut from the one returned before it comes as its
+    /// length, see [`list_encoded_sharing`](Self::list_encoded_sharing)).
     fn assemble_encoded(
         &self,
         conn: &Connection,
         rows: Vec<Arc<Row>>,
         pieces: &mut Pieces,
-        contiguous: bool,
+        memo: &Memo,
         cache: bool,
         share: bool,
     ) -> Result<Vec<EncodedTuple>> {
         let mut writes: Vec<Vec<EncodedWrite>> = rows.iter().map(|_| Vec::new()).collect();
-        for_each_write(conn, &rows, contiguous, |i, task_id, channel, tag, stored| {
+        for_each_write(conn, &rows, memo.contiguous(), |i, task_id, channel, tag, stored| {
             let value = match stored {
                 Stored::Bytes(bytes) => TypedBytes::new(tag, bytes),
                 Stored::Blob(at) => TypedBytes::new(tag, shared_write(conn, &rows[i], &channel, at)?),
@@ -258,7 +260,7 @@ impl Checkpointer {
                         continue;
                     }
                 }
-                match self.stored_bytes(conn, &key, pieces, cache)? {
+                match self.stored_bytes(conn, &key, pieces, cache.then(|| memo.snapshot()))? {
                     Some((tag, _)) if tag == "empty" => {}
                     Some((tag, bytes)) => {
                         // The list a later version may be cut from is the
@@ -294,13 +296,14 @@ impl Checkpointer {
 
     /// A blob's tag and full bytes: the list this process stored last for
     /// the channel if it is that version, else from the bytes cache, else
-    /// from the file (then kept in the cache if `cache`).
+    /// from the file (then kept in the cache if `cache` has the deletion
+    /// count of the read's snapshot, see `deletions::Seen::admits`).
     fn stored_bytes(
         &self,
         conn: &Connection,
         key: &BlobKey,
         pieces: &mut Pieces,
-        cache: bool,
+        cache: Option<Option<i64>>,
     ) -> Result<Option<(String, Vec<u8>)>> {
         // Either way, remembered as the list the next (older) version of a
         // history read is cut from.
@@ -315,8 +318,9 @@ impl Checkpointer {
             return Ok(Some((tag, bytes.to_vec())));
         }
         let found = blob_bytes(conn, key, pieces)?;
-        if let (true, Some((tag, bytes))) = (cache, &found) {
-            self.encoded.insert(key.clone(), (tag.clone(), Arc::new(bytes.clone())), bytes.len());
+        if let (Some(snapshot), Some((tag, bytes))) = (cache, &found) {
+            let admitted = || self.seen.admits(snapshot);
+            self.encoded.insert(key.clone(), (tag.clone(), Arc::new(bytes.clone())), bytes.len(), admitted);
         }
         Ok(found)
     }

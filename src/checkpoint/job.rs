@@ -292,7 +292,7 @@ impl CheckpointJob {
         // Someone else deleted blobs since the bases were remembered: the
         // versions they name may hold other lists now, so lists are stored
         // whole.
-        let mut now = self.caches.sync(tx)?;
+        let mut now = self.caches.sync_write(tx)?;
         let extend = self.caches.seen.extends(self.planned_at, now);
         let mut appended = write_blobs(tx, thread, ns, &self.blobs, &*self.serde, true, extend)?;
         appended.extend(write_blobs(tx, thread, ns, &self.fill, &*self.serde, false, extend)?);

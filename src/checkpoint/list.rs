@@ -238,6 +238,7 @@ impl<T> ListIter<T> {
                 self.memo.clear();
                 self.pieces.clear();
             }
+            self.memo.read_at(now);
             let rows = tx
                 .prepare_cached(&sql)?
                 .query_map(params_from_iter(args.iter()), |r| shared_row(saver, r))?

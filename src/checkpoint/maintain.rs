@@ -46,7 +46,11 @@ impl Checkpointer {
     /// Database errors; nothing is deleted then.
     pub fn delete_thread(&self, thread_id: &str) -> Result<()> {
         self.forget_thread(thread_id);
-        self.deleting(|tx| delete_thread_rows(tx, thread_id).map(drop))
+        let caches = self.caches();
+        self.deleting(|tx| {
+            delete_thread_rows(tx, thread_id)?;
+            caches.forget_deleted(tx, [thread_id])
+        })
     }
 
     /// Copies every checkpoint, blob and write of thread `src`, in every
@@ -132,6 +136,7 @@ impl Checkpointer {
         for t in thread_ids {
             self.forget_thread(t.as_ref());
         }
+        let caches = self.caches();
         self.deleting(|tx| {
             for thread in thread_ids {
                 let thread = thread.as_ref();
@@ -154,7 +159,7 @@ impl Checkpointer {
                     }
                 }
             }
-            Ok(())
+            caches.forget_deleted(tx, thread_ids.iter().map(AsRef::as_ref))
         })
     }
 
@@ -171,6 +176,7 @@ impl Checkpointer {
         }
         let ids = Value::Array(run_ids.iter().map(|s| Value::String(s.as_ref().to_string())).collect());
         let ids = ids.to_string();
+        let caches = self.caches();
         self.deleting(|tx| {
             let gone: Vec<(String, String, String)> = tx
                 .prepare_cached(
@@ -182,11 +188,10 @@ impl Checkpointer {
                 .collect::<rusqlite::Result<_>>()?;
             delete_writes_of(tx, &gone)?;
             let threads: HashSet<&str> = gone.iter().map(|(t, _, _)| t.as_str()).collect();
-            for t in threads {
-                self.forget_thread(t);
+            for t in &threads {
                 collect_blobs(tx, t)?;
             }
-            Ok(())
+            caches.forget_deleted(tx, threads)
         })
     }
 
@@ -263,7 +268,7 @@ pub(super) fn trim(
     delete_writes_of(tx, &gone)?;
     let blobs = collect_blobs(tx, thread)?;
     // (Forgetting is safe whether or not the transaction commits.)
-    caches.forget_trimmed(thread, ns, &lengths, &blobs);
+    caches.forget_trimmed(tx, thread, ns, &lengths, &blobs)?;
     Ok(gone.len())
 }
 

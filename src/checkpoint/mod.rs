@@ -173,10 +173,10 @@ impl Checkpointer {
     /// prune through this checkpointer, or a clone of it, empties its
     /// caches of that thread, and any deletion by anyone else (another
     /// checkpointer, `Db` or process) is counted in the file and empties
-    /// them before the next read or write uses them. (History this
-    /// checkpointer's own retention trims is not forgotten: a version of it
-    /// stored again with another value through this checkpointer may read
-    /// back the old value until the cache lets it go.) The reads of encoded values
+    /// them before the next read or write uses them; history this
+    /// checkpointer's own retention trims is forgotten as it is trimmed. A
+    /// read that runs beside such a deletion on a snapshot from before it
+    /// caches nothing. The reads of encoded values
     /// ([`get_tuple_encoded`](Self::get_tuple_encoded)) keep the bytes they
     /// reassemble in a second cache of the same size.
     ///
@@ -252,14 +252,22 @@ impl Checkpointer {
     /// the caches).
     fn deleting<T>(&self, mut f: impl FnMut(&rusqlite::Connection) -> Result<T>) -> Result<T> {
         let caches = self.caches();
+        let mut began = None;
         self.db
             .write(|tx| {
-                let since = caches.sync(tx)?;
+                let since = caches.sync_write(tx)?;
+                began = Some(since);
                 let out = f(tx)?;
                 caches.deleted(tx, since)?;
                 Ok(out)
             })
-            .inspect_err(|_| caches.seen.unknown())
+            .inspect_err(|_| {
+                caches.seen.unknown();
+                // Rolled back: the count it made was never committed.
+                if let Some(since) = began {
+                    caches.seen.settle(since);
+                }
+            })
     }
 
     /// Forgets cached state of `thread` (its rows are being deleted).
@@ -303,19 +311,30 @@ impl ThreadCaches {
         // Emptied before the count is taken: a write planned meanwhile
         // plans under the old count, or without the caches.
         if self.seen.current() != now {
+            self.seen.forgetting(now);
             self.clear();
         }
         self.seen.take(now);
         Ok(now)
     }
 
+    /// [`sync`](Self::sync) in a write transaction (its snapshot is the
+    /// newest): see `deletions::Seen::settle`.
+    fn sync_write(&self, tx: &rusqlite::Connection) -> Result<i64> {
+        let now = self.sync(tx)?;
+        self.seen.settle(now);
+        Ok(now)
+    }
+
     /// [`sync`](Self::sync) for a read; the first read of a checkpointer
     /// skips it (see `deletions::Seen::first_read`).
-    fn sync_read(&self, tx: &rusqlite::Connection) -> Result<()> {
-        if !self.seen.first_read() {
-            self.sync(tx)?;
+    /// The count read (`None`: skipped), which what the read caches is
+    /// admitted by (see `deletions::Seen::admits`).
+    fn sync_read(&self, tx: &rusqlite::Connection) -> Result<Option<i64>> {
+        if self.seen.first_read() {
+            return Ok(None);
         }
-        Ok(())
+        self.sync(tx).map(Some)
     }
 
     /// At the end of a transaction that began with [`sync`](Self::sync)
@@ -325,6 +344,7 @@ impl ThreadCaches {
     /// count it leaves, which it returns.
     fn deleted(&self, tx: &rusqlite::Connection, since: i64) -> Result<i64> {
         let now = deletions::count(tx)?;
+        self.seen.forgetting(now);
         self.seen.own(since, now);
         self.seen.take(now);
         Ok(now)
@@ -339,10 +359,34 @@ impl ThreadCaches {
         self.shared_writes.clear();
     }
 
-    /// Forgets what retention trims: the checkpoints `gone` of (`thread`,
-    /// `ns`) (id, stored length) and the blob versions `blobs`. Other
-    /// versions and checkpoints stay.
-    fn forget_trimmed(&self, thread: &str, ns: &str, gone: &[(String, usize)], blobs: &[cache::BlobKey]) {
+    /// Inside a transaction that deleted rows of `threads`: forgets those
+    /// threads, after no read of an older snapshot may cache any more (see
+    /// `deletions`).
+    fn forget_deleted<'a>(
+        &self,
+        tx: &rusqlite::Connection,
+        threads: impl IntoIterator<Item = &'a str>,
+    ) -> Result<()> {
+        self.seen.forgetting(deletions::count(tx)?);
+        for thread in threads {
+            self.forget_thread(thread);
+        }
+        Ok(())
+    }
+
+    /// Forgets what retention trims in transaction `tx`: the checkpoints
+    /// `gone` of (`thread`, `ns`) (id, stored length) and the blob versions
+    /// `blobs`, after no read of an older snapshot may cache any more (see
+    /// `deletions`). Other versions and checkpoints stay.
+    fn forget_trimmed(
+        &self,
+        tx: &rusqlite::Connection,
+        thread: &str,
+        ns: &str,
+        gone: &[(String, usize)],
+        blobs: &[cache::BlobKey],
+    ) -> Result<()> {
+        self.seen.forgetting(deletions::count(tx)?);
         self.bases.forget(blobs);
         self.values.forget(blobs);
         self.starts.forget(blobs);
@@ -354,6 +398,7 @@ impl ThreadCaches {
             .collect();
         self.shared_writes.forget(&stored);
         self.checkpoints.forget_checkpoints(thread, ns, gone);
+        Ok(())
     }
 
     fn forget_thread(&self, thread: &str) {

@@ -77,7 +77,8 @@ impl Checkpointer {
                 })?;
             }
             let writes: Arc<[PendingWrite]> = writes.into();
-            self.checkpoints.insert_writes(row, tasks.into(), &writes, epoch);
+            self.checkpoints
+                .insert_writes(row, tasks.into(), &writes, epoch, || self.seen.admits(memo.snapshot()));
             out.push(writes);
         }
         Ok(out)
@@ -107,7 +108,9 @@ impl Checkpointer {
         let bytes = shared_write(conn, row, channel, blob)?;
         let v = self.serde.loads_typed(tag, &bytes)?;
         let key = (row.thread_id.clone(), row.ns.clone(), channel.to_owned(), blob.to_owned());
-        self.shared_writes.insert(key, (tag.to_owned(), Arc::new(v.clone())), bytes.len());
+        self.shared_writes.insert(key, (tag.to_owned(), Arc::new(v.clone())), bytes.len(), || {
+            self.seen.admits(memo.snapshot())
+        });
         Ok(v)
     }
 }

@@ -265,6 +265,10 @@ pub(super) struct Memo {
     contiguous: bool,
     /// Checkpoints this read assembled and gave to the shared cache.
     shared: usize,
+    /// The deletion count of the read's snapshot (`None`: not read), which
+    /// decides whether what it decoded may be cached (see
+    /// `deletions::Seen::admits`).
+    snapshot: Option<i64>,
 }
 
 /// A read gives the shared checkpoint cache its first this many checkpoints
@@ -281,8 +285,21 @@ struct Delta {
 }
 
 impl Memo {
-    pub(super) fn new() -> Memo {
-        Memo::default()
+    /// The memo of one read of the snapshot whose deletion count is
+    /// `snapshot` (see the field).
+    pub(super) fn at(snapshot: Option<i64>) -> Memo {
+        Memo { snapshot, ..Memo::default() }
+    }
+
+    /// A read of the snapshot whose deletion count is `count` goes on with
+    /// this memo (a listing's next page).
+    pub(super) fn read_at(&mut self, count: i64) {
+        self.snapshot = Some(count);
+    }
+
+    /// The snapshot's deletion count (see the field).
+    pub(super) fn snapshot(&self) -> Option<i64> {
+        self.snapshot
     }
 
     /// Whether pages are contiguous (see the field).
@@ -335,28 +352,30 @@ impl Checkpointer {
     ///   stored value cannot be decoded.
     /// - database errors.
     pub fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
-        self.cached_tuple(&self.tuples, config, |tx, row| {
-            Ok(self.assemble(tx, vec![row], &mut Memo::new())?.pop())
+        self.cached_tuple(&self.tuples, config, |tx, row, snapshot| {
+            Ok(self.assemble(tx, vec![row], &mut Memo::at(snapshot))?.pop())
         })
     }
 
     /// What `build` makes of the row `config` names (the newest without an
     /// id), given again from `cache` while the file's generation has not
-    /// moved: no write through this `Db`, no commit by anyone else.
+    /// moved: no write through this `Db`, no commit by anyone else. `build`
+    /// is given the deletion count of the read's snapshot (see
+    /// [`Memo::at`]).
     pub(super) fn cached_tuple<T: Clone>(
         &self,
         cache: &TupleCache<T>,
         config: &CheckpointConfig,
-        build: impl FnOnce(&Connection, Arc<Row>) -> Result<Option<T>>,
+        build: impl FnOnce(&Connection, Arc<Row>, Option<i64>) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
         require_thread(config)?;
         let key = (config.thread_id.clone(), config.checkpoint_ns.clone(), config.checkpoint_id.clone());
         let on = self.values.budget() > 0;
         let hit = |generation| on.then(|| cache.get(&key, generation)).flatten().map(Some);
         self.db.cached_snapshot(hit, |tx, generation| {
-            self.caches().sync_read(tx)?;
+            let snapshot = self.caches().sync_read(tx)?;
             let Some(row) = find_shared_row(self, tx, config)? else { return Ok(None) };
-            let out = build(tx, row)?;
+            let out = build(tx, row, snapshot)?;
             if let (true, Some(t)) = (on, &out) {
                 cache.put(key.clone(), generation, t);
             }
@@ -428,7 +447,8 @@ impl Checkpointer {
             let metadata = Arc::new(metadata);
             if memo.shared < SHARED_PER_READ {
                 memo.shared += 1;
-                self.checkpoints.insert(row, &checkpoint, &metadata, epoch);
+                self.checkpoints
+                    .insert(row, &checkpoint, &metadata, epoch, || self.seen.admits(memo.snapshot));
             }
             out.push((config, parent_config, checkpoint, metadata));
         }
@@ -527,7 +547,7 @@ impl Checkpointer {
         };
         if let Some((version, cost)) = whole {
             let cur = key_of(&version);
-            self.values.insert(cur.clone(), start.clone(), cost);
+            self.values.insert(cur.clone(), start.clone(), cost, || self.seen.admits(memo.snapshot));
             memo.values.insert(cur, start.clone());
         }
         if deltas.is_empty() {
@@ -561,14 +581,16 @@ impl Checkpointer {
                 if named == *key {
                     // The tip goes to the value cache (below): so does
                     // where its delta starts.
-                    self.starts.insert(named.clone(), (tag.clone(), start_len + begin), 0);
+                    self.starts.insert(named.clone(), (tag.clone(), start_len + begin), 0, || {
+                        self.seen.admits(memo.snapshot)
+                    });
                 }
                 memo.deltas
                     .insert(key_of(&stored), Delta { tag, list: list.clone(), start: start_len + begin });
                 memo.values.insert(named, Some(list));
             }
         }
-        self.values.insert(key.clone(), Some(tip.clone()), cost);
+        self.values.insert(key.clone(), Some(tip.clone()), cost, || self.seen.admits(memo.snapshot));
         memo.values.insert(key.clone(), Some(tip.clone()));
         Ok(Some(tip))
     }
