@@ -49,13 +49,19 @@ pub(crate) struct Pool {
     turn_over: Condvar,
     generation: AtomicU64,
     /// Commits through this pool, and the thread that checkpoints the WAL
-    /// every so many of them (a file opened for writing).
+    /// every so many of them (a file opened for writing), started by the
+    /// first nudge (`wal_start`): a handle that only reads, or writes a
+    /// little, never pays for a thread.
     commits: AtomicU64,
-    wal: std::sync::OnceLock<crate::wal::WalThread>,
+    wal: std::sync::OnceLock<Option<crate::wal::WalThread>>,
+    wal_start: Mutex<Option<WalStart>>,
     /// The file is in WAL mode and its connections may read the WAL-index
     /// (see [`Pooled::generation`]).
     wal_index: bool,
 }
+
+/// Starts the WAL checkpoint thread (see [`Pool::checkpoint_wal_with`]).
+pub(crate) type WalStart = Box<dyn FnOnce() -> Option<crate::wal::WalThread> + Send>;
 
 /// An idle connection and what it last saw of the file.
 struct Slot {
@@ -110,6 +116,7 @@ impl Pool {
             generation: AtomicU64::new(0),
             commits: AtomicU64::new(0),
             wal: std::sync::OnceLock::new(),
+            wal_start: Mutex::new(None),
             wal_index: false,
         }
     }
@@ -123,9 +130,11 @@ impl Pool {
         self
     }
 
-    /// Hands WAL checkpoints to `wal` (see [`crate::wal`]).
-    pub(crate) fn checkpoint_wal_with(&self, wal: crate::wal::WalThread) {
-        let _ = self.wal.set(wal);
+    /// Hands WAL checkpoints to the thread `start` starts (`None`: it could
+    /// not; the writers' own checkpoints then keep the log bounded), when
+    /// the first is due (see [`crate::wal`]).
+    pub(crate) fn checkpoint_wal_with(&self, start: WalStart) {
+        *self.wal_start.lock().unwrap_or_else(PoisonError::into_inner) = Some(start);
     }
 
     /// Counts a commit; every [`crate::wal::NUDGE_EVERY`] commits, nudges
@@ -133,7 +142,8 @@ impl Pool {
     pub(crate) fn committed(&self) {
         let n = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
         if n % crate::wal::NUDGE_EVERY == 0 {
-            if let Some(wal) = self.wal.get() {
+            let start = || self.wal_start.lock().unwrap_or_else(PoisonError::into_inner).take()?();
+            if let Some(wal) = self.wal.get_or_init(start) {
                 wal.nudge();
             }
         }

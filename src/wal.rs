@@ -6,7 +6,7 @@
 //! the writer that crosses the line pays for copying a thousand pages and two
 //! fsyncs, a stall of milliseconds every few hundred steps (a tenth of a
 //! step loop's time here). A file `Db` instead nudges this thread every
-//! [`NUDGE_EVERY`] commits; it runs a `PASSIVE` checkpoint on its own
+//! [`NUDGE_EVERY`] commits (starting it at the first nudge); it runs a `PASSIVE` checkpoint on its own
 //! connection (which never blocks writers or readers) while the writers go
 //! on. Writers keep SQLite's own check at a higher threshold
 //! ([`FALLBACK_PAGES`]), so the log stays bounded even if this thread falls

@@ -228,7 +228,7 @@ impl DbBuilder {
             Pool::new(first, size, busy.max(Duration::from_secs(30)), Box::new(open)).with_wal_index(wal),
         );
         if path.is_some() && !private && !read_only {
-            pool.checkpoint_wal_with(WalThread::start(open_wal)?);
+            pool.checkpoint_wal_with(Box::new(move || WalThread::start(open_wal).ok()));
         }
         // Group commit with fsync on every commit; write-behind on request.
         // An in-memory database has one connection: it writes in the caller.
