@@ -136,8 +136,9 @@ impl<V: Clone> BlobCache<V> {
     /// of a write not committed yet never replaces one read or written
     /// before (a version holds one value; a write that gives it another is
     /// refused when it commits).
-    pub(crate) fn insert_new(&self, key: BlobKey, value: V, cost: usize) {
-        self.insert_with(key, value, cost, false, || true);
+    /// Asks `admitted` under the lock, as [`insert`](Self::insert) does.
+    pub(crate) fn insert_new(&self, key: BlobKey, value: V, cost: usize, admitted: impl FnOnce() -> bool) {
+        self.insert_with(key, value, cost, false, admitted);
     }
 
     fn insert_with(

@@ -70,20 +70,25 @@ impl BaseCache {
         }
     }
 
-    pub(crate) fn set(&self, thread: &str, ns: &str, channel: &str, base: Option<Base>) {
+    /// Makes `base` the candidate base of (`thread`, `ns`, `channel`) if
+    /// `admitted` (asked under the lock: see `deletions::Seen::admits`).
+    pub(crate) fn set(
+        &self,
+        thread: &str,
+        ns: &str,
+        channel: &str,
+        base: Base,
+        admitted: impl FnOnce() -> bool,
+    ) {
         if let Ok(mut map) = self.map.lock() {
-            let key = (thread.to_string(), ns.to_string(), channel.to_string());
-            match base {
-                Some(b) => {
-                    if map.len() >= CACHE_ENTRIES && !map.contains_key(&key) {
-                        map.clear();
-                    }
-                    map.insert(key, b);
-                }
-                None => {
-                    map.remove(&key);
-                }
+            if !admitted() {
+                return;
             }
+            let key = (thread.to_string(), ns.to_string(), channel.to_string());
+            if map.len() >= CACHE_ENTRIES && !map.contains_key(&key) {
+                map.clear();
+            }
+            map.insert(key, base);
         }
     }
 }

@@ -252,22 +252,20 @@ impl Checkpointer {
     /// the caches).
     fn deleting<T>(&self, mut f: impl FnMut(&rusqlite::Connection) -> Result<T>) -> Result<T> {
         let caches = self.caches();
-        let mut began = None;
         self.db
             .write(|tx| {
                 let since = caches.sync_write(tx)?;
-                began = Some(since);
-                let out = f(tx)?;
-                caches.deleted(tx, since)?;
-                Ok(out)
-            })
-            .inspect_err(|_| {
-                caches.seen.unknown();
-                // Rolled back: the count it made was never committed.
-                if let Some(since) = began {
+                let out = f(tx).and_then(|out| caches.deleted(tx, since).map(|_| out));
+                if out.is_err() {
+                    // Rolled back: the count it made is never committed.
+                    // Settled while the transaction still holds the write
+                    // lock, so that no other deletion commits in between.
+                    // (A failed commit leaves it to the next write.)
                     caches.seen.settle(since);
                 }
+                out
             })
+            .inspect_err(|_| caches.seen.unknown())
     }
 
     /// Forgets cached state of `thread` (its rows are being deleted).

@@ -236,7 +236,11 @@ impl Checkpointer {
                 .submit_tagged(apply, Some(&job.thread), None)
                 .inspect_err(|_| job.caches.seen.unknown())?;
             if job.remembers() {
-                self.remember(&job.thread, &job.ns, &job.blobs);
+                #[cfg(test)]
+                tests::after_commit();
+                // Unless a deletion forgot the thread since it committed.
+                let at = job.applied_at.load(std::sync::atomic::Ordering::SeqCst);
+                self.remember(&job.thread, &job.ns, &job.blobs, Some(at));
             }
             return Ok(tag);
         }
@@ -264,7 +268,7 @@ impl Checkpointer {
             }
             Ok(())
         });
-        self.remember(&job.thread, &job.ns, &job.blobs);
+        self.remember(&job.thread, &job.ns, &job.blobs, None);
         let (caches, thread, failed) = (self.caches(), job.thread.clone(), claim.clone());
         let undo: crate::commit::Undo = Box::new(move || {
             caches.seen.unknown();
@@ -339,27 +343,32 @@ impl Checkpointer {
 
     /// After a write: the values written go to the value cache, the lists
     /// to the delta bases. (A version that was already stored holds the
-    /// same value and bytes, so it is as good a base.)
-    pub(super) fn remember(&self, thread: &str, ns: &str, blobs: &[PlannedBlob]) {
+    /// same value and bytes, so it is as good a base.) `committed`: the
+    /// deletion count the write's transaction left, if it has run: the
+    /// values are cached only if no deletion the caches forgot came after
+    /// it (see `deletions::Seen::admits`); a write queued behind the caller
+    /// is remembered before it runs.
+    pub(super) fn remember(&self, thread: &str, ns: &str, blobs: &[PlannedBlob], committed: Option<i64>) {
+        let admitted = || committed.is_none_or(|c| self.seen.admits(Some(c)));
         for b in blobs {
             let key: BlobKey = (thread.to_string(), ns.to_string(), b.channel.clone(), b.version.clone());
             let cost = b.full.len() + b.delta.as_ref().map_or(0, |d| d.1.len());
             match &b.value {
-                BlobValue::Empty => self.values.insert_new(key, None, 0),
+                BlobValue::Empty => self.values.insert_new(key, None, 0, admitted),
                 BlobValue::Decoded(v) => {
                     // A delta's elements end the list: it starts where they do.
                     let appended = b.delta.as_ref().and_then(|(_, d)| delta::array_header(d));
                     let start = appended.zip(v.as_list()).and_then(|((n, _), l)| l.len().checked_sub(n));
                     if let Some(start) = start {
-                        self.starts.insert_new(key.clone(), (b.tag.clone(), start), 0);
+                        self.starts.insert_new(key.clone(), (b.tag.clone(), start), 0, admitted);
                     }
-                    self.values.insert_new(key, Some(v.clone()), cost)
+                    self.values.insert_new(key, Some(v.clone()), cost, admitted)
                 }
                 BlobValue::Encoded => {}
             }
             if b.appendable {
                 let next = delta::Base { version: b.version.clone(), bytes: b.full.clone() };
-                self.bases.set(thread, ns, &b.channel, Some(next));
+                self.bases.set(thread, ns, &b.channel, next, admitted);
             }
         }
     }
@@ -462,4 +471,59 @@ pub(super) fn writes_job(
 /// The sorted names of `channels`.
 pub(super) fn sorted(channels: impl IntoIterator<Item = String>) -> Vec<String> {
     channels.into_iter().collect::<BTreeSet<_>>().into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use serde_json::json;
+
+    use crate::checkpoint::{ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, Metadata};
+    use crate::{Checkpointer, Db};
+
+    thread_local! {
+        /// Runs between a write's commit and its values going to the
+        /// caches, in the writing thread.
+        static AFTER_COMMIT: RefCell<Option<Box<dyn Fn()>>> = RefCell::new(None);
+    }
+
+    pub(super) fn after_commit() {
+        AFTER_COMMIT.with(|h| {
+            if let Some(f) = h.borrow_mut().take() {
+                f();
+            }
+        });
+    }
+
+    /// A LangGraph-shaped put of `m` at version 1 (a caller's own versions).
+    fn put_m(saver: &Checkpointer, id: &str, m: serde_json::Value) {
+        let mut cp = Checkpoint::with_id(id);
+        cp.channel_values.insert("m".into(), m.into());
+        cp.channel_versions.insert("m".into(), ChannelVersion::Int(1));
+        let mut new = ChannelVersions::new();
+        new.insert("m".into(), ChannelVersion::Int(1));
+        saver.put(&CheckpointConfig::thread("t"), &cp, &Metadata::new(), &new).unwrap();
+    }
+
+    /// Another thread deletes the thread between a put's commit and the
+    /// put's values going to the caches: they stay out, so the version
+    /// stored again with another value reads back as stored.
+    #[test]
+    fn a_write_is_not_remembered_after_a_delete_that_followed_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let saver = Db::open(dir.path().join("c.db")).unwrap().checkpointer();
+        let other = saver.clone();
+        AFTER_COMMIT.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move || {
+                let other = other.clone();
+                std::thread::spawn(move || other.delete_thread("t").unwrap()).join().unwrap();
+            }))
+        });
+        put_m(&saver, "1f000000-0000-6000-8000-000000000001", json!(["first"]));
+        assert!(AFTER_COMMIT.with(|h| h.borrow().is_none()), "the delete ran");
+        put_m(&saver, "1f000000-0000-6000-8000-000000000002", json!(["second"]));
+        let read = saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
+        assert_eq!(read.checkpoint.channel_values["m"], json!(["second"]));
+    }
 }
