@@ -41,9 +41,9 @@ pub(super) struct Seen {
     count: AtomicI64,
     /// The first read was let off reading the count.
     first_read: AtomicBool,
-    /// The latest counts this checkpointer's own deletions made (a write
-    /// planned before one of them may still extend its lists: they delete
-    /// only what no kept checkpoint needs, or forget the thread).
+    /// The latest counts this checkpointer's own retention trims made (a
+    /// write planned before one of them may still extend its lists: a trim
+    /// deletes only what no kept checkpoint needs).
     own: Mutex<VecDeque<i64>>,
     /// The count of the newest deletion the caches forgot (or were emptied
     /// for): a read of an older snapshot may hold what it deleted, and
@@ -128,7 +128,7 @@ impl Seen {
         snapshot.map_or(forgotten == NONE, |count| count >= forgotten)
     }
 
-    /// Counts `from + 1 ..= to` were made by this checkpointer.
+    /// Counts `from + 1 ..= to` were made by this checkpointer's trims.
     pub(super) fn own(&self, from: i64, to: i64) {
         let mut own = self.own.lock().unwrap_or_else(PoisonError::into_inner);
         for c in from.saturating_add(1)..=to {
@@ -142,7 +142,7 @@ impl Seen {
     /// Whether a write planned when the count was `planned` (its lists as
     /// deltas of what the checkpointer remembered then) may still store
     /// them so when the file's count is `now`: no deletion since, or only
-    /// this checkpointer's own.
+    /// this checkpointer's own trims.
     pub(super) fn extends(&self, planned: i64, now: i64) -> bool {
         if planned == UNKNOWN || planned > now {
             return false;

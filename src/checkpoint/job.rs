@@ -311,7 +311,7 @@ impl CheckpointJob {
         )?;
         if let Some(policy) = &self.retention {
             if policy.due(tx, thread, ns)? && trim(tx, thread, ns, policy, &self.caches)? > 0 {
-                now = self.caches.deleted(tx, now)?;
+                now = self.caches.deleted(tx, now, true)?;
             }
         }
         self.applied_at.store(now, std::sync::atomic::Ordering::SeqCst);

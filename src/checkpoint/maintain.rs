@@ -34,7 +34,7 @@ impl Checkpointer {
             if policy.exempt.contains(&thread) {
                 continue;
             }
-            removed += self.deleting(|tx| trim(tx, &thread, &ns, policy, &caches))?;
+            removed += self.deleting(true, |tx| trim(tx, &thread, &ns, policy, &caches))?;
         }
         Ok(removed)
     }
@@ -47,7 +47,7 @@ impl Checkpointer {
     pub fn delete_thread(&self, thread_id: &str) -> Result<()> {
         self.forget_thread(thread_id);
         let caches = self.caches();
-        self.deleting(|tx| {
+        self.deleting(false, |tx| {
             delete_thread_rows(tx, thread_id)?;
             caches.forget_deleted(tx, [thread_id])
         })
@@ -137,7 +137,7 @@ impl Checkpointer {
             self.forget_thread(t.as_ref());
         }
         let caches = self.caches();
-        self.deleting(|tx| {
+        self.deleting(false, |tx| {
             for thread in thread_ids {
                 let thread = thread.as_ref();
                 match strategy {
@@ -177,7 +177,7 @@ impl Checkpointer {
         let ids = Value::Array(run_ids.iter().map(|s| Value::String(s.as_ref().to_string())).collect());
         let ids = ids.to_string();
         let caches = self.caches();
-        self.deleting(|tx| {
+        self.deleting(false, |tx| {
             let gone: Vec<(String, String, String)> = tx
                 .prepare_cached(
                     "DELETE FROM checkpoints WHERE json_extract(metadata, '$.run_id') IS NOT NULL \

@@ -247,15 +247,16 @@ impl Checkpointer {
     }
 
     /// Runs `f`, which may delete blob rows, in a write transaction: the
-    /// caches are synced first and take the count it leaves as their own;
+    /// caches are synced first and take the count it leaves as current;
     /// if the transaction fails, no count is known (the next use empties
-    /// the caches).
-    fn deleting<T>(&self, mut f: impl FnMut(&rusqlite::Connection) -> Result<T>) -> Result<T> {
+    /// the caches). `trims`: `f` only trims history (see
+    /// [`ThreadCaches::deleted`]).
+    fn deleting<T>(&self, trims: bool, mut f: impl FnMut(&rusqlite::Connection) -> Result<T>) -> Result<T> {
         let caches = self.caches();
         self.db
             .write(|tx| {
                 let since = caches.sync_write(tx)?;
-                let out = f(tx).and_then(|out| caches.deleted(tx, since).map(|_| out));
+                let out = f(tx).and_then(|out| caches.deleted(tx, since, trims).map(|_| out));
                 if out.is_err() {
                     // Rolled back: the count it made is never committed.
                     // Settled while the transaction still holds the write
@@ -337,13 +338,20 @@ impl ThreadCaches {
 
     /// At the end of a transaction that began with [`sync`](Self::sync)
     /// and deleted: what it deleted was this checkpointer's own (it holds
-    /// the write lock; deletes forget their threads, retention deletes only
-    /// what no kept checkpoint needs), so the caches stay current with the
-    /// count it leaves, which it returns.
-    fn deleted(&self, tx: &rusqlite::Connection, since: i64) -> Result<i64> {
+    /// the write lock, and forgot what it deleted), so the caches stay
+    /// current with the count it leaves, which it returns. If it only
+    /// `trims` history (retention: only what no kept checkpoint needs), a
+    /// write planned before it may still store its lists as deltas of what
+    /// the checkpointer cached then (see `deletions::Seen::extends`); not
+    /// after a delete or prune, which may remove the versions such a write
+    /// extends, and let them be stored again with other values before it
+    /// runs.
+    fn deleted(&self, tx: &rusqlite::Connection, since: i64, trims: bool) -> Result<i64> {
         let now = deletions::count(tx)?;
         self.seen.forgetting(now);
-        self.seen.own(since, now);
+        if trims {
+            self.seen.own(since, now);
+        }
         self.seen.take(now);
         Ok(now)
     }

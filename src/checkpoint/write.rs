@@ -224,6 +224,8 @@ impl Checkpointer {
     /// refused write's value for the file's. (A remembered value never
     /// replaces a cached one: a version holds one value.)
     pub(super) fn submit_checkpoint(&self, job: CheckpointJob, writes: Vec<WritesJob>) -> Result<CacheTag> {
+        #[cfg(test)]
+        tests::at(tests::Point::Planned);
         let job = Arc::new(job);
         let run = job.clone();
         let apply: crate::commit::Job = Box::new(move |tx| run.apply(tx, &writes));
@@ -237,7 +239,7 @@ impl Checkpointer {
                 .inspect_err(|_| job.caches.seen.unknown())?;
             if job.remembers() {
                 #[cfg(test)]
-                tests::after_commit();
+                tests::at(tests::Point::Committed);
                 // Unless a deletion forgot the thread since it committed.
                 let at = job.applied_at.load(std::sync::atomic::Ordering::SeqCst);
                 self.remember(&job.thread, &job.ns, &job.blobs, Some(at));
@@ -482,28 +484,60 @@ mod tests {
     use crate::checkpoint::{ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, Metadata};
     use crate::{Checkpointer, Db};
 
+    /// Where a write in the caller stops to run the hook its thread set.
+    #[derive(Clone, Copy, PartialEq)]
+    pub(super) enum Point {
+        /// Planned (its lists as deltas of what the checkpointer cached),
+        /// not yet written.
+        Planned,
+        /// Committed, its values not yet cached.
+        Committed,
+    }
+
+    type Hook = (Point, Box<dyn FnOnce()>);
+
     thread_local! {
-        /// Runs between a write's commit and its values going to the
-        /// caches, in the writing thread.
-        static AFTER_COMMIT: RefCell<Option<Box<dyn Fn()>>> = RefCell::new(None);
+        /// Runs once, in the writing thread, when a write reaches the point.
+        static HOOK: RefCell<Option<Hook>> = RefCell::new(None);
     }
 
-    pub(super) fn after_commit() {
-        AFTER_COMMIT.with(|h| {
-            if let Some(f) = h.borrow_mut().take() {
-                f();
-            }
+    pub(super) fn at(point: Point) {
+        let hook = HOOK.with(|h| {
+            let mut h = h.borrow_mut();
+            h.as_ref().is_some_and(|(p, _)| *p == point).then(|| h.take()).flatten()
         });
+        if let Some((_, f)) = hook {
+            f();
+        }
     }
 
-    /// A LangGraph-shaped put of `m` at version 1 (a caller's own versions).
-    fn put_m(saver: &Checkpointer, id: &str, m: serde_json::Value) {
+    fn set(point: Point, f: impl FnOnce() + 'static) {
+        HOOK.with(|h| *h.borrow_mut() = Some((point, Box::new(f))));
+    }
+
+    fn hook_ran() -> bool {
+        HOOK.with(|h| h.borrow().is_none())
+    }
+
+    /// A LangGraph-shaped put of `m` at `version` (a caller's own
+    /// versions) after `parent`.
+    fn put_m(saver: &Checkpointer, id: &str, parent: Option<&str>, m: serde_json::Value, version: i64) {
         let mut cp = Checkpoint::with_id(id);
         cp.channel_values.insert("m".into(), m.into());
-        cp.channel_versions.insert("m".into(), ChannelVersion::Int(1));
+        cp.channel_versions.insert("m".into(), ChannelVersion::Int(version));
         let mut new = ChannelVersions::new();
-        new.insert("m".into(), ChannelVersion::Int(1));
-        saver.put(&CheckpointConfig::thread("t"), &cp, &Metadata::new(), &new).unwrap();
+        new.insert("m".into(), ChannelVersion::Int(version));
+        let config = CheckpointConfig::thread("t");
+        let config = match parent {
+            Some(p) => config.at(p),
+            None => config,
+        };
+        saver.put(&config, &cp, &Metadata::new(), &new).unwrap();
+    }
+
+    /// On another thread, as another caller of the same checkpointer would.
+    fn elsewhere(f: impl FnOnce() + Send + 'static) {
+        std::thread::spawn(f).join().unwrap();
     }
 
     /// Another thread deletes the thread between a put's commit and the
@@ -514,16 +548,40 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let saver = Db::open(dir.path().join("c.db")).unwrap().checkpointer();
         let other = saver.clone();
-        AFTER_COMMIT.with(|h| {
-            *h.borrow_mut() = Some(Box::new(move || {
-                let other = other.clone();
-                std::thread::spawn(move || other.delete_thread("t").unwrap()).join().unwrap();
-            }))
-        });
-        put_m(&saver, "1f000000-0000-6000-8000-000000000001", json!(["first"]));
-        assert!(AFTER_COMMIT.with(|h| h.borrow().is_none()), "the delete ran");
-        put_m(&saver, "1f000000-0000-6000-8000-000000000002", json!(["second"]));
+        set(Point::Committed, move || elsewhere(move || other.delete_thread("t").unwrap()));
+        put_m(&saver, "1f000000-0000-6000-8000-000000000001", None, json!(["first"]), 1);
+        assert!(hook_ran());
+        put_m(&saver, "1f000000-0000-6000-8000-000000000002", None, json!(["second"]), 1);
         let read = saver.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
         assert_eq!(read.checkpoint.channel_values["m"], json!(["second"]));
+    }
+
+    /// A write planned as a delta of a version, then the thread deleted
+    /// and that version stored again with another value (by another caller
+    /// of the same checkpointer) before the write runs: the write stores
+    /// its list whole, not as a delta of the other value.
+    #[test]
+    fn a_write_planned_before_a_delete_does_not_extend_a_version_stored_again() {
+        let list =
+            |tag: &str, n: usize| json!((0..n).map(|i| format!("{tag} message {i:04}")).collect::<Vec<_>>());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let saver = Db::open(&path).unwrap().checkpointer();
+        let ids = ["1f000000-0000-6000-8000-000000000001", "1f000000-0000-6000-8000-000000000002"];
+        put_m(&saver, ids[0], None, list("mine", 1000), 1);
+        let other = saver.clone();
+        set(Point::Planned, move || {
+            elsewhere(move || {
+                other.delete_thread("t").unwrap();
+                put_m(&other, ids[0], None, list("theirs", 500), 1);
+            })
+        });
+        put_m(&saver, ids[1], Some(ids[0]), list("mine", 1001), 2);
+        assert!(hook_ran());
+        let fresh = Db::open(&path).unwrap().checkpointer();
+        let read = fresh.get_tuple(&CheckpointConfig::thread("t")).unwrap().unwrap();
+        assert_eq!(read.checkpoint.id, ids[1]);
+        let m = &read.checkpoint.channel_values["m"];
+        assert!(*m == list("mine", 1001), "stored as a delta of theirs: {}", &m.to_string()[..60]);
     }
 }
