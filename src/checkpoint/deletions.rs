@@ -30,6 +30,8 @@ use std::sync::{Mutex, PoisonError};
 
 use rusqlite::{Connection, OptionalExtension};
 
+use super::cache::BlobKey;
+
 use crate::error::Result;
 
 /// The `agentstate_meta` key of the count.
@@ -41,10 +43,12 @@ pub(super) struct Seen {
     count: AtomicI64,
     /// The first read was let off reading the count.
     first_read: AtomicBool,
-    /// The latest counts this checkpointer's own retention trims made (a
-    /// write planned before one of them may still extend its lists: a trim
-    /// deletes only what no kept checkpoint needs).
-    own: Mutex<VecDeque<i64>>,
+    /// The latest counts this checkpointer's own retention trims made, each
+    /// with the blob versions it deleted (a write planned before one of
+    /// them may still extend its lists, except those whose base it deleted:
+    /// a trim deletes only what no kept checkpoint needs, but another
+    /// writer may have made the base one of those).
+    own: Mutex<Own>,
     /// The count of the newest deletion the caches forgot (or were emptied
     /// for): a read of an older snapshot may hold what it deleted, and
     /// caches nothing. [`NONE`] before any.
@@ -59,6 +63,18 @@ pub(super) const UNKNOWN: i64 = i64::MIN;
 
 /// Own counts remembered.
 const OWN: usize = 256;
+
+/// Trimmed blob versions remembered with them (older counts are dropped
+/// first: a write planned before them stores its lists whole).
+const OWN_KEYS: usize = 4096;
+
+#[derive(Default)]
+struct Own {
+    counts: VecDeque<(i64, Vec<BlobKey>)>,
+    keys: usize,
+    /// Deleted by the trim in progress, not yet given a count.
+    pending: Vec<BlobKey>,
+}
 
 impl Default for Seen {
     fn default() -> Seen {
@@ -102,7 +118,7 @@ impl Seen {
     /// the caches, and no write planned before extends its lists.
     pub(super) fn unknown(&self) {
         self.count.store(UNKNOWN, Ordering::SeqCst);
-        self.own.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        *self.own.lock().unwrap_or_else(PoisonError::into_inner) = Own::default();
     }
 
     /// Before the caches forget what a deletion leaving count `count`
@@ -128,27 +144,47 @@ impl Seen {
         snapshot.map_or(forgotten == NONE, |count| count >= forgotten)
     }
 
-    /// Counts `from + 1 ..= to` were made by this checkpointer's trims.
+    /// The trim in progress deleted the blob versions `keys`: they go with
+    /// the count [`own`](Self::own) records next.
+    pub(super) fn trimmed(&self, keys: &[BlobKey]) {
+        self.own.lock().unwrap_or_else(PoisonError::into_inner).pending.extend_from_slice(keys);
+    }
+
+    /// Counts `from + 1 ..= to` were made by this checkpointer's trims
+    /// (which deleted the versions given to [`trimmed`](Self::trimmed)
+    /// since the last call).
     pub(super) fn own(&self, from: i64, to: i64) {
         let mut own = self.own.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut pending = std::mem::take(&mut own.pending);
         for c in from.saturating_add(1)..=to {
-            if own.len() == OWN {
-                own.pop_front();
+            let keys = if c == to { std::mem::take(&mut pending) } else { Vec::new() };
+            own.keys += keys.len();
+            own.counts.push_back((c, keys));
+        }
+        while own.counts.len() > OWN || (own.keys > OWN_KEYS && own.counts.len() > 1) {
+            if let Some((_, keys)) = own.counts.pop_front() {
+                own.keys -= keys.len();
             }
-            own.push_back(c);
         }
     }
 
     /// Whether a write planned when the count was `planned` (its lists as
     /// deltas of what the checkpointer remembered then) may still store
     /// them so when the file's count is `now`: no deletion since, or only
-    /// this checkpointer's own trims.
-    pub(super) fn extends(&self, planned: i64, now: i64) -> bool {
+    /// this checkpointer's own trims. `Some`: yes, except deltas of the
+    /// blob versions given (those trims deleted them, and another caller
+    /// may have stored them again with other values since).
+    pub(super) fn extends(&self, planned: i64, now: i64) -> Option<Vec<BlobKey>> {
         if planned == UNKNOWN || planned > now {
-            return false;
+            return None;
         }
         let own = self.own.lock().unwrap_or_else(PoisonError::into_inner);
-        (planned + 1..=now).all(|c| own.contains(&c))
+        let mut deleted = Vec::new();
+        for c in planned + 1..=now {
+            let (_, keys) = own.counts.iter().find(|(o, _)| *o == c)?;
+            deleted.extend(keys.iter().cloned());
+        }
+        Some(deleted)
     }
 }
 
@@ -209,5 +245,21 @@ mod tests {
         assert!(!seen.admits(Some(3)));
         seen.settle(3);
         assert!(seen.admits(Some(3)));
+    }
+
+    #[test]
+    fn a_write_extends_past_own_trims_but_not_the_versions_they_deleted() {
+        let key = |v: &str| ("t".to_string(), String::new(), "m".to_string(), v.to_string());
+        let seen = Seen::default();
+        assert_eq!(seen.extends(2, 2), Some(vec![]), "nothing deleted since");
+        assert_eq!(seen.extends(2, 3), None, "someone else's deletion");
+        seen.trimmed(&[key("1")]);
+        seen.own(2, 3);
+        assert_eq!(seen.extends(2, 3), Some(vec![key("1")]));
+        assert_eq!(seen.extends(3, 3), Some(vec![]), "planned after the trim");
+        // A delete (not a trim) is not recorded as own.
+        assert_eq!(seen.extends(2, 4), None);
+        seen.unknown();
+        assert_eq!(seen.extends(2, 3), None, "forgotten with the count");
     }
 }

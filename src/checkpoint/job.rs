@@ -294,6 +294,7 @@ impl CheckpointJob {
         // whole.
         let mut now = self.caches.sync_write(tx)?;
         let extend = self.caches.seen.extends(self.planned_at, now);
+        let extend = extend.as_deref();
         let mut appended = write_blobs(tx, thread, ns, &self.blobs, &*self.serde, true, extend)?;
         appended.extend(write_blobs(tx, thread, ns, &self.fill, &*self.serde, false, extend)?);
         for w in writes {
@@ -334,7 +335,7 @@ pub(super) fn write_blobs(
     blobs: &[PlannedBlob],
     serde: &dyn Serializer,
     verify: bool,
-    extend: bool,
+    extend: Option<&[BlobKey]>,
 ) -> Result<Vec<StoredDelta>> {
     let mut appended = Vec::new();
     let mut ins = tx.prepare_cached(
@@ -349,7 +350,15 @@ pub(super) fn write_blobs(
     for b in blobs {
         // (base, delta bytes, chain position, chain root)
         let mut delta = None;
-        if let Some((base, bytes)) = b.delta.as_ref().filter(|_| extend) {
+        // Planned deltas are stored as such if `extend` allows (see
+        // `deletions::Seen::extends`) and their base is not among the
+        // versions it lists as trimmed since.
+        let trimmed = |base: &str| {
+            extend.is_none_or(|gone| {
+                gone.iter().any(|k| (&*k.0, &*k.1, &*k.2, &*k.3) == (thread, ns, &*b.channel, base))
+            })
+        };
+        if let Some((base, bytes)) = b.delta.as_ref().filter(|(base, _)| !trimmed(base)) {
             type BaseRow = (Option<String>, Option<String>, i64);
             let found: Option<BaseRow> = base_row
                 .query_row(params![thread, ns, b.channel, compact::blob_key(base)], |r| {

@@ -393,6 +393,7 @@ impl ThreadCaches {
         blobs: &[cache::BlobKey],
     ) -> Result<()> {
         self.seen.forgetting(deletions::count(tx)?);
+        self.seen.trimmed(blobs);
         self.bases.forget(blobs);
         self.values.forget(blobs);
         self.starts.forget(blobs);

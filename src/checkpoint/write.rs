@@ -584,4 +584,34 @@ mod tests {
         let m = &read.checkpoint.channel_values["m"];
         assert!(*m == list("mine", 1001), "stored as a delta of theirs: {}", &m.to_string()[..60]);
     }
+
+    /// The same through a retention trim of the checkpointer: another
+    /// writer makes the planned write's base fall out of the window, the
+    /// trim deletes it, and it is stored again with another value before
+    /// the write runs.
+    #[test]
+    fn a_write_planned_before_a_trim_does_not_extend_a_trimmed_version_stored_again() {
+        let list =
+            |tag: &str, n: usize| json!((0..n).map(|i| format!("{tag} message {i:04}")).collect::<Vec<_>>());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let saver = Db::open(&path).unwrap().checkpointer();
+        let id = |n: u32| format!("1f000000-0000-6000-8000-{n:012}");
+        put_m(&saver, &id(1), None, list("mine", 1000), 1);
+        let other = saver.clone();
+        let (newer, again) = (id(3), id(4));
+        set(Point::Planned, move || {
+            elsewhere(move || {
+                put_m(&other, &newer, None, list("newer", 3), 7);
+                assert_eq!(other.apply_retention(&crate::checkpoint::Retention::keep_last(1)).unwrap(), 1);
+                put_m(&other, &again, None, list("theirs", 500), 1);
+            })
+        });
+        put_m(&saver, &id(2), Some(&id(1)), list("mine", 1001), 2);
+        assert!(hook_ran());
+        let fresh = Db::open(&path).unwrap().checkpointer();
+        let read = fresh.get_tuple(&CheckpointConfig::thread("t").at(id(2))).unwrap().unwrap();
+        let m = &read.checkpoint.channel_values["m"];
+        assert!(*m == list("mine", 1001), "stored as a delta of theirs: {}", &m.to_string()[..60]);
+    }
 }
