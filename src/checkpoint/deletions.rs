@@ -155,6 +155,14 @@ impl Seen {
     /// since the last call).
     pub(super) fn own(&self, from: i64, to: i64) {
         let mut own = self.own.lock().unwrap_or_else(PoisonError::into_inner);
+        // Counts above `from` recorded before were made by a transaction
+        // that rolled back and ran again (a busy commit retried, a batch
+        // run again): this run's trims replace them.
+        while own.counts.back().is_some_and(|(c, _)| *c > from) {
+            if let Some((_, keys)) = own.counts.pop_back() {
+                own.keys -= keys.len();
+            }
+        }
         let mut pending = std::mem::take(&mut own.pending);
         for c in from.saturating_add(1)..=to {
             let keys = if c == to { std::mem::take(&mut pending) } else { Vec::new() };
@@ -259,6 +267,11 @@ mod tests {
         assert_eq!(seen.extends(3, 3), Some(vec![]), "planned after the trim");
         // A delete (not a trim) is not recorded as own.
         assert_eq!(seen.extends(2, 4), None);
+        // The trim's transaction rolled back and ran again, deleting more:
+        // the second run's versions count.
+        seen.trimmed(&[key("1"), key("2")]);
+        seen.own(2, 3);
+        assert_eq!(seen.extends(2, 3), Some(vec![key("1"), key("2")]));
         seen.unknown();
         assert_eq!(seen.extends(2, 3), None, "forgotten with the count");
     }

@@ -520,13 +520,24 @@ mod tests {
     }
 
     /// A LangGraph-shaped put of `m` at `version` (a caller's own
-    /// versions) after `parent`.
+    /// versions: plain integers) after `parent`.
     fn put_m(saver: &Checkpointer, id: &str, parent: Option<&str>, m: serde_json::Value, version: i64) {
+        put_at(saver, id, parent, m, ChannelVersion::Int(version));
+    }
+
+    /// [`put_m`] at any version.
+    fn put_at(
+        saver: &Checkpointer,
+        id: &str,
+        parent: Option<&str>,
+        m: serde_json::Value,
+        version: ChannelVersion,
+    ) {
         let mut cp = Checkpoint::with_id(id);
         cp.channel_values.insert("m".into(), m.into());
-        cp.channel_versions.insert("m".into(), ChannelVersion::Int(version));
+        cp.channel_versions.insert("m".into(), version.clone());
         let mut new = ChannelVersions::new();
-        new.insert("m".into(), ChannelVersion::Int(version));
+        new.insert("m".into(), version);
         let config = CheckpointConfig::thread("t");
         let config = match parent {
             Some(p) => config.at(p),
@@ -588,30 +599,38 @@ mod tests {
     /// The same through a retention trim of the checkpointer: another
     /// writer makes the planned write's base fall out of the window, the
     /// trim deletes it, and it is stored again with another value before
-    /// the write runs.
+    /// the write runs. With plain integers and with LangGraph's padded
+    /// string versions (stored under a shorter key).
     #[test]
     fn a_write_planned_before_a_trim_does_not_extend_a_trimmed_version_stored_again() {
         let list =
             |tag: &str, n: usize| json!((0..n).map(|i| format!("{tag} message {i:04}")).collect::<Vec<_>>());
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.db");
-        let saver = Db::open(&path).unwrap().checkpointer();
-        let id = |n: u32| format!("1f000000-0000-6000-8000-{n:012}");
-        put_m(&saver, &id(1), None, list("mine", 1000), 1);
-        let other = saver.clone();
-        let (newer, again) = (id(3), id(4));
-        set(Point::Planned, move || {
-            elsewhere(move || {
-                put_m(&other, &newer, None, list("newer", 3), 7);
-                assert_eq!(other.apply_retention(&crate::checkpoint::Retention::keep_last(1)).unwrap(), 1);
-                put_m(&other, &again, None, list("theirs", 500), 1);
-            })
-        });
-        put_m(&saver, &id(2), Some(&id(1)), list("mine", 1001), 2);
-        assert!(hook_ran());
-        let fresh = Db::open(&path).unwrap().checkpointer();
-        let read = fresh.get_tuple(&CheckpointConfig::thread("t").at(id(2))).unwrap().unwrap();
-        let m = &read.checkpoint.channel_values["m"];
-        assert!(*m == list("mine", 1001), "stored as a delta of theirs: {}", &m.to_string()[..60]);
+        let int = |n: i64| ChannelVersion::Int(n);
+        let padded = |n: i64| ChannelVersion::Str(format!("{n:032}.0.5"));
+        for version in [int, padded] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("c.db");
+            let saver = Db::open(&path).unwrap().checkpointer();
+            let id = |n: u32| format!("1f000000-0000-6000-8000-{n:012}");
+            put_at(&saver, &id(1), None, list("mine", 1000), version(1));
+            let other = saver.clone();
+            let (newer, again) = (id(3), id(4));
+            set(Point::Planned, move || {
+                elsewhere(move || {
+                    put_at(&other, &newer, None, list("newer", 3), version(7));
+                    assert_eq!(
+                        other.apply_retention(&crate::checkpoint::Retention::keep_last(1)).unwrap(),
+                        1
+                    );
+                    put_at(&other, &again, None, list("theirs", 500), version(1));
+                })
+            });
+            put_at(&saver, &id(2), Some(&id(1)), list("mine", 1001), version(2));
+            assert!(hook_ran());
+            let fresh = Db::open(&path).unwrap().checkpointer();
+            let read = fresh.get_tuple(&CheckpointConfig::thread("t").at(id(2))).unwrap().unwrap();
+            let m = &read.checkpoint.channel_values["m"];
+            assert!(*m == list("mine", 1001), "stored as a delta of theirs: {}", &m.to_string()[..60]);
+        }
     }
 }
