@@ -76,6 +76,18 @@ struct Own {
     pending: Vec<BlobKey>,
 }
 
+impl Own {
+    /// Drops the counts above `count` (made by transactions that rolled
+    /// back).
+    fn drop_above(&mut self, count: i64) {
+        while self.counts.back().is_some_and(|(c, _)| *c > count) {
+            if let Some((_, keys)) = self.counts.pop_back() {
+                self.keys -= keys.len();
+            }
+        }
+    }
+}
+
 impl Default for Seen {
     fn default() -> Seen {
         Seen {
@@ -131,9 +143,10 @@ impl Seen {
     /// In a write transaction, which reads the newest count `latest`: a
     /// forgotten count above it was made by a deletion that rolled back
     /// (counts only grow), which deleted nothing; reads of `latest` cache
-    /// again.
+    /// again. Own trims recorded above it rolled back too: dropped.
     pub(super) fn settle(&self, latest: i64) {
         self.forgotten.fetch_min(latest, Ordering::SeqCst);
+        self.own.lock().unwrap_or_else(PoisonError::into_inner).drop_above(latest);
     }
 
     /// Whether a read of the snapshot whose count is `snapshot` (`None`: a
@@ -158,11 +171,7 @@ impl Seen {
         // Counts above `from` recorded before were made by a transaction
         // that rolled back and ran again (a busy commit retried, a batch
         // run again): this run's trims replace them.
-        while own.counts.back().is_some_and(|(c, _)| *c > from) {
-            if let Some((_, keys)) = own.counts.pop_back() {
-                own.keys -= keys.len();
-            }
-        }
+        own.drop_above(from);
         let mut pending = std::mem::take(&mut own.pending);
         for c in from.saturating_add(1)..=to {
             let keys = if c == to { std::mem::take(&mut pending) } else { Vec::new() };
@@ -272,6 +281,11 @@ mod tests {
         seen.trimmed(&[key("1"), key("2")]);
         seen.own(2, 3);
         assert_eq!(seen.extends(2, 3), Some(vec![key("1"), key("2")]));
+        // It rolled back and the next write transaction finds 2: what it
+        // recorded goes, and the count 3 someone else makes is not own.
+        seen.settle(2);
+        assert_eq!(seen.extends(2, 3), None);
+        seen.own(2, 3);
         seen.unknown();
         assert_eq!(seen.extends(2, 3), None, "forgotten with the count");
     }
