@@ -260,7 +260,7 @@ impl Checkpointer {
                         continue;
                     }
                 }
-                match self.stored_bytes(conn, &key, pieces, cache.then(|| memo.snapshot()))? {
+                match self.stored_bytes(conn, &key, pieces, cache.then_some(memo))? {
                     Some((tag, _)) if tag == "empty" => {}
                     Some((tag, bytes)) => {
                         // The list a later version may be cut from is the
@@ -296,14 +296,14 @@ impl Checkpointer {
 
     /// A blob's tag and full bytes: the list this process stored last for
     /// the channel if it is that version, else from the bytes cache, else
-    /// from the file (then kept in the cache if `cache` has the deletion
-    /// count of the read's snapshot, see `deletions::Seen::admits`).
+    /// from the file (then kept in the cache if `cache` is the read's
+    /// memo, as its snapshot admits: see `deletions::Seen::admits`).
     fn stored_bytes(
         &self,
         conn: &Connection,
         key: &BlobKey,
         pieces: &mut Pieces,
-        cache: Option<Option<i64>>,
+        cache: Option<&Memo>,
     ) -> Result<Option<(String, Vec<u8>)>> {
         // Either way, remembered as the list the next (older) version of a
         // history read is cut from.
@@ -318,8 +318,8 @@ impl Checkpointer {
             return Ok(Some((tag, bytes.to_vec())));
         }
         let found = blob_bytes(conn, key, pieces)?;
-        if let (Some(snapshot), Some((tag, bytes))) = (cache, &found) {
-            let admitted = || self.seen.admits(snapshot);
+        if let (Some(memo), Some((tag, bytes))) = (cache, &found) {
+            let admitted = || self.seen.admits(memo.snapshot());
             self.encoded.insert(key.clone(), (tag.clone(), Arc::new(bytes.clone())), bytes.len(), admitted);
         }
         Ok(found)

@@ -353,12 +353,12 @@ pub(super) fn write_blobs(
         // Planned deltas are stored as such if `extend` allows (see
         // `deletions::Seen::extends`) and their base is not among the
         // versions it lists as trimmed since.
-        let trimmed = |base: &str| {
+        let whole = |base: &str| {
             extend.is_none_or(|gone| {
                 gone.iter().any(|k| (&*k.0, &*k.1, &*k.2, &*k.3) == (thread, ns, &*b.channel, base))
             })
         };
-        if let Some((base, bytes)) = b.delta.as_ref().filter(|(base, _)| !trimmed(base)) {
+        if let Some((base, bytes)) = b.delta.as_ref().filter(|(base, _)| !whole(base)) {
             type BaseRow = (Option<String>, Option<String>, i64);
             let found: Option<BaseRow> = base_row
                 .query_row(params![thread, ns, b.channel, compact::blob_key(base)], |r| {

@@ -45,7 +45,6 @@ impl Checkpointer {
     /// # Errors
     /// Database errors; nothing is deleted then.
     pub fn delete_thread(&self, thread_id: &str) -> Result<()> {
-        self.forget_thread(thread_id);
         let caches = self.caches();
         self.deleting(false, |tx| {
             delete_thread_rows(tx, thread_id)?;
@@ -133,9 +132,6 @@ impl Checkpointer {
     /// - [`Error::Corrupt`] if a remaining checkpoint's JSON does not parse.
     /// - database errors; nothing is deleted then.
     pub fn prune<S: AsRef<str>>(&self, thread_ids: &[S], strategy: PruneStrategy) -> Result<()> {
-        for t in thread_ids {
-            self.forget_thread(t.as_ref());
-        }
         let caches = self.caches();
         self.deleting(false, |tx| {
             for thread in thread_ids {
