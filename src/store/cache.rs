@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use super::namespace::{prefix_range, PrefixRange};
 use super::partial::Head;
-use super::quantised::{row_bytes, Rows};
+use super::quantised::{row_bytes, Query, Rows};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 
@@ -468,6 +468,7 @@ pub(crate) fn search<'a>(
     // best score from the quantised rows.
     let mut cands: Vec<Vec<bool>> = Vec::with_capacity(blocks.len());
     let mut bounds: Vec<Vec<(f32, f32)>> = Vec::with_capacity(blocks.len());
+    let prepared = query.map(Query::new);
     for (prefix, block) in blocks {
         let columns: Vec<(&[String], Column)> = match filter {
             Some(f) => f.paths().into_iter().map(|p| (p, block.column(p))).collect(),
@@ -491,16 +492,15 @@ pub(crate) fn search<'a>(
             })
             .collect();
         let mut b = vec![(f32::NEG_INFINITY, f32::NEG_INFINITY); block.items.len()];
-        if let Some(q) = query.filter(|q| q.len() == block.rows.dims() && !q.is_empty()) {
-            for (row, &owner) in block.rows.owners().iter().enumerate() {
-                let o = owner as usize;
-                if !candidate[o] {
-                    continue;
+        if let Some((q, prepared)) = query.zip(prepared.as_ref()) {
+            if q.len() == block.rows.dims() && !q.is_empty() {
+                let owners = block.rows.owners();
+                let rows = block.rows.bounds_where(prepared, |row| candidate[owners[row] as usize]);
+                for ((l, h), &owner) in rows.into_iter().zip(owners) {
+                    let (lo, hi) = &mut b[owner as usize];
+                    *lo = lo.max(l);
+                    *hi = hi.max(h);
                 }
-                let (l, h) = block.rows.bounds(row, q);
-                let (lo, hi) = &mut b[o];
-                *lo = lo.max(l);
-                *hi = hi.max(h);
             }
         }
         cands.push(candidate);

@@ -21,7 +21,7 @@ use std::collections::BinaryHeap;
 use rusqlite::types::ValueRef;
 use rusqlite::{params_from_iter, Connection};
 
-use super::quantised::{row_bytes, Rows};
+use super::quantised::{row_bytes, Query, Rows};
 use super::stream::{item_under, not_a_vector, Range};
 use crate::error::Result;
 
@@ -199,9 +199,10 @@ impl Head {
     /// bound falls below its page.
     pub(crate) fn by_bound<'a>(&'a self, q: &[f32]) -> impl Iterator<Item = (f32, &'a str, &'a str)> + 'a {
         let mut hi = vec![f32::NEG_INFINITY; self.items.len()];
-        for (row, &owner) in self.rows.owners().iter().enumerate() {
-            let h = &mut hi[owner as usize];
-            *h = h.max(self.rows.bounds(row, q).1);
+        let rows = self.rows.bounds_where(&Query::new(q), |_| true);
+        for ((_, h), &owner) in rows.into_iter().zip(self.rows.owners()) {
+            let at = &mut hi[owner as usize];
+            *at = at.max(h);
         }
         let mut heap: BinaryHeap<Bound> = hi
             .into_iter()

@@ -3,10 +3,15 @@
 //!
 //! A unit vector `v` is kept as `scale * q` (`q` in `i8`) together with the
 //! L2 norm of `v - scale * q`: for a unit query, Cauchy-Schwarz puts the
-//! exact dot product within that norm (plus [`SLACK`] for `f32` rounding) of
-//! `scale * (query . q)`. Search bounds every item from its rows and scores
-//! exactly, from the file, only the items whose bound can still reach the
-//! page.
+//! exact dot product within that norm of `scale * (query . q)`. The query
+//! is quantised too, to `i16` with its own error norm ([`Query`]), so that
+//! the product is an exact integer one; the bound widens by that error and
+//! by a slack for `f32` rounding. Search bounds every item from its rows
+//! and scores exactly, from the file, only the items whose bound can still
+//! reach the page.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use super::cache::unit_vector;
 
@@ -84,17 +89,117 @@ impl Rows {
         &self.owners
     }
 
-    /// Bounds on the exact dot product of row `row` with the unit query `q`
-    /// (`q.len()` = `dims`): `(lower, upper)`.
-    pub(crate) fn bounds(&self, row: usize, q: &[f32]) -> (f32, f32) {
+    /// Bounds on the exact dot product of row `row` with the unit query
+    /// `q`: `(lower, upper)`.
+    pub(crate) fn bounds(&self, row: usize, q: &Query) -> (f32, f32) {
         let qv = &self.quantised[row * self.dims..(row + 1) * self.dims];
-        let a = self.scale[row] * dot_i8(q, qv);
-        let e = self.error[row] + SLACK;
+        // `q . v` lies within `error_v` of `q . scale_v*qv`, and that within
+        // `|scale_v*qv| * error_q <= (1 + error_v) * error_q` of
+        // `scale_v * scale_q * (qi . qv)`, an exact integer product.
+        let a = (f64::from(self.scale[row]) * f64::from(q.scale) * dot_i16(&q.quantised, qv) as f64) as f32;
+        let ev = self.error[row];
+        let e = ev + (1.0 + ev) * q.error + q.slack;
         (a - e, a + e)
+    }
+
+    /// [`bounds`](Self::bounds) of every row whose index `keep` accepts
+    /// (the others `(-inf, -inf)`), in row order. A large set of rows is
+    /// split between a few scoped threads: the scan reads every row's
+    /// bytes, and one core alone does not draw the memory's bandwidth.
+    pub(crate) fn bounds_where(&self, q: &Query, keep: impl Fn(usize) -> bool + Sync) -> Vec<(f32, f32)> {
+        self.bounds_in(q, &keep, workers(self.len().saturating_mul(self.dims)))
+    }
+
+    fn bounds_in(
+        &self,
+        q: &Query,
+        keep: &(impl Fn(usize) -> bool + Sync),
+        threads: usize,
+    ) -> Vec<(f32, f32)> {
+        let none = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+        let part = |rows: std::ops::Range<usize>| -> Vec<(f32, f32)> {
+            rows.map(|row| if keep(row) { self.bounds(row, q) } else { none }).collect()
+        };
+        let n = self.len();
+        if threads <= 1 || n < 2 {
+            return part(0..n);
+        }
+        // Parts are claimed from a counter, so that a thread that could
+        // not be spawned leaves its share to the others (the caller's
+        // thread works too).
+        let per = n.div_ceil(threads * PARTS_PER_THREAD);
+        let count = n.div_ceil(per);
+        let parts: Vec<OnceLock<Vec<(f32, f32)>>> = (0..count).map(|_| OnceLock::new()).collect();
+        let next = AtomicUsize::new(0);
+        let work = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= count {
+                break;
+            }
+            let _ = parts[i].set(part(i * per..((i + 1) * per).min(n)));
+        };
+        std::thread::scope(|s| {
+            for _ in 1..threads {
+                // A failed spawn only means fewer helpers.
+                let _ = std::thread::Builder::new().spawn_scoped(s, work);
+            }
+            work();
+        });
+        parts.into_iter().flat_map(|p| p.into_inner().unwrap_or_default()).collect()
     }
 }
 
-/// Slack added to every bound, covering f32 rounding in both dot products.
+/// A unit query prepared for [`Rows::bounds`]: quantised to `i16`, with
+/// the L2 norm of its quantisation error and the slack for `f32` rounding.
+pub(crate) struct Query {
+    quantised: Vec<i16>,
+    scale: f32,
+    error: f32,
+    slack: f32,
+}
+
+impl Query {
+    /// The unit vector `q` prepared for bounding rows of `q.len()`
+    /// dimensions.
+    pub(crate) fn new(q: &[f32]) -> Query {
+        let max = q.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let top = f32::from(i16::MAX);
+        let scale = if max > 0.0 && max.is_finite() { max / top } else { 1.0 };
+        let mut err2 = 0f64;
+        let quantised = q
+            .iter()
+            .map(|&x| {
+                let v = (x / scale).round().clamp(-top, top) as i16;
+                err2 += (f64::from(x) - f64::from(scale) * f64::from(v)).powi(2);
+                v
+            })
+            .collect();
+        // The exact score is an `f32` dot product of two unit vectors: its
+        // rounding error is at most about `dims` units in the last place.
+        let slack = SLACK + q.len() as f32 * f32::EPSILON;
+        Query { quantised, scale, error: err2.sqrt() as f32, slack }
+    }
+}
+
+/// Row elements (rows times dimensions) per thread below which a scan
+/// takes no more threads: about a third of a millisecond here.
+const MIN_WORK_PER_THREAD: usize = 1 << 20;
+
+/// The most threads one scan uses.
+const MAX_THREADS: usize = 8;
+
+/// Parts per thread, for balance when one thread is slower or missing.
+const PARTS_PER_THREAD: usize = 4;
+
+/// How many threads a scan of `work` row elements uses.
+fn workers(work: usize) -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    (work / MIN_WORK_PER_THREAD).clamp(1, cores.clamp(1, MAX_THREADS))
+}
+
+/// Slack added to every bound, covering f32 rounding in the bound itself
+/// (the exact score's rounding is added per query, see [`Query::new`]).
 const SLACK: f32 = 1e-4;
 
 /// Appends the i8 quantisation `q` of the unit vector `v` to `out` (`v` is
@@ -113,19 +218,125 @@ fn quantise(v: &[f32], out: &mut Vec<i8>) -> (f32, f32) {
     (scale, err2.sqrt() as f32)
 }
 
-/// `Σ q[j] * v[j]` for an i8 row.
-fn dot_i8(q: &[f32], v: &[i8]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (cq, cv) = (q.chunks_exact(8), v.chunks_exact(8));
-    let (rq, rv) = (cq.remainder(), cv.remainder());
-    for (x, y) in cq.zip(cv) {
-        for i in 0..8 {
-            acc[i] += x[i] * f32::from(y[i]);
+/// `Σ q[j] * v[j]`, exact: products summed in `i32` over blocks short
+/// enough not to overflow (256 * 127 * 32767 < 2^31), blocks in `i64`;
+/// written so that the compiler vectorises it.
+fn dot_i16(q: &[i16], v: &[i8]) -> i64 {
+    let mut total = 0i64;
+    for (bq, bv) in q.chunks(256).zip(v.chunks(256)) {
+        let mut acc = [0i32; 16];
+        let (cq, cv) = (bq.chunks_exact(16), bv.chunks_exact(16));
+        let (rq, rv) = (cq.remainder(), cv.remainder());
+        for (x, y) in cq.zip(cv) {
+            for i in 0..16 {
+                acc[i] += i32::from(x[i]) * i32::from(y[i]);
+            }
+        }
+        let mut s: i32 = acc.iter().sum();
+        for (x, y) in rq.iter().zip(rv) {
+            s += i32::from(*x) * i32::from(*y);
+        }
+        total += i64::from(s);
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::cache::{dot, normalise};
+    use proptest::prelude::*;
+
+    fn rows_of(vectors: &[Vec<f32>]) -> Rows {
+        let mut rows = Rows::new(vectors[0].len());
+        let mut scratch = vec![];
+        for (i, v) in vectors.iter().enumerate() {
+            let blob: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            rows.push(&blob, i as u32, &mut scratch);
+        }
+        rows
+    }
+
+    /// A component: mostly ordinary, sometimes zero, tiny or dominant, so
+    /// that scales and errors of every size are met.
+    fn component() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            6 => -1.0f32..1.0,
+            1 => Just(0.0f32),
+            1 => -1e-30f32..1e-30,
+            1 => prop_oneof![Just(1e30f32), Just(-1e30f32), Just(f32::MAX)],
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// The score search computes exactly (an `f32` dot product of the
+        /// unit vectors) lies within every row's bounds, whatever the
+        /// dimension (blocks of 256 and their remainders included).
+        #[test]
+        fn bounds_hold_the_exact_score(
+            (vectors, q) in (1usize..600).prop_flat_map(|dims| (
+                prop::collection::vec(prop::collection::vec(component(), dims), 1..8),
+                prop::collection::vec(component(), dims),
+            ))
+        ) {
+            let mut unit_q = q.clone();
+            prop_assume!(normalise(&mut unit_q));
+            let rows = rows_of(&vectors);
+            let query = Query::new(&unit_q);
+            let mut row = 0;
+            for v in &vectors {
+                let mut unit_v = v.clone();
+                if !normalise(&mut unit_v) {
+                    continue;
+                }
+                let exact = dot(&unit_q, &unit_v);
+                let (lo, hi) = rows.bounds(row, &query);
+                prop_assert!(lo <= exact && exact <= hi, "{lo} <= {exact} <= {hi}");
+                row += 1;
+            }
+            prop_assert_eq!(row, rows.len());
         }
     }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in rq.iter().zip(rv) {
-        s += x * f32::from(*y);
+
+    /// A scan split between threads returns what one thread does, row for
+    /// row, skipped rows included.
+    #[test]
+    fn a_scan_split_between_threads_equals_one_thread() {
+        let vectors: Vec<Vec<f32>> =
+            (0..1001).map(|i| (0..40).map(|j| ((i * 31 + j * 7) % 17) as f32 - 8.0).collect()).collect();
+        let rows = rows_of(&vectors);
+        let mut q: Vec<f32> = (0..40).map(|j| (j % 5) as f32 - 2.0).collect();
+        assert!(normalise(&mut q));
+        let query = Query::new(&q);
+        let keep = |row: usize| row % 3 != 1;
+        let one = rows.bounds_in(&query, &keep, 1);
+        assert_eq!(one.len(), rows.len());
+        assert_eq!(one[1], (f32::NEG_INFINITY, f32::NEG_INFINITY));
+        for threads in [2, 3, 8] {
+            assert_eq!(rows.bounds_in(&query, &keep, threads), one, "{threads} threads");
+        }
     }
-    s
+
+    /// The integer product is exact at the extremes of both types, over
+    /// more dimensions than one `i32` block could sum.
+    #[test]
+    fn the_integer_product_is_exact_at_the_extremes() {
+        for dims in [1, 15, 16, 255, 256, 257, 4099] {
+            let q = vec![i16::MAX; dims];
+            let v = vec![i8::MIN + 1; dims];
+            assert_eq!(dot_i16(&q, &v), -(dims as i64) * 127 * 32767, "{dims}");
+            let q = vec![-i16::MAX; dims];
+            assert_eq!(dot_i16(&q, &v), dims as i64 * 127 * 32767, "{dims}");
+        }
+    }
+
+    #[test]
+    fn workers_stay_within_their_limits() {
+        assert_eq!(workers(0), 1);
+        assert_eq!(workers(MIN_WORK_PER_THREAD - 1), 1);
+        assert!(workers(usize::MAX) <= MAX_THREADS);
+        assert!(workers(usize::MAX) >= 1);
+    }
 }
