@@ -646,6 +646,37 @@ fn search_cache_sees_every_writer() {
     assert_eq!(b.search(Search::new(&["n"])).unwrap().len(), 1);
 }
 
+/// The search cache keeps each value as its JSON text and parses it when a
+/// page or a filter needs it: values come back whole, filters see them, and
+/// a value damaged behind the store (raw SQL) is `Error::Corrupt` for every
+/// search of its namespace, never an item dropped or a panic.
+#[test]
+fn search_returns_whole_values_and_a_damaged_value_is_corrupt() {
+    let (_dir, store, raw) = literal_store(&["v"]);
+    let deep = json!({"v": "1 0 0", "n": {"x": [1, 2.5, "s", null, true]}, "t": "é \"q\""});
+    store.put(&["n"], "k1", deep.clone()).unwrap();
+    store.put(&["n"], "k2", json!({"v": "0 1 0", "n": {"x": []}})).unwrap();
+    let got = store.search(Search::new(&["n"]).query("1 0 0")).unwrap();
+    assert_eq!(keys(&got), vec!["k1", "k2"]);
+    assert_eq!(got[0].item.value, deep);
+    let got =
+        store.search(Search::new(&["n"]).filter(json!({"n.x": {"$eq": [1, 2.5, "s", null, true]}}))).unwrap();
+    assert_eq!(keys(&got), vec!["k1"]);
+    raw.execute("UPDATE store SET value = '{\"v\": \"0 1 0\", ' WHERE key = 'k2'", []).unwrap();
+    for search in [
+        Search::new(&["n"]).query("1 0 0"),
+        Search::new(&["n"]),
+        Search::new(&["n"]).filter(json!({"v": "x"})),
+    ] {
+        match store.search(search) {
+            Err(Error::Corrupt { message, .. }) => assert!(message.contains("k2"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    // Still readable item by item.
+    assert_eq!(store.get(&["n"], "k1").unwrap().unwrap().value, deep);
+}
+
 /// A batch moves the generation of each prefix it writes once, itself (not
 /// twice per item through the triggers), and leaves no trace of how; another
 /// writer's change still moves it through the triggers, and search, which

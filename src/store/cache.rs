@@ -69,8 +69,14 @@ impl Block {
         if let Some(c) = lock(&self.columns).get(path).cloned() {
             return c;
         }
-        let col: Column =
-            Arc::new(self.items.iter().map(|it| Filter::value_at(&it.value, path).cloned()).collect());
+        // Each value is parsed here, once per path (the block keeps their
+        // text: a parsed value costs about four times its text).
+        let col: Column = Arc::new(
+            self.items
+                .iter()
+                .map(|it| it.value().ok().and_then(|v| Filter::value_at(&v, path).cloned()))
+                .collect(),
+        );
         lock(&self.columns).insert(path.to_vec(), col.clone());
         col
     }
@@ -78,11 +84,23 @@ impl Block {
 
 pub(crate) struct CachedItem {
     pub(crate) key: String,
-    pub(crate) value: Value,
-    pub(crate) created_at: String,
-    pub(crate) updated_at: String,
+    /// The value's JSON text (checked to parse when the block was loaded).
+    text: Box<str>,
+    pub(crate) created_at: Box<str>,
+    pub(crate) updated_at: Box<str>,
     /// It has a TTL (reads may refresh it).
     pub(crate) has_ttl: bool,
+}
+
+impl CachedItem {
+    /// The item's value, parsed.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] if the text does not parse (it did when loaded).
+    pub(crate) fn value(&self) -> Result<Value> {
+        serde_json::from_str(&self.text)
+            .map_err(|e| Error::corrupt(format!("value of item {} is not JSON: {e}", self.key)))
+    }
 }
 
 /// A search hit: (prefix, item, score).
@@ -127,15 +145,9 @@ struct Entry {
     used: u64,
 }
 
-/// The least an item costs in memory besides its text (a `CachedItem`, its
-/// `rows` entry, map and allocation overhead).
-const ITEM_BYTES: usize = 160;
-
-/// What a value's JSON text of `n` bytes costs once parsed (a rough upper
-/// estimate: maps, strings and numbers carry their own headers).
-fn value_bytes(n: usize) -> usize {
-    n.saturating_mul(4)
-}
+/// The least an item costs in memory besides its key and value text (a
+/// `CachedItem`, its two timestamps, allocation overhead).
+const ITEM_BYTES: usize = 208;
 
 impl SearchCache {
     /// An empty cache that keeps at most about `budget` bytes.
@@ -350,17 +362,21 @@ fn load(
         while let Some(r) = rows.next()? {
             let key: String = r.get(0)?;
             let text = r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
-            bytes = bytes.saturating_add(ITEM_BYTES + key.len() + value_bytes(text.len()));
+            bytes = bytes.saturating_add(ITEM_BYTES + key.len() + text.len());
             if bytes > allowance {
                 return Ok(None);
             }
-            let value: Value = serde_json::from_str(text)
+            // Checked, not kept parsed (see `CachedItem::value`).
+            serde_json::from_str::<serde::de::IgnoredAny>(text)
                 .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))?;
+            let time = |i| -> rusqlite::Result<Box<str>> {
+                Ok(r.get::<_, Option<String>>(i)?.unwrap_or_default().into_boxed_str())
+            };
             items.push(CachedItem {
+                text: text.into(),
                 key,
-                value,
-                created_at: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
-                updated_at: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                created_at: time(2)?,
+                updated_at: time(3)?,
                 has_ttl: r.get(4)?,
             });
         }

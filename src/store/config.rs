@@ -49,7 +49,7 @@ impl std::fmt::Debug for StoreConfig {
 
 impl StoreConfig {
     /// The default [search memory](Self::with_search_memory): 256 MiB, enough
-    /// to keep about 200,000 items with one 384-dimension vector and a small
+    /// to keep about 300,000 items with one 384-dimension vector and a small
     /// value (~150 bytes of JSON) each in memory.
     pub const DEFAULT_SEARCH_MEMORY: usize = 256 << 20;
 

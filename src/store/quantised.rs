@@ -92,6 +92,7 @@ impl Rows {
     /// Bounds on the exact dot product of row `row` with the unit query
     /// `q`: `(lower, upper)`.
     pub(crate) fn bounds(&self, row: usize, q: &Query) -> (f32, f32) {
+        debug_assert_eq!(q.quantised.len(), self.dims, "a query of the rows' dimension");
         let qv = &self.quantised[row * self.dims..(row + 1) * self.dims];
         // `q . v` lies within `error_v` of `q . scale_v*qv`, and that within
         // `|scale_v*qv| * error_q <= (1 + error_v) * error_q` of
@@ -130,13 +131,14 @@ impl Rows {
         let per = n.div_ceil(threads * PARTS_PER_THREAD);
         let count = n.div_ceil(per);
         let parts: Vec<OnceLock<Vec<(f32, f32)>>> = (0..count).map(|_| OnceLock::new()).collect();
+        let range = |i: usize| i * per..((i + 1) * per).min(n);
         let next = AtomicUsize::new(0);
         let work = || loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             if i >= count {
                 break;
             }
-            let _ = parts[i].set(part(i * per..((i + 1) * per).min(n)));
+            let _ = parts[i].set(part(range(i)));
         };
         std::thread::scope(|s| {
             for _ in 1..threads {
@@ -145,7 +147,13 @@ impl Rows {
             }
             work();
         });
-        parts.into_iter().flat_map(|p| p.into_inner().unwrap_or_default()).collect()
+        // (Every part was claimed and set before the scope ended; one that
+        // was not would be computed here.)
+        parts
+            .into_iter()
+            .enumerate()
+            .flat_map(|(i, p)| p.into_inner().unwrap_or_else(|| part(range(i))))
+            .collect()
     }
 }
 
