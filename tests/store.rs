@@ -662,15 +662,27 @@ fn search_returns_whole_values_and_a_damaged_value_is_corrupt() {
     let got =
         store.search(Search::new(&["n"]).filter(json!({"n.x": {"$eq": [1, 2.5, "s", null, true]}}))).unwrap();
     assert_eq!(keys(&got), vec!["k1"]);
-    raw.execute("UPDATE store SET value = '{\"v\": \"0 1 0\", ' WHERE key = 'k2'", []).unwrap();
-    for search in [
-        Search::new(&["n"]).query("1 0 0"),
-        Search::new(&["n"]),
-        Search::new(&["n"]).filter(json!({"v": "x"})),
+    // Damaged behind the store: cut short, and JSON that other writers
+    // produce but that does not read back as a value (a number beyond f64,
+    // a lone surrogate from Python's json.dumps, nesting past the limit).
+    let deep_128 = format!("{{\"v\": \"0 1 0\", \"d\": {}{}}}", "[".repeat(128), "]".repeat(128));
+    for bad in [
+        r#"{"v": "0 1 0", "#.to_string(),
+        r#"{"v": "0 1 0", "t": 1, "big": 1e400}"#.to_string(),
+        format!(r#"{{"v": "0 1 0", "t": 1, "big": 1{}}}"#, "0".repeat(400)),
+        r#"{"v": "0 1 0", "t": 1, "s": "\ud800"}"#.to_string(),
+        deep_128,
     ] {
-        match store.search(search) {
-            Err(Error::Corrupt { message, .. }) => assert!(message.contains("k2"), "{message}"),
-            other => panic!("{other:?}"),
+        raw.execute("UPDATE store SET value = ?1 WHERE key = 'k2'", [&bad]).unwrap();
+        for search in [
+            Search::new(&["n"]).query("1 0 0").limit(1),
+            Search::new(&["n"]),
+            Search::new(&["n"]).filter(json!({"t": 1})),
+        ] {
+            match store.search(search) {
+                Err(Error::Corrupt { message, .. }) => assert!(message.contains("n/k2"), "{message}"),
+                other => panic!("{bad}: {other:?}"),
+            }
         }
     }
     // Still readable item by item.

@@ -65,20 +65,33 @@ pub(crate) enum Fit {
 type Column = Arc<Vec<Option<Value>>>;
 
 impl Block {
-    fn column(&self, path: &[String]) -> Column {
-        if let Some(c) = lock(&self.columns).get(path).cloned() {
-            return c;
+    /// The columns of `paths`, in order; those not built yet are built
+    /// with one parse of each value for all of them.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] if a value does not parse (it did when loaded).
+    fn columns(&self, prefix: &str, paths: &[&[String]]) -> Result<Vec<Column>> {
+        let mut out: Vec<Option<Column>> = {
+            let built = lock(&self.columns);
+            paths.iter().map(|p| built.get(*p).cloned()).collect()
+        };
+        let missing: Vec<usize> = (0..paths.len()).filter(|i| out[*i].is_none()).collect();
+        if !missing.is_empty() {
+            let mut cols: Vec<Vec<Option<Value>>> =
+                missing.iter().map(|_| Vec::with_capacity(self.items.len())).collect();
+            for it in &self.items {
+                let value = it.value(prefix)?;
+                for (col, i) in cols.iter_mut().zip(&missing) {
+                    col.push(Filter::value_at(&value, paths[*i]).cloned());
+                }
+            }
+            let mut built = lock(&self.columns);
+            for (i, col) in missing.into_iter().zip(cols) {
+                let col = built.entry(paths[i].to_vec()).or_insert_with(|| Arc::new(col)).clone();
+                out[i] = Some(col);
+            }
         }
-        // Each value is parsed here, once per path (the block keeps their
-        // text: a parsed value costs about four times its text).
-        let col: Column = Arc::new(
-            self.items
-                .iter()
-                .map(|it| it.value().ok().and_then(|v| Filter::value_at(&v, path).cloned()))
-                .collect(),
-        );
-        lock(&self.columns).insert(path.to_vec(), col.clone());
-        col
+        Ok(out.into_iter().flatten().collect())
     }
 }
 
@@ -93,14 +106,23 @@ pub(crate) struct CachedItem {
 }
 
 impl CachedItem {
-    /// The item's value, parsed.
+    /// The item's value, parsed (it is an item of namespace prefix
+    /// `prefix`).
     ///
     /// # Errors
     /// [`Error::Corrupt`] if the text does not parse (it did when loaded).
-    pub(crate) fn value(&self) -> Result<Value> {
-        serde_json::from_str(&self.text)
-            .map_err(|e| Error::corrupt(format!("value of item {} is not JSON: {e}", self.key)))
+    pub(crate) fn value(&self, prefix: &str) -> Result<Value> {
+        parse_value(&self.text, prefix, &self.key)
     }
+}
+
+/// The value of item (`prefix`, `key`) from its JSON text.
+///
+/// # Errors
+/// [`Error::Corrupt`] if the text is not JSON that reads back as a value.
+fn parse_value(text: &str, prefix: &str, key: &str) -> Result<Value> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))
 }
 
 /// A search hit: (prefix, item, score).
@@ -147,7 +169,7 @@ struct Entry {
 
 /// The least an item costs in memory besides its key and value text (a
 /// `CachedItem`, its two timestamps, allocation overhead).
-const ITEM_BYTES: usize = 208;
+const ITEM_BYTES: usize = 224;
 
 impl SearchCache {
     /// An empty cache that keeps at most about `budget` bytes.
@@ -352,7 +374,15 @@ fn load(
     // index): a vector's item is found by walking the items alongside, and
     // vector rows go straight into the block, each item's rows contiguous.
     let mut bytes = 0usize;
-    let mut items = vec![];
+    // Sized from the count (an index-only scan): a vector grown by doubling
+    // holds up to twice what it needs.
+    let count: i64 = conn
+        .prepare_cached("SELECT count(*) FROM store WHERE prefix = ?1")?
+        .query_row([prefix], |r| r.get(0))?;
+    if (count.max(0) as usize).saturating_mul(ITEM_BYTES) > allowance {
+        return Ok(None);
+    }
+    let mut items = Vec::with_capacity(count.max(0) as usize);
     {
         let mut stmt = conn.prepare_cached(
             "SELECT key, CAST(value AS TEXT), created_at, updated_at, ttl_minutes IS NOT NULL FROM store \
@@ -366,9 +396,9 @@ fn load(
             if bytes > allowance {
                 return Ok(None);
             }
-            // Checked, not kept parsed (see `CachedItem::value`).
-            serde_json::from_str::<serde::de::IgnoredAny>(text)
-                .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))?;
+            // Parsed as a page will parse it (the depth limit, number range
+            // and escapes checked alike), not kept parsed.
+            drop(parse_value(text, prefix, &key)?);
             let time = |i| -> rusqlite::Result<Box<str>> {
                 Ok(r.get::<_, Option<String>>(i)?.unwrap_or_default().into_boxed_str())
             };
@@ -487,7 +517,11 @@ pub(crate) fn search<'a>(
     let prepared = query.map(Query::new);
     for (prefix, block) in blocks {
         let columns: Vec<(&[String], Column)> = match filter {
-            Some(f) => f.paths().into_iter().map(|p| (p, block.column(p))).collect(),
+            Some(f) => {
+                let paths = f.paths();
+                let cols = block.columns(prefix, &paths)?;
+                paths.into_iter().zip(cols).collect()
+            }
             None => vec![],
         };
         let candidate: Vec<bool> = block

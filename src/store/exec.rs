@@ -328,7 +328,7 @@ impl Store {
                 item: Item {
                     namespace: Namespace::from_encoded(prefix),
                     key: it.key.clone(),
-                    value: it.value()?,
+                    value: it.value(prefix)?,
                     created_at: time(&it.created_at, "created_at")?,
                     updated_at: time(&it.updated_at, "updated_at")?,
                     expires_at,
