@@ -608,6 +608,17 @@ impl CacheTag {
     }
 }
 
+/// SQLite's page cache per connection, in KiB. Small on purpose: what is
+/// read again and again (decoded values, recent rows) is cached above
+/// SQLite, and SQLite scans a connection's whole page cache at the end of
+/// any write transaction in which a B-tree split renumbered pages (it moves
+/// them through the pending-byte page's number, which makes its truncation
+/// of pages past the file's end walk every cached page). Writes spread over
+/// many threads split often: 100 threads round robin ran 5 % faster at
+/// 4 MiB than at 16 MiB, a 10,000-step history read 10-25 % faster, and the
+/// Store's peak RSS fell from 86 to 73 MB, with its reads no slower.
+const PAGE_CACHE_KIB: u32 = 4000;
+
 /// Runs `f` inside a read (deferred) transaction on `conn`.
 fn in_read_transaction<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
     in_transaction(conn, "BEGIN", f)
@@ -676,7 +687,7 @@ fn init_connection(
     };
     conn.execute_batch(&format!(
         "PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync}; PRAGMA temp_store = MEMORY; \
-         PRAGMA cache_size = -16000;"
+         PRAGMA cache_size = -{PAGE_CACHE_KIB};"
     ))?;
     if read_only {
         conn.execute_batch("PRAGMA query_only = ON")?;
