@@ -107,8 +107,14 @@ impl Rows {
     /// (the others `(-inf, -inf)`), in row order. A large set of rows is
     /// split between a few scoped threads: the scan reads every row's
     /// bytes, and one core alone does not draw the memory's bandwidth.
+    /// Helper threads are shared by the whole process (at most one fewer
+    /// than the cores): searches running at once split them, and a search
+    /// that finds none scans alone.
     pub(crate) fn bounds_where(&self, q: &Query, keep: impl Fn(usize) -> bool + Sync) -> Vec<(f32, f32)> {
-        self.bounds_in(q, &keep, workers(self.len().saturating_mul(self.dims)))
+        static HELPERS: AtomicUsize = AtomicUsize::new(0);
+        let (threads, max) = workers(self.len().saturating_mul(self.dims));
+        let helpers = Helpers::reserve(&HELPERS, max - 1, threads - 1);
+        self.bounds_in(q, &keep, 1 + helpers.count)
     }
 
     fn bounds_in(
@@ -199,11 +205,40 @@ const MAX_THREADS: usize = 8;
 /// Parts per thread, for balance when one thread is slower or missing.
 const PARTS_PER_THREAD: usize = 4;
 
-/// How many threads a scan of `work` row elements uses.
-fn workers(work: usize) -> usize {
+/// How many threads a scan of `work` row elements would use, and the most
+/// any scan may: `(wanted, most)`, both at least 1.
+fn workers(work: usize) -> (usize, usize) {
     static CORES: OnceLock<usize> = OnceLock::new();
     let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    (work / MIN_WORK_PER_THREAD).clamp(1, cores.clamp(1, MAX_THREADS))
+    let most = cores.clamp(1, MAX_THREADS);
+    ((work / MIN_WORK_PER_THREAD).clamp(1, most), most)
+}
+
+/// Helper threads taken from a process-wide count (see
+/// [`Rows::bounds_where`]), given back when dropped.
+struct Helpers<'a> {
+    taken: &'a AtomicUsize,
+    count: usize,
+}
+
+impl<'a> Helpers<'a> {
+    /// Up to `want` helpers, as long as `taken` stays at most `max`.
+    fn reserve(taken: &'a AtomicUsize, max: usize, want: usize) -> Helpers<'a> {
+        let mut count = 0;
+        let _ = taken.fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+            count = want.min(max.saturating_sub(now));
+            (count > 0).then_some(now + count)
+        });
+        Helpers { taken, count }
+    }
+}
+
+impl Drop for Helpers<'_> {
+    fn drop(&mut self) {
+        if self.count > 0 {
+            self.taken.fetch_sub(self.count, Ordering::AcqRel);
+        }
+    }
 }
 
 /// Slack added to every bound, covering f32 rounding in the bound itself
@@ -342,9 +377,30 @@ mod tests {
 
     #[test]
     fn workers_stay_within_their_limits() {
-        assert_eq!(workers(0), 1);
-        assert_eq!(workers(MIN_WORK_PER_THREAD - 1), 1);
-        assert!(workers(usize::MAX) <= MAX_THREADS);
-        assert!(workers(usize::MAX) >= 1);
+        assert_eq!(workers(0).0, 1);
+        assert_eq!(workers(MIN_WORK_PER_THREAD - 1).0, 1);
+        let (wanted, most) = workers(usize::MAX);
+        assert_eq!(wanted, most);
+        assert!((1..=MAX_THREADS).contains(&most));
+    }
+
+    /// Scans running at once share the helpers: what one holds, another
+    /// cannot take, until it is given back.
+    #[test]
+    fn helpers_are_shared_and_given_back() {
+        let taken = AtomicUsize::new(0);
+        let a = Helpers::reserve(&taken, 3, 2);
+        assert_eq!(a.count, 2);
+        let b = Helpers::reserve(&taken, 3, 2);
+        assert_eq!(b.count, 1);
+        let c = Helpers::reserve(&taken, 3, 2);
+        assert_eq!(c.count, 0);
+        drop(a);
+        assert_eq!(taken.load(Ordering::Acquire), 1);
+        let d = Helpers::reserve(&taken, 3, 5);
+        assert_eq!(d.count, 2);
+        drop((b, c, d));
+        assert_eq!(taken.load(Ordering::Acquire), 0);
+        assert_eq!(Helpers::reserve(&taken, 0, 4).count, 0);
     }
 }
