@@ -21,6 +21,19 @@
 //! changes nothing a reader or a recovery can see; a process that dies
 //! first loses a transaction it had not committed. Every other file, and
 //! every other operation on a WAL file, goes straight to the wrapped VFS.
+//!
+//! **Connections using this VFS must not spill** (`PRAGMA cache_spill =
+//! OFF`, set by `db::init_connection` on every connection the crate
+//! opens). A transaction larger than the page cache would otherwise write
+//! frames to the log before its commit, and two things break: the commit
+//! then rewrites the spilled frames' checksums in place, the commit frame's
+//! header last and alone (no page follows it, so it stays buffered and a
+//! kill loses the whole transaction); and the frames of a transaction that
+//! rolls back stay buffered, to be written at the next read over whatever
+//! another connection committed at those offsets since. Without spills,
+//! frames reach a WAL file only in a commit, and its last frame is the
+//! commit frame. (`db::tests::a_transaction_larger_than_the_page_cache_*`
+//! and `a_rolled_back_transaction_larger_than_the_page_cache_*`.)
 
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::OnceLock;
