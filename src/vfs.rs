@@ -88,8 +88,10 @@ struct WalFile {
     /// Offset in the file of `buffer[0]`.
     start: i64,
     buffer: Vec<u8>,
-    /// The last write was a frame header; `commit`: of a commit frame.
-    after_header: bool,
+    /// The last frame header written was a commit frame's: the data writes
+    /// after it (its page, in one write or split at a sync point, and the
+    /// padding copies of it that a sync at a sector boundary adds) are
+    /// written out at once, as SQLite publishes the commit after them.
     commit: bool,
 }
 
@@ -124,7 +126,6 @@ unsafe extern "C" fn open(
         real,
         start: 0,
         buffer: Vec::new(),
-        after_header: false,
         commit: false,
     });
     ffi::SQLITE_OK
@@ -159,8 +160,6 @@ unsafe fn flush(f: &mut WalFile) -> c_int {
     if f.buffer.capacity() > 4 * CHUNK {
         f.buffer = Vec::new();
     }
-    f.after_header = false;
-    f.commit = false;
     rc
 }
 
@@ -186,9 +185,8 @@ unsafe extern "C" fn wal_write(
     if len == 24 {
         // A frame header: bytes 4..8 are the database size after a commit
         // frame, 0 for any other frame.
-        f.after_header = true;
         f.commit = bytes[4..8] != [0, 0, 0, 0];
-    } else if std::mem::take(&mut f.after_header) && std::mem::take(&mut f.commit) {
+    } else if f.commit {
         return flush(f);
     }
     if f.buffer.len() >= MAX_BUFFER {
@@ -358,7 +356,6 @@ mod tests {
             real,
             start: 0,
             buffer: vec![],
-            after_header: false,
             commit: false,
         });
         (fake, wal)
@@ -390,6 +387,33 @@ mod tests {
         assert_eq!(fake.writes, [(0, 32 + 3 * 4120)]);
         assert_eq!(fake.bytes[32 + 2 * 4120 + 30], 3);
         assert!(wal.buffer.is_empty());
+    }
+
+    /// With a sync at a sector boundary (`psow=0`, `Full`), SQLite splits a
+    /// commit frame's page at the sync point and adds padding copies of the
+    /// commit frame: every part reaches the file before SQLite publishes
+    /// the commit, none stays buffered.
+    #[test]
+    fn every_part_of_a_commit_frame_and_its_padding_is_written_at_once() {
+        let (fake, mut wal) = files();
+        assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
+        let mut header = [2u8; 24];
+        header[4..8].copy_from_slice(&7u32.to_be_bytes());
+        let at = 32 + 4120;
+        assert_eq!(write(&mut wal, at, &header), ffi::SQLITE_OK);
+        assert_eq!(write(&mut wal, at + 24, &[2; 1000]), ffi::SQLITE_OK);
+        assert_eq!(fake.writes, [(32, 4120 + 24 + 1000)]);
+        // (The sync at the split point writes nothing buffered.)
+        assert_eq!(write(&mut wal, at + 24 + 1000, &[2; 3096]), ffi::SQLITE_OK);
+        assert_eq!(fake.writes.last(), Some(&(at + 24 + 1000, 3096)));
+        // A padding copy of the commit frame.
+        assert_eq!(write(&mut wal, at + 4120, &header), ffi::SQLITE_OK);
+        assert_eq!(write(&mut wal, at + 4120 + 24, &[2; 4096]), ffi::SQLITE_OK);
+        assert_eq!(fake.writes.last(), Some(&(at + 4120, 4120)));
+        assert!(wal.buffer.is_empty());
+        // The next transaction is gathered again.
+        assert_eq!(frame(&mut wal, at + 2 * 4120, false, 3), ffi::SQLITE_OK);
+        assert!(!wal.buffer.is_empty());
     }
 
     #[test]

@@ -343,30 +343,41 @@ impl Db {
         };
         let before = size(&conn)?;
         let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+        let query_only: bool = conn.query_row("PRAGMA query_only", [], |r| r.get(0))?;
+        let writable = !query_only && !conn.is_readonly(rusqlite::MAIN_DB)?;
         if mode == 2 {
             // Our connections never spill a transaction's pages to the log
             // (`crate::vfs`): free them a bounded number at a time, each
-            // batch its own transaction (each step of the pragma frees one).
-            loop {
-                let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
-                if free == 0 {
-                    break;
-                }
+            // batch its own transaction, while a batch frees any.
+            let free = |c: &Connection| -> Result<i64> {
+                Ok(c.query_row("PRAGMA freelist_count", [], |r| r.get(0))?)
+            };
+            let mut left = free(&conn)?;
+            while left > 0 {
                 let mut stmt = conn.prepare(&format!("PRAGMA incremental_vacuum({VACUUM_PAGES})"))?;
                 let mut rows = stmt.query([])?;
                 while rows.next()?.is_some() {}
+                drop(rows);
+                let now = free(&conn)?;
+                if now >= left {
+                    break;
+                }
+                left = now;
             }
-        } else if let Some(file) = conn.path().filter(|p| !p.is_empty()).map(str::to_owned) {
+        } else if let (true, Some(path)) = (writable, self.inner.path.as_deref()) {
             // A full vacuum rewrites every page in one transaction: on a
-            // connection of SQLite's own VFS, which may spill them (the
-            // file's name as SQLite resolved it, not a URI).
+            // connection of SQLite's own VFS, which may spill them (opened
+            // as the pool's are, a URI's parameters included).
             let own = Connection::open_with_flags(
-                file,
-                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_URI
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )?;
             own.busy_timeout(self.inner.busy_timeout)?;
             own.execute_batch("VACUUM")?;
         } else {
+            // In memory (no log), or read-only: as SQLite answers.
             conn.execute_batch("VACUUM")?;
         }
         if self.inner.path.is_some() {
@@ -807,6 +818,68 @@ mod tests {
             db.read(|c| Ok(c.query_row("SELECT x FROM keep", [], |r| r.get::<_, i64>(0))?)).unwrap(),
             1
         );
+    }
+
+    /// A read-only handle (the builder's flag, or a `mode=ro` URI) never
+    /// rewrites the file: a full vacuum is refused, the file unchanged.
+    #[test]
+    fn vacuum_of_a_read_only_handle_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("b.db");
+        Connection::open(&p).unwrap().execute_batch("CREATE TABLE keep(x)").unwrap();
+        drop(Db::open(&p).unwrap());
+        Connection::open(&p)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE big(v BLOB);
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500)
+                 INSERT INTO big SELECT zeroblob(4000) FROM n; DROP TABLE big;",
+            )
+            .unwrap();
+        let pages = || -> (i64, i64) {
+            let c = Connection::open_with_flags(&p, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+            (
+                c.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap(),
+                c.query_row("PRAGMA freelist_count", [], |r| r.get(0)).unwrap(),
+            )
+        };
+        let before = pages();
+        assert!(before.1 >= 500);
+        let ro = Db::builder().read_only(true).open(&p).unwrap();
+        assert!(ro.vacuum().is_err());
+        drop(ro);
+        assert_eq!(pages(), before);
+        let uri = Db::open(format!("file:{}?mode=ro", p.display())).unwrap();
+        assert!(uri.vacuum().is_err());
+        drop(uri);
+        assert_eq!(pages(), before);
+    }
+
+    /// With `psow=0` in the URI and `Full`, SQLite syncs the log at a sector
+    /// boundary, splitting a commit frame's page and padding with copies of
+    /// it: another connection reads every commit whole.
+    #[test]
+    fn commits_with_sector_padding_are_whole_for_other_connections() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.db");
+        let db =
+            Db::builder().durability(Durability::Full).open(format!("file:{}?psow=0", p.display())).unwrap();
+        db.write(|c| Ok(c.execute_batch("CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB)")?)).unwrap();
+        let other = Connection::open(&p).unwrap();
+        for i in 0..40i64 {
+            db.write(|c| {
+                for j in 0..(i % 7 + 1) {
+                    c.execute("INSERT INTO t VALUES (?1, randomblob(3000))", [i * 100 + j])?;
+                }
+                Ok(())
+            })
+            .unwrap();
+            let check = other.query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0));
+            assert_eq!(check.ok().as_deref(), Some("ok"), "after commit {i}");
+            if i % 10 == 9 {
+                other.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())).unwrap();
+            }
+        }
     }
 
     /// A transaction that dirties more pages than a connection's page cache
