@@ -17,9 +17,12 @@
 //! blocks a search needs are counted before they are loaded, a search whose
 //! blocks would not fit together gets `None` (and runs from the file, see
 //! `stream`), and the least recently used blocks are dropped to make room.
+//! The filter columns a block builds count too, from the block's next use
+//! (a search may run one block's new columns over the budget until then).
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{self, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{params_from_iter, Connection};
@@ -47,6 +50,9 @@ pub(crate) struct Block {
     /// first use: filters then read one compact column instead of walking
     /// every document's map.
     columns: Mutex<HashMap<Vec<String>, Column>>,
+    /// Approximately what `columns` holds (charged to the cache's budget
+    /// at the block's next use, see [`SearchCache::blocks`]).
+    column_bytes: AtomicUsize,
 }
 
 /// A namespace prefix and its block.
@@ -64,12 +70,35 @@ pub(crate) enum Fit {
 /// The values of every item of a block at one path.
 type Column = Arc<Vec<Option<Value>>>;
 
+/// Approximately what a column holds in memory: its slots and what their
+/// values allocate.
+fn column_bytes(col: &[Option<Value>]) -> usize {
+    fn heap(v: &Value) -> usize {
+        const SLOT: usize = std::mem::size_of::<Value>();
+        match v {
+            Value::String(s) => s.capacity() + 16,
+            Value::Array(a) => a.len() * SLOT + a.iter().map(heap).sum::<usize>() + 16,
+            // Entries (key, value, hash) and the index table.
+            Value::Object(m) => {
+                m.iter().map(|(k, v)| k.capacity() + 16 + SLOT + 40 + heap(v)).sum::<usize>() + 32
+            }
+            _ => 0,
+        }
+    }
+    std::mem::size_of_val(col) + col.iter().flatten().map(heap).sum::<usize>()
+}
+
 impl Block {
     /// The columns of `paths`, in order; those not built yet are built
     /// with one parse of each value for all of them.
     ///
     /// # Errors
     /// [`Error::Corrupt`] if a value does not parse (it did when loaded).
+    /// Approximately what the block holds now, its columns included.
+    fn held(&self) -> usize {
+        self.bytes.saturating_add(self.column_bytes.load(atomic::Ordering::Relaxed))
+    }
+
     fn columns(&self, prefix: &str, paths: &[&[String]]) -> Result<Vec<Column>> {
         let mut out: Vec<Option<Column>> = {
             let built = lock(&self.columns);
@@ -87,7 +116,13 @@ impl Block {
             }
             let mut built = lock(&self.columns);
             for (i, col) in missing.into_iter().zip(cols) {
-                let col = built.entry(paths[i].to_vec()).or_insert_with(|| Arc::new(col)).clone();
+                let col = built
+                    .entry(paths[i].to_vec())
+                    .or_insert_with(|| {
+                        self.column_bytes.fetch_add(column_bytes(&col), atomic::Ordering::Relaxed);
+                        Arc::new(col)
+                    })
+                    .clone();
                 out[i] = Some(col);
             }
         }
@@ -165,6 +200,9 @@ struct CacheState {
 struct Entry {
     block: Arc<Block>,
     used: u64,
+    /// What the entry counts for in `CacheState::bytes`: the block's
+    /// [`held`](Block::held) bytes when last charged.
+    charged: usize,
 }
 
 /// The least an item costs in memory besides its key and value text (a
@@ -202,7 +240,8 @@ impl SearchCache {
         let mut found: Vec<(String, i64, Option<Arc<Block>>)> = Vec::with_capacity(gens.len());
         let mut bytes = 0usize;
         {
-            let mut st = lock(&self.state);
+            let mut guard = lock(&self.state);
+            let st = &mut *guard;
             st.clock += 1;
             let now = st.clock;
             for (p, gen) in gens.iter().cloned() {
@@ -212,11 +251,20 @@ impl SearchCache {
                 match fresh {
                     Some(e) => {
                         e.used = now;
-                        bytes = bytes.saturating_add(e.block.bytes);
+                        // Columns built since the block was last charged.
+                        let held = e.block.held();
+                        let grown = held.saturating_sub(e.charged);
+                        e.charged = held;
+                        bytes = bytes.saturating_add(held);
+                        st.bytes = st.bytes.saturating_add(grown);
                         found.push((p, gen, Some(e.block.clone())));
                     }
                     None => found.push((p, gen, None)),
                 }
+            }
+            if st.bytes > self.budget {
+                let keep: HashSet<&str> = found.iter().map(|(p, _, _)| p.as_str()).collect();
+                evict(st, self.budget, &keep);
             }
         }
         if found.iter().any(|(_, _, b)| b.is_none()) {
@@ -301,9 +349,10 @@ impl SearchCache {
         st.clock += 1;
         let now = st.clock;
         for (p, block) in loaded {
-            st.bytes = st.bytes.saturating_add(block.bytes);
-            if let Some(old) = st.blocks.insert(p, Entry { block, used: now }) {
-                st.bytes = st.bytes.saturating_sub(old.block.bytes);
+            let charged = block.held();
+            st.bytes = st.bytes.saturating_add(charged);
+            if let Some(old) = st.blocks.insert(p, Entry { block, used: now, charged }) {
+                st.bytes = st.bytes.saturating_sub(old.charged);
             }
         }
         let keep: HashSet<&str> = used.iter().map(|(p, _, _)| p.as_str()).collect();
@@ -340,7 +389,7 @@ fn evict(st: &mut CacheState, limit: usize, keep: &HashSet<&str>) {
             break;
         }
         if let Some(e) = st.blocks.remove(&p) {
-            st.bytes = st.bytes.saturating_sub(e.block.bytes);
+            st.bytes = st.bytes.saturating_sub(e.charged);
         }
     }
 }
@@ -411,8 +460,14 @@ fn load(
             });
         }
     }
-    let mut block =
-        Block { gen, bytes, items, rows: Rows::new(dims.unwrap_or(0)), columns: Mutex::default() };
+    let mut block = Block {
+        gen,
+        bytes,
+        items,
+        rows: Rows::new(dims.unwrap_or(0)),
+        columns: Mutex::default(),
+        column_bytes: AtomicUsize::new(0),
+    };
     let Some(dims) = dims else { return Ok(Some(block)) };
     // Sized once from the count (an index-only scan): no reallocation, whose
     // old and new arrays would both be alive while it copies.
@@ -707,6 +762,46 @@ mod tests {
         assert_eq!(held, HashSet::from(["a".to_string(), "c".to_string()]));
         // A search whose namespaces cannot fit together searches the file.
         assert!(matches!(db.read(|c| cache.blocks(c, &[], None)).unwrap(), Fit::TooLarge(_)));
+    }
+
+    /// Filter columns count against the budget: a block whose columns
+    /// grew is charged for them at its next use, and other blocks make
+    /// room.
+    #[test]
+    fn filter_columns_count_against_the_budget() {
+        use crate::store::{Put, Store, StoreConfig};
+        let db = crate::Db::open_in_memory().unwrap();
+        let store: Store = db.store(StoreConfig::new()).unwrap();
+        let value: serde_json::Map<String, Value> =
+            (0..10).map(|f| (format!("f{f}"), Value::String("x".repeat(200)))).collect();
+        for ns in ["a", "b"] {
+            for i in 0..200 {
+                store.put_with(Put::new(&[ns], format!("k{i}"), Value::Object(value.clone()))).unwrap();
+            }
+        }
+        let load = |cache: &SearchCache, ns: &str| match db.read(|c| cache.blocks(c, &[ns.to_string()], None))
+        {
+            Ok(Fit::Blocks(mut b)) => b.remove(0).1,
+            _ => unreachable!("both blocks fit"),
+        };
+        let one = load(&SearchCache::new(usize::MAX), "a").bytes;
+        let cache = SearchCache::new(one * 5 / 2);
+        let a = load(&cache, "a");
+        load(&cache, "b");
+        assert_eq!(cache.bytes(), 2 * one);
+        let paths: Vec<Vec<String>> = (0..10).map(|f| vec![format!("f{f}")]).collect();
+        let refs: Vec<&[String]> = paths.iter().map(Vec::as_slice).collect();
+        assert_eq!(a.columns("a", &refs).unwrap().len(), 10);
+        assert!(a.held() > 2 * one, "ten columns of 200-byte strings: {} against {one}", a.held());
+        // The next use of "a" charges its columns and evicts "b".
+        load(&cache, "a");
+        let held: HashSet<String> = lock(&cache.state).blocks.keys().cloned().collect();
+        assert_eq!(held, HashSet::from(["a".to_string()]));
+        assert_eq!(cache.bytes(), a.held());
+        // Columns already built are not charged again.
+        a.columns("a", &refs[..3]).unwrap();
+        load(&cache, "a");
+        assert_eq!(cache.bytes(), a.held());
     }
 
     #[test]
