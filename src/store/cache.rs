@@ -18,11 +18,13 @@
 //! blocks would not fit together gets `None` (and runs from the file, see
 //! `stream`), and the least recently used blocks are dropped to make room.
 //! The filter columns a block builds count too, from the block's next use
-//! (a search may run one block's new columns over the budget until then).
+//! (a search may run one block's new columns over the budget until then);
+//! when a search's own blocks leave no room, their columns go first (they
+//! are built again as filters need them), so a search never runs from the
+//! file because of columns.
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{self, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{params_from_iter, Connection};
@@ -49,10 +51,16 @@ pub(crate) struct Block {
     /// Per filter path, the value of every item at that path, extracted on
     /// first use: filters then read one compact column instead of walking
     /// every document's map.
-    columns: Mutex<HashMap<Vec<String>, Column>>,
-    /// Approximately what `columns` holds (charged to the cache's budget
-    /// at the block's next use, see [`SearchCache::blocks`]).
-    column_bytes: AtomicUsize,
+    columns: Mutex<Columns>,
+}
+
+/// A block's filter columns and approximately what they hold (charged to
+/// the cache's budget at the block's next use, see [`SearchCache::blocks`]);
+/// one lock for both, so that a reset clears both.
+#[derive(Default)]
+struct Columns {
+    by_path: HashMap<Vec<String>, Column>,
+    bytes: usize,
 }
 
 /// A namespace prefix and its block.
@@ -78,9 +86,13 @@ fn column_bytes(col: &[Option<Value>]) -> usize {
         match v {
             Value::String(s) => s.capacity() + 16,
             Value::Array(a) => a.len() * SLOT + a.iter().map(heap).sum::<usize>() + 16,
-            // Entries (key, value, hash) and the index table.
+            // Entries (key, value, hash) and the index table, both with
+            // room to spare (a clone keeps at least three entries).
             Value::Object(m) => {
-                m.iter().map(|(k, v)| k.capacity() + 16 + SLOT + 40 + heap(v)).sum::<usize>() + 32
+                let slots = m.len().max(3).next_power_of_two();
+                slots * (SLOT + 24 + 8 + 16)
+                    + 64
+                    + m.iter().map(|(k, v)| k.capacity() + 16 + heap(v)).sum::<usize>()
             }
             _ => 0,
         }
@@ -89,20 +101,25 @@ fn column_bytes(col: &[Option<Value>]) -> usize {
 }
 
 impl Block {
+    /// Approximately what the block holds now, its columns included.
+    fn held(&self) -> usize {
+        self.bytes.saturating_add(lock(&self.columns).bytes)
+    }
+
+    /// Drops the block's columns (searches that hold one keep it alive).
+    fn drop_columns(&self) {
+        *lock(&self.columns) = Columns::default();
+    }
+
     /// The columns of `paths`, in order; those not built yet are built
     /// with one parse of each value for all of them.
     ///
     /// # Errors
     /// [`Error::Corrupt`] if a value does not parse (it did when loaded).
-    /// Approximately what the block holds now, its columns included.
-    fn held(&self) -> usize {
-        self.bytes.saturating_add(self.column_bytes.load(atomic::Ordering::Relaxed))
-    }
-
     fn columns(&self, prefix: &str, paths: &[&[String]]) -> Result<Vec<Column>> {
         let mut out: Vec<Option<Column>> = {
             let built = lock(&self.columns);
-            paths.iter().map(|p| built.get(*p).cloned()).collect()
+            paths.iter().map(|p| built.by_path.get(*p).cloned()).collect()
         };
         let missing: Vec<usize> = (0..paths.len()).filter(|i| out[*i].is_none()).collect();
         if !missing.is_empty() {
@@ -114,12 +131,14 @@ impl Block {
                     col.push(Filter::value_at(&value, paths[*i]).cloned());
                 }
             }
-            let mut built = lock(&self.columns);
+            let mut guard = lock(&self.columns);
+            let built = &mut *guard;
             for (i, col) in missing.into_iter().zip(cols) {
                 let col = built
+                    .by_path
                     .entry(paths[i].to_vec())
                     .or_insert_with(|| {
-                        self.column_bytes.fetch_add(column_bytes(&col), atomic::Ordering::Relaxed);
+                        built.bytes = built.bytes.saturating_add(column_bytes(&col));
                         Arc::new(col)
                     })
                     .clone();
@@ -191,7 +210,7 @@ struct CacheState {
     blocks: HashMap<String, Entry>,
     /// The partial copy of the last search too large for blocks.
     head: Option<Arc<Head>>,
-    /// The sum of the entries' `bytes`.
+    /// The sum of the entries' `charged` bytes and the head's.
     bytes: usize,
     /// Bumped on every use, to order entries by recency.
     clock: u64,
@@ -252,11 +271,7 @@ impl SearchCache {
                     Some(e) => {
                         e.used = now;
                         // Columns built since the block was last charged.
-                        let held = e.block.held();
-                        let grown = held.saturating_sub(e.charged);
-                        e.charged = held;
-                        bytes = bytes.saturating_add(held);
-                        st.bytes = st.bytes.saturating_add(grown);
+                        recharge(&mut st.bytes, e);
                         found.push((p, gen, Some(e.block.clone())));
                     }
                     None => found.push((p, gen, None)),
@@ -265,6 +280,14 @@ impl SearchCache {
             if st.bytes > self.budget {
                 let keep: HashSet<&str> = found.iter().map(|(p, _, _)| p.as_str()).collect();
                 evict(st, self.budget, &keep);
+            }
+            shed(st, self.budget, found.iter().map(|(p, _, _)| p.as_str()));
+            // Whether the search fits counts its blocks without their
+            // columns: those can go to make room (see `shed`).
+            for (_, _, b) in &found {
+                if let Some(b) = b {
+                    bytes = bytes.saturating_add(b.bytes);
+                }
             }
         }
         if found.iter().any(|(_, _, b)| b.is_none()) {
@@ -355,13 +378,7 @@ impl SearchCache {
                 st.bytes = st.bytes.saturating_sub(old.charged);
             }
         }
-        let keep: HashSet<&str> = used.iter().map(|(p, _, _)| p.as_str()).collect();
-        evict(&mut st, self.budget, &keep);
-        if st.bytes > self.budget {
-            if let Some(h) = st.head.take() {
-                st.bytes = st.bytes.saturating_sub(h.bytes);
-            }
-        }
+        shed(&mut st, self.budget, used.iter().map(|(p, _, _)| p.as_str()));
     }
 
     /// The approximate bytes the cache holds now.
@@ -369,6 +386,38 @@ impl SearchCache {
     pub(crate) fn bytes(&self) -> usize {
         lock(&self.state).bytes
     }
+}
+
+/// Brings the cache within `limit` bytes if it is over: the least recently
+/// used blocks not in `used` first, then the filter columns of the blocks in
+/// `used` (built again as filters need them), then the partial copy.
+fn shed<'a>(st: &mut CacheState, limit: usize, used: impl Iterator<Item = &'a str>) {
+    if st.bytes <= limit {
+        return;
+    }
+    let keep: HashSet<&str> = used.collect();
+    evict(st, limit, &keep);
+    if st.bytes > limit {
+        for p in &keep {
+            if let Some(e) = st.blocks.get_mut(*p) {
+                e.block.drop_columns();
+                recharge(&mut st.bytes, e);
+            }
+        }
+    }
+    if st.bytes > limit {
+        if let Some(h) = st.head.take() {
+            st.bytes = st.bytes.saturating_sub(h.bytes);
+        }
+    }
+}
+
+/// Charges `e`'s block at what it holds now (its columns grew or were
+/// dropped since it was last charged) in the cache's total `bytes`.
+fn recharge(bytes: &mut usize, e: &mut Entry) {
+    let held = e.block.held();
+    *bytes = bytes.saturating_sub(e.charged).saturating_add(held);
+    e.charged = held;
 }
 
 /// Drops the least recently used blocks not in `keep` until the cache holds
@@ -460,14 +509,8 @@ fn load(
             });
         }
     }
-    let mut block = Block {
-        gen,
-        bytes,
-        items,
-        rows: Rows::new(dims.unwrap_or(0)),
-        columns: Mutex::default(),
-        column_bytes: AtomicUsize::new(0),
-    };
+    let mut block =
+        Block { gen, bytes, items, rows: Rows::new(dims.unwrap_or(0)), columns: Mutex::default() };
     let Some(dims) = dims else { return Ok(Some(block)) };
     // Sized once from the count (an index-only scan): no reallocation, whose
     // old and new arrays would both be alive while it copies.
@@ -802,6 +845,25 @@ mod tests {
         a.columns("a", &refs[..3]).unwrap();
         load(&cache, "a");
         assert_eq!(cache.bytes(), a.held());
+        // A search over both namespaces still fits: the columns of "a" go to
+        // make room for "b", and the cache stays within its budget.
+        let both = db.read(|c| cache.blocks(c, &[], None)).unwrap();
+        assert!(matches!(both, Fit::Blocks(b) if b.len() == 2));
+        assert_eq!(a.held(), a.bytes);
+        assert_eq!(cache.bytes(), 2 * one);
+        // Columns that alone would exceed the budget are dropped at the
+        // block's next use.
+        let many: Vec<Vec<String>> =
+            (0..10).flat_map(|f| [vec![format!("f{f}")], vec![format!("g{f}")]]).collect();
+        let refs: Vec<&[String]> = many.iter().map(Vec::as_slice).collect();
+        a.columns("a", &refs).unwrap();
+        let small = SearchCache::new(one * 3 / 2);
+        let a = load(&small, "a");
+        a.columns("a", &refs).unwrap();
+        assert!(a.held() > one * 3 / 2);
+        load(&small, "a");
+        assert_eq!(a.held(), a.bytes);
+        assert!(small.bytes() <= one * 3 / 2);
     }
 
     #[test]
