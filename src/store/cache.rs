@@ -277,10 +277,6 @@ impl SearchCache {
                     None => found.push((p, gen, None)),
                 }
             }
-            if st.bytes > self.budget {
-                let keep: HashSet<&str> = found.iter().map(|(p, _, _)| p.as_str()).collect();
-                evict(st, self.budget, &keep);
-            }
             shed(st, self.budget, found.iter().map(|(p, _, _)| p.as_str()));
             // Whether the search fits counts its blocks without their
             // columns: those can go to make room (see `shed`).
@@ -290,21 +286,25 @@ impl SearchCache {
                 }
             }
         }
-        if found.iter().any(|(_, _, b)| b.is_none()) {
-            // What the missing blocks cost at least, from two index-only
-            // counts each, before loading any of them.
-            let mut need = bytes;
-            for (p, _, _) in found.iter().filter(|(_, _, b)| b.is_none()) {
-                need = need.saturating_add(lower_bound(conn, p, dims)?);
+        // What the missing blocks cost at least, from two index-only counts
+        // each (which their loading sizes its arrays from), before loading
+        // any of them.
+        let mut counts: Vec<Option<Counts>> = vec![None; found.len()];
+        let mut need = bytes;
+        for ((p, _, b), count) in found.iter().zip(&mut counts) {
+            if b.is_none() {
+                let c = Counts::of(conn, p, dims)?;
+                need = need.saturating_add(c.least(dims));
                 if need > self.budget {
                     return Ok(too_large());
                 }
+                *count = Some(c);
             }
         }
         let mut loaded = vec![];
-        for (p, gen, slot) in &mut found {
-            if slot.is_none() {
-                let Some(b) = load(conn, p, *gen, dims, self.budget.saturating_sub(bytes))? else {
+        for ((p, gen, slot), count) in found.iter_mut().zip(counts) {
+            if let (None, Some(count)) = (&slot, count) {
+                let Some(b) = load(conn, p, *gen, dims, count, self.budget.saturating_sub(bytes))? else {
                     return Ok(too_large());
                 };
                 bytes = bytes.saturating_add(b.bytes);
@@ -443,44 +443,56 @@ fn evict(st: &mut CacheState, limit: usize, keep: &HashSet<&str>) {
     }
 }
 
-/// The least a block of `prefix` costs: its items and vector rows, counted
-/// on the indexes, at their fixed sizes.
-fn lower_bound(conn: &Connection, prefix: &str, dims: Option<usize>) -> Result<usize> {
-    let items: i64 = conn
-        .prepare_cached("SELECT count(*) FROM store WHERE prefix = ?1")?
-        .query_row([prefix], |r| r.get(0))?;
-    let mut bytes = (items.max(0) as usize).saturating_mul(ITEM_BYTES);
-    if let Some(dims) = dims {
-        let rows: i64 = conn
-            .prepare_cached("SELECT count(*) FROM store_vectors WHERE prefix = ?1")?
-            .query_row([prefix], |r| r.get(0))?;
-        bytes = bytes.saturating_add((rows.max(0) as usize).saturating_mul(row_bytes(dims)));
-    }
-    Ok(bytes)
+/// How many items and vector rows a prefix has (index-only counts).
+#[derive(Clone, Copy)]
+struct Counts {
+    items: usize,
+    rows: usize,
 }
 
-/// Loads the block of `prefix`; `None` as soon as it would cost more than
-/// `allowance` bytes.
+impl Counts {
+    /// The counts of `prefix` (no rows counted without `dims`).
+    fn of(conn: &Connection, prefix: &str, dims: Option<usize>) -> Result<Counts> {
+        let count = |sql: &str| -> Result<usize> {
+            let n: i64 = conn.prepare_cached(sql)?.query_row([prefix], |r| r.get(0))?;
+            Ok(n.max(0) as usize)
+        };
+        let items = count("SELECT count(*) FROM store WHERE prefix = ?1")?;
+        let rows = match dims {
+            Some(_) => count("SELECT count(*) FROM store_vectors WHERE prefix = ?1")?,
+            None => 0,
+        };
+        Ok(Counts { items, rows })
+    }
+
+    /// The least a block of these counts costs: its items and vector rows
+    /// at their fixed sizes.
+    fn least(&self, dims: Option<usize>) -> usize {
+        let rows = dims.map_or(0, |d| self.rows.saturating_mul(row_bytes(d)));
+        self.items.saturating_mul(ITEM_BYTES).saturating_add(rows)
+    }
+}
+
+/// Loads the block of `prefix`, whose `counts` size its arrays; `None` as
+/// soon as it would cost more than `allowance` bytes.
 fn load(
     conn: &Connection,
     prefix: &str,
     gen: i64,
     dims: Option<usize>,
+    counts: Counts,
     allowance: usize,
 ) -> Result<Option<Block>> {
     // Items and vectors both in key order (each from its primary key
     // index): a vector's item is found by walking the items alongside, and
     // vector rows go straight into the block, each item's rows contiguous.
     let mut bytes = 0usize;
-    // Sized from the count (an index-only scan): a vector grown by doubling
-    // holds up to twice what it needs.
-    let count: i64 = conn
-        .prepare_cached("SELECT count(*) FROM store WHERE prefix = ?1")?
-        .query_row([prefix], |r| r.get(0))?;
-    if (count.max(0) as usize).saturating_mul(ITEM_BYTES) > allowance {
+    // Sized from the count: a vector grown by doubling holds up to twice
+    // what it needs.
+    if counts.items.saturating_mul(ITEM_BYTES) > allowance {
         return Ok(None);
     }
-    let mut items = Vec::with_capacity(count.max(0) as usize);
+    let mut items = Vec::with_capacity(counts.items);
     {
         let mut stmt = conn.prepare_cached(
             "SELECT key, CAST(value AS TEXT), created_at, updated_at, ttl_minutes IS NOT NULL FROM store \
@@ -512,12 +524,9 @@ fn load(
     let mut block =
         Block { gen, bytes, items, rows: Rows::new(dims.unwrap_or(0)), columns: Mutex::default() };
     let Some(dims) = dims else { return Ok(Some(block)) };
-    // Sized once from the count (an index-only scan): no reallocation, whose
-    // old and new arrays would both be alive while it copies.
-    let count: i64 = conn
-        .prepare_cached("SELECT count(*) FROM store_vectors WHERE prefix = ?1")?
-        .query_row([prefix], |r| r.get(0))?;
-    let count = count.max(0) as usize;
+    // Sized once from the count: no reallocation, whose old and new arrays
+    // would both be alive while it copies.
+    let count = counts.rows;
     if block.bytes.saturating_add(count.saturating_mul(row_bytes(dims))) > allowance {
         return Ok(None);
     }
@@ -612,7 +621,7 @@ pub(crate) fn search<'a>(
     // best score from the quantised rows.
     let mut cands: Vec<Vec<bool>> = Vec::with_capacity(blocks.len());
     let mut bounds: Vec<Vec<(f32, f32)>> = Vec::with_capacity(blocks.len());
-    let prepared = query.map(Query::new);
+    let prepared = query.map(|q| (q, Query::new(q)));
     for (prefix, block) in blocks {
         let columns: Vec<(&[String], Column)> = match filter {
             Some(f) => {
@@ -640,7 +649,7 @@ pub(crate) fn search<'a>(
             })
             .collect();
         let mut b = vec![(f32::NEG_INFINITY, f32::NEG_INFINITY); block.items.len()];
-        if let Some((q, prepared)) = query.zip(prepared.as_ref()) {
+        if let Some((q, prepared)) = &prepared {
             if q.len() == block.rows.dims() && !q.is_empty() {
                 let owners = block.rows.owners();
                 let rows = block.rows.bounds_where(prepared, |row| candidate[owners[row] as usize]);

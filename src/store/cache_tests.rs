@@ -134,7 +134,8 @@ mod exactness {
             )
             .unwrap();
         }
-        let block = load(&conn, "p", 1, Some(dims), usize::MAX).unwrap().unwrap();
+        let counts = Counts::of(&conn, "p", Some(dims)).unwrap();
+        let block = load(&conn, "p", 1, Some(dims), counts, usize::MAX).unwrap().unwrap();
         (conn, block)
     }
 
