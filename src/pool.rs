@@ -29,7 +29,7 @@
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
@@ -44,9 +44,8 @@ pub(crate) struct Pool {
     max: usize,
     timeout: Duration,
     open: Open,
-    /// Whether a writer of this pool has its turn.
-    writing: Mutex<Turns>,
-    turn_over: Condvar,
+    /// The writers' turn, shared with the WAL thread.
+    turns: Arc<Turns>,
     generation: AtomicU64,
     /// Commits through this pool, and the thread that checkpoints the WAL
     /// every so many of them (a file opened for writing), started by the
@@ -78,14 +77,43 @@ struct Seen {
     header: Option<[u32; 12]>,
 }
 
-/// The write turn of a pool's writers.
+/// The write turn of a pool's writers (see [`Pool::write_turn`]); the WAL
+/// thread takes it too, to finish a checkpoint while this process writes
+/// nothing (see `crate::wal`).
 #[derive(Default)]
-struct Turns {
+pub(crate) struct Turns {
+    state: Mutex<TurnState>,
+    over: Condvar,
+}
+
+#[derive(Default)]
+struct TurnState {
     /// A writer has it.
     writing: bool,
     /// Writers waiting for it (ending a turn wakes one only if some wait:
     /// waking costs a system call on every commit).
     waiting: usize,
+}
+
+impl Turns {
+    /// Waits (at most `timeout`) until no other writer has the turn, and
+    /// holds it until the returned value drops; after `timeout`, returns
+    /// without it ([`WriteTurn::held`] is false).
+    pub(crate) fn take(&self, timeout: Duration) -> WriteTurn<'_> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while state.writing {
+            let now = Instant::now();
+            if now >= deadline {
+                return WriteTurn { turns: None };
+            }
+            state.waiting += 1;
+            state = self.over.wait_timeout(state, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+            state.waiting -= 1;
+        }
+        state.writing = true;
+        WriteTurn { turns: Some(self) }
+    }
 }
 
 struct State {
@@ -111,8 +139,7 @@ impl Pool {
             max: max.max(1),
             timeout,
             open,
-            writing: Mutex::default(),
-            turn_over: Condvar::new(),
+            turns: Arc::default(),
             generation: AtomicU64::new(0),
             commits: AtomicU64::new(0),
             wal: std::sync::OnceLock::new(),
@@ -155,20 +182,12 @@ impl Pool {
     /// own lock and busy timeout, as it would have without the pool (so a
     /// writer that somehow waits on itself is delayed, never deadlocked).
     pub(crate) fn write_turn(&self, timeout: Duration) -> WriteTurn<'_> {
-        let deadline = Instant::now() + timeout;
-        let mut turns = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
-        while turns.writing {
-            let now = Instant::now();
-            if now >= deadline {
-                return WriteTurn { pool: None };
-            }
-            turns.waiting += 1;
-            turns =
-                self.turn_over.wait_timeout(turns, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
-            turns.waiting -= 1;
-        }
-        turns.writing = true;
-        WriteTurn { pool: Some(self) }
+        self.turns.take(timeout)
+    }
+
+    /// The writers' turn, for the WAL thread.
+    pub(crate) fn turns(&self) -> Arc<Turns> {
+        self.turns.clone()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -239,18 +258,25 @@ impl Pool {
 
 /// A writer's turn (see [`Pool::write_turn`]); the next writer's on drop.
 pub(crate) struct WriteTurn<'a> {
-    pool: Option<&'a Pool>,
+    turns: Option<&'a Turns>,
+}
+
+impl WriteTurn<'_> {
+    /// Whether the turn was had (not given up after the timeout).
+    pub(crate) fn held(&self) -> bool {
+        self.turns.is_some()
+    }
 }
 
 impl Drop for WriteTurn<'_> {
     fn drop(&mut self) {
-        if let Some(pool) = self.pool {
-            let mut turns = pool.writing.lock().unwrap_or_else(PoisonError::into_inner);
-            turns.writing = false;
-            let wake = turns.waiting > 0;
-            drop(turns);
+        if let Some(turns) = self.turns {
+            let mut state = turns.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.writing = false;
+            let wake = state.waiting > 0;
+            drop(state);
             if wake {
-                pool.turn_over.notify_one();
+                turns.over.notify_one();
             }
         }
     }
@@ -401,17 +427,17 @@ mod tests {
     fn writers_take_turns_and_a_turn_waited_for_too_long_is_skipped() {
         let p = pool(2, Duration::from_millis(10));
         let first = p.write_turn(Duration::from_secs(1));
-        assert!(first.pool.is_some());
+        assert!(first.held());
         let skipped = p.write_turn(Duration::from_millis(5));
-        assert!(skipped.pool.is_none(), "no turn while another writer has it");
+        assert!(!skipped.held(), "no turn while another writer has it");
         drop(skipped);
         std::thread::scope(|s| {
-            let waiter = s.spawn(|| p.write_turn(Duration::from_secs(5)).pool.is_some());
+            let waiter = s.spawn(|| p.write_turn(Duration::from_secs(5)).held());
             std::thread::sleep(Duration::from_millis(20));
             drop(first);
             assert!(waiter.join().unwrap(), "the next writer gets the turn when it is over");
         });
-        assert!(p.write_turn(Duration::ZERO).pool.is_some());
+        assert!(p.write_turn(Duration::ZERO).held());
     }
 
     #[test]
