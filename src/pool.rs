@@ -29,7 +29,7 @@
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
@@ -44,8 +44,9 @@ pub(crate) struct Pool {
     max: usize,
     timeout: Duration,
     open: Open,
-    /// The writers' turn, shared with the WAL thread.
-    turns: Arc<Turns>,
+    /// Whether a writer of this pool has its turn.
+    writing: Mutex<Turns>,
+    turn_over: Condvar,
     generation: AtomicU64,
     /// Commits through this pool, and the thread that checkpoints the WAL
     /// every so many of them (a file opened for writing), started by the
@@ -77,43 +78,14 @@ struct Seen {
     header: Option<[u32; 12]>,
 }
 
-/// The write turn of a pool's writers (see [`Pool::write_turn`]); the WAL
-/// thread takes it too, to finish a checkpoint while this process writes
-/// nothing (see `crate::wal`).
+/// The write turn of a pool's writers.
 #[derive(Default)]
-pub(crate) struct Turns {
-    state: Mutex<TurnState>,
-    over: Condvar,
-}
-
-#[derive(Default)]
-struct TurnState {
+struct Turns {
     /// A writer has it.
     writing: bool,
     /// Writers waiting for it (ending a turn wakes one only if some wait:
     /// waking costs a system call on every commit).
     waiting: usize,
-}
-
-impl Turns {
-    /// Waits (at most `timeout`) until no other writer has the turn, and
-    /// holds it until the returned value drops; after `timeout`, returns
-    /// without it ([`WriteTurn::held`] is false).
-    pub(crate) fn take(&self, timeout: Duration) -> WriteTurn<'_> {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        while state.writing {
-            let now = Instant::now();
-            if now >= deadline {
-                return WriteTurn { turns: None };
-            }
-            state.waiting += 1;
-            state = self.over.wait_timeout(state, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
-            state.waiting -= 1;
-        }
-        state.writing = true;
-        WriteTurn { turns: Some(self) }
-    }
 }
 
 struct State {
@@ -139,7 +111,8 @@ impl Pool {
             max: max.max(1),
             timeout,
             open,
-            turns: Arc::default(),
+            writing: Mutex::default(),
+            turn_over: Condvar::new(),
             generation: AtomicU64::new(0),
             commits: AtomicU64::new(0),
             wal: std::sync::OnceLock::new(),
@@ -182,12 +155,20 @@ impl Pool {
     /// own lock and busy timeout, as it would have without the pool (so a
     /// writer that somehow waits on itself is delayed, never deadlocked).
     pub(crate) fn write_turn(&self, timeout: Duration) -> WriteTurn<'_> {
-        self.turns.take(timeout)
-    }
-
-    /// The writers' turn, for the WAL thread.
-    pub(crate) fn turns(&self) -> Arc<Turns> {
-        self.turns.clone()
+        let deadline = Instant::now() + timeout;
+        let mut turns = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        while turns.writing {
+            let now = Instant::now();
+            if now >= deadline {
+                return WriteTurn { pool: None };
+            }
+            turns.waiting += 1;
+            turns =
+                self.turn_over.wait_timeout(turns, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+            turns.waiting -= 1;
+        }
+        turns.writing = true;
+        WriteTurn { pool: Some(self) }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -258,25 +239,18 @@ impl Pool {
 
 /// A writer's turn (see [`Pool::write_turn`]); the next writer's on drop.
 pub(crate) struct WriteTurn<'a> {
-    turns: Option<&'a Turns>,
-}
-
-impl WriteTurn<'_> {
-    /// Whether the turn was had (not given up after the timeout).
-    pub(crate) fn held(&self) -> bool {
-        self.turns.is_some()
-    }
+    pool: Option<&'a Pool>,
 }
 
 impl Drop for WriteTurn<'_> {
     fn drop(&mut self) {
-        if let Some(turns) = self.turns {
-            let mut state = turns.state.lock().unwrap_or_else(PoisonError::into_inner);
-            state.writing = false;
-            let wake = state.waiting > 0;
-            drop(state);
+        if let Some(pool) = self.pool {
+            let mut turns = pool.writing.lock().unwrap_or_else(PoisonError::into_inner);
+            turns.writing = false;
+            let wake = turns.waiting > 0;
+            drop(turns);
             if wake {
-                turns.over.notify_one();
+                pool.turn_over.notify_one();
             }
         }
     }
@@ -427,17 +401,17 @@ mod tests {
     fn writers_take_turns_and_a_turn_waited_for_too_long_is_skipped() {
         let p = pool(2, Duration::from_millis(10));
         let first = p.write_turn(Duration::from_secs(1));
-        assert!(first.held());
+        assert!(first.pool.is_some());
         let skipped = p.write_turn(Duration::from_millis(5));
-        assert!(!skipped.held(), "no turn while another writer has it");
+        assert!(skipped.pool.is_none(), "no turn while another writer has it");
         drop(skipped);
         std::thread::scope(|s| {
-            let waiter = s.spawn(|| p.write_turn(Duration::from_secs(5)).held());
+            let waiter = s.spawn(|| p.write_turn(Duration::from_secs(5)).pool.is_some());
             std::thread::sleep(Duration::from_millis(20));
             drop(first);
             assert!(waiter.join().unwrap(), "the next writer gets the turn when it is over");
         });
-        assert!(p.write_turn(Duration::ZERO).held());
+        assert!(p.write_turn(Duration::ZERO).pool.is_some());
     }
 
     #[test]

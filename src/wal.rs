@@ -8,24 +8,7 @@
 //! step loop's time here). A file `Db` instead nudges this thread every
 //! [`NUDGE_EVERY`] commits (starting it at the first nudge); it runs a `PASSIVE` checkpoint on its own
 //! connection (which never blocks writers or readers) while the writers go
-//! on.
-//!
-//! A passive checkpoint copies the log as it was when it began, and a
-//! writer committing every few dozen microseconds always adds frames
-//! meanwhile; SQLite starts the log over only at a commit that finds it
-//! copied back in full, so under steady writing that never happened until
-//! a writer's own checkpoint past the threshold did it inside a commit
-//! (two fsyncs and the pages copied since the last nudge: 2-4 ms here).
-//! Once the log reaches [`FINISH_PAGES`], the thread therefore syncs the
-//! database file (what it just copied) and checkpoints again during a
-//! write turn of the process's writers (`Pool::write_turn`): with nothing
-//! committed meanwhile that one reaches the log's end (a sync of the few
-//! frames since, their pages, a sync of the file), and the next commit
-//! starts the log over. Writers of this process wait for that second
-//! checkpoint only; another process's writers do not wait, and the log is
-//! then finished at a later nudge or by the fallback.
-//!
-//! Writers keep SQLite's own check at a higher threshold
+//! on. Writers keep SQLite's own check at a higher threshold
 //! ([`FALLBACK_PAGES`]), so the log stays bounded even if this thread falls
 //! behind. A checkpoint changes no data and is crash-safe at any instant
 //! (SQLite replays or discards the log on the next open).
@@ -36,7 +19,6 @@ use std::thread::JoinHandle;
 use rusqlite::Connection;
 
 use crate::error::{Error, Result};
-use crate::pool::Turns;
 
 /// Commits between two nudges.
 pub(crate) const NUDGE_EVERY: u64 = 100;
@@ -48,14 +30,6 @@ pub(crate) const NUDGE_EVERY: u64 = 100;
 /// from its start only after such a checkpoint: the `-wal` file reaches
 /// about this size (4 MiB with SQLite's default).
 pub(crate) const FALLBACK_PAGES: u32 = 2000;
-
-/// A log of this many pages or more that a checkpoint leaves unfinished is
-/// finished during a write turn.
-pub(crate) const FINISH_PAGES: u32 = FALLBACK_PAGES / 2;
-
-/// How long the thread waits for a write turn before it leaves the log to
-/// the next nudge.
-const TURN_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[derive(Default)]
 struct State {
@@ -74,15 +48,12 @@ pub(crate) struct WalThread {
 impl WalThread {
     /// Starts the thread; `open` gives it a connection of its own to the
     /// file when it first has work (opening a `Db` does not wait for it).
-    pub(crate) fn start(
-        open: impl FnOnce() -> Result<Connection> + Send + 'static,
-        turns: Arc<Turns>,
-    ) -> Result<WalThread> {
+    pub(crate) fn start(open: impl FnOnce() -> Result<Connection> + Send + 'static) -> Result<WalThread> {
         let shared: Arc<Shared> = Arc::default();
         let worker = shared.clone();
         let thread = std::thread::Builder::new()
             .name("agentstate-wal".into())
-            .spawn(move || run(&worker, open, &turns))
+            .spawn(move || run(&worker, open))
             .map_err(Error::Io)?;
         Ok(WalThread { shared, thread: Some(thread) })
     }
@@ -106,7 +77,7 @@ impl Drop for WalThread {
     }
 }
 
-fn run((state, wake): &Shared, open: impl FnOnce() -> Result<Connection>, turns: &Turns) {
+fn run((state, wake): &Shared, open: impl FnOnce() -> Result<Connection>) {
     let mut open = Some(open);
     let mut conn: Option<Connection> = None;
     loop {
@@ -126,61 +97,7 @@ fn run((state, wake): &Shared, open: impl FnOnce() -> Result<Connection>, turns:
         // No connection, busy or failing: the writers' own checkpoint past
         // the fallback keeps the log bounded; nothing depends on this one.
         if let Some(conn) = &conn {
-            checkpoint(conn, turns);
-        }
-    }
-}
-
-/// A `PASSIVE` checkpoint (it never blocks a writer); if the log had
-/// [`FINISH_PAGES`] or more, the file is synced and a second one runs during
-/// a write turn. Whether the log was copied back in full during that turn:
-/// this process then commits nothing until the turn ends, so the second
-/// checkpoint finishes unless another process writes, and the next commit
-/// restarts the log from its start instead of the writer running SQLite's
-/// own checkpoint inside its commit.
-fn checkpoint(conn: &Connection, turns: &Turns) -> bool {
-    let passive = || {
-        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-        })
-    };
-    // The log as the checkpoint began: commits made while it ran are not
-    // copied, and the file is synced only when a checkpoint reaches the
-    // log's end, so after this one it usually is not.
-    let Ok((log, _)) = passive() else { return false };
-    if log < i64::from(FINISH_PAGES) {
-        return false;
-    }
-    // What the first checkpoint wrote reaches the disk now, not in the
-    // second one's sync, which writers wait for.
-    sync_database(conn);
-    let turn = turns.take(TURN_WAIT);
-    turn.held() && passive().is_ok_and(|(log, copied)| log >= 0 && copied == log)
-}
-
-/// Syncs the database file through the connection's own handle to it
-/// (opening and closing another would drop the process's locks on the
-/// file: POSIX advisory locks belong to the process, not to a descriptor).
-/// A failure is left to the checkpoint's own sync, which reports it.
-fn sync_database(conn: &Connection) {
-    use rusqlite::ffi;
-    // SAFETY: `conn` is borrowed, so its handle is open and no statement of
-    // it runs meanwhile; the file pointer SQLite hands out is valid while
-    // the connection is open, and its `xSync` may be called at any time
-    // outside SQLite's own calls on this connection.
-    unsafe {
-        let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-        let rc = ffi::sqlite3_file_control(
-            conn.handle(),
-            c"main".as_ptr(),
-            ffi::SQLITE_FCNTL_FILE_POINTER,
-            (&raw mut file).cast(),
-        );
-        if rc != ffi::SQLITE_OK || file.is_null() || (*file).pMethods.is_null() {
-            return;
-        }
-        if let Some(sync) = (*(*file).pMethods).xSync {
-            sync(file, ffi::SQLITE_SYNC_NORMAL);
+            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
         }
     }
 }
@@ -264,85 +181,4 @@ pub(crate) fn index_header(conn: &Connection) -> Option<[u32; 12]> {
 #[cfg(not(unix))]
 pub(crate) fn index_header(_conn: &Connection) -> Option<[u32; 12]> {
     None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::Duration;
-
-    fn open(path: &std::path::Path) -> Connection {
-        let conn = Connection::open(path).unwrap();
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; PRAGMA busy_timeout = 5000",
-        )
-        .unwrap();
-        conn
-    }
-
-    fn log_pages(conn: &Connection) -> i64 {
-        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1)).unwrap()
-    }
-
-    /// A writer of the same process that never stops committing: a passive
-    /// checkpoint alone never catches up with it, so its log would only
-    /// grow (or be reset by the writer's own checkpoint, inside a commit).
-    /// The thread's checkpoint finishes the log during a write turn, and
-    /// the writer's next commit starts the log over.
-    #[test]
-    fn a_long_log_is_finished_during_a_write_turn_while_a_writer_commits() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.db");
-        let writer = open(&path);
-        writer.execute_batch("CREATE TABLE t (x BLOB)").unwrap();
-        let insert = "INSERT INTO t VALUES (zeroblob(3000))";
-        for _ in 0..FINISH_PAGES {
-            writer.execute(insert, []).unwrap();
-        }
-        let turns = Arc::new(Turns::default());
-        let stop = AtomicBool::new(false);
-        let checker = open(&path);
-        let (finished, writer, commits) = std::thread::scope(|s| {
-            let committing = s.spawn(|| {
-                let mut commits = 0u32;
-                while !stop.load(Ordering::Relaxed) {
-                    let turn = turns.take(Duration::from_secs(10));
-                    assert!(turn.held());
-                    writer.execute(insert, []).unwrap();
-                    commits += 1;
-                }
-                (writer, commits)
-            });
-            let finished = checkpoint(&checker, &turns);
-            stop.store(true, Ordering::Relaxed);
-            let (writer, commits) = committing.join().unwrap();
-            (finished, writer, commits)
-        });
-        assert!(finished, "the log was not copied back in full during the turn");
-        assert!(commits > 0);
-        writer.execute(insert, []).unwrap();
-        // Restarted: the log holds what was committed after the finish,
-        // not the thousand pages before it.
-        let log = log_pages(&checker);
-        assert!(log < i64::from(FINISH_PAGES) / 2, "the log was not restarted: {log} pages");
-        assert_eq!(
-            checker.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, u32>(0)).unwrap(),
-            FINISH_PAGES + commits + 1
-        );
-    }
-
-    /// A short log is left to passive checkpoints: no write turn is taken.
-    #[test]
-    fn a_short_log_takes_no_write_turn() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.db");
-        let writer = open(&path);
-        writer.execute_batch("CREATE TABLE t (x BLOB); INSERT INTO t VALUES (zeroblob(3000))").unwrap();
-        let turns = Turns::default();
-        let _held = turns.take(Duration::ZERO);
-        let t = std::time::Instant::now();
-        assert!(!checkpoint(&open(&path), &turns));
-        assert!(t.elapsed() < TURN_WAIT, "the checkpoint waited for the turn");
-    }
 }

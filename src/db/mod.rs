@@ -228,8 +228,7 @@ impl DbBuilder {
             Pool::new(first, size, busy.max(Duration::from_secs(30)), Box::new(open)).with_wal_index(wal),
         );
         if path.is_some() && !private && !read_only {
-            let turns = pool.turns();
-            pool.checkpoint_wal_with(Box::new(move || WalThread::start(open_wal, turns).ok()));
+            pool.checkpoint_wal_with(Box::new(move || WalThread::start(open_wal).ok()));
         }
         // Group commit with fsync on every commit; write-behind on request.
         // An in-memory database has one connection: it writes in the caller.
