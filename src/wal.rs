@@ -9,9 +9,15 @@
 //! [`NUDGE_EVERY`] commits (starting it at the first nudge); it runs a `PASSIVE` checkpoint on its own
 //! connection (which never blocks writers or readers) while the writers go
 //! on. Writers keep SQLite's own check at a higher threshold
-//! ([`FALLBACK_PAGES`]), so the log stays bounded even if this thread falls
-//! behind. A checkpoint changes no data and is crash-safe at any instant
-//! (SQLite replays or discards the log on the next open).
+//! ([`FALLBACK_PAGES`]), so the log is copied back and reused even if this
+//! thread falls behind. That is no hard bound on the `-wal` file: a
+//! writer's checkpoint that finds another one running (this thread's, or
+//! another handle's) gives up, and one that cannot reach the log's end (a
+//! reader of an older snapshot) does not let the log start over, so the
+//! file grows on until a later one succeeds (10-11 MiB with one handle
+//! writing small commits in a loop, 14-25 MiB with two, here). A
+//! checkpoint changes no data and is crash-safe at any instant (SQLite
+//! replays or discards the log on the next open).
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -28,7 +34,8 @@ pub(crate) const NUDGE_EVERY: u64 = 100;
 /// pages; SQLite's default is 1000). Under a steady stream of commits the
 /// log rarely gets fully copied back between two of them, so it is reused
 /// from its start only after such a checkpoint: the `-wal` file reaches
-/// about this size (4 MiB with SQLite's default).
+/// about this size (4 MiB with SQLite's default), more when that
+/// checkpoint fails (see the module docs).
 pub(crate) const FALLBACK_PAGES: u32 = 2000;
 
 #[derive(Default)]
