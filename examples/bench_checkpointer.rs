@@ -394,7 +394,7 @@ fn main() -> Result<()> {
     r.insert(
         "single_step_us".into(),
         json!({"p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": at(1.0),
-               "share_of_time_in_steps_over_4x_median": lat.iter().filter(|t| **t > slow).sum::<f64>() / total}),
+               "share_of_time_in_steps_over_4x_median": lat.iter().filter(|t| **t > slow).fold(0.0, |a, t| a + t) / total}),
     );
 
     let cfg = CheckpointConfig::thread("thread-single");
