@@ -24,7 +24,9 @@
 //!
 //! **Connections using this VFS must not spill** (`PRAGMA cache_spill =
 //! OFF`, set by `db::init_connection` on every connection the crate
-//! opens). A transaction larger than the page cache would otherwise write
+//! opens, and by `Db::vacuum` on the connection of SQLite's own VFS it
+//! opens for a full vacuum, should a URI name this VFS there: see
+//! [`is_ours`]). A transaction larger than the page cache would otherwise write
 //! frames to the log before its commit, and two things break: the commit
 //! then rewrites the spilled frames' checksums in place, the commit frame's
 //! header last and alone (no page follows it, so it stays buffered and a
@@ -77,6 +79,29 @@ pub(crate) fn register() -> bool {
             ffi::sqlite3_vfs_register(vfs, 0) == ffi::SQLITE_OK
         }
     })
+}
+
+/// Whether `conn`'s main database was opened through this VFS. A URI can
+/// name it (`vfs=agentstate`) whatever VFS the opener asked for, and such a
+/// connection must not spill either (see the module docs).
+pub(crate) fn is_ours(conn: &rusqlite::Connection) -> bool {
+    let mut vfs: *mut ffi::sqlite3_vfs = std::ptr::null_mut();
+    // SAFETY: `conn`'s handle is open while it is borrowed; the file control
+    // only writes the VFS pointer of the main database into `vfs`. A
+    // registered VFS lives as long as the process (none is unregistered),
+    // and its name is a NUL-terminated string it owns.
+    unsafe {
+        let rc = ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_VFS_POINTER,
+            (&raw mut vfs).cast(),
+        );
+        rc == ffi::SQLITE_OK
+            && !vfs.is_null()
+            && !(*vfs).zName.is_null()
+            && CStr::from_ptr((*vfs).zName) == NAME
+    }
 }
 
 /// A WAL file: our methods first (SQLite calls them with this pointer),
@@ -342,6 +367,22 @@ mod tests {
         xFetch: None,
         xUnfetch: None,
     };
+
+    /// A connection through this VFS is told apart from one through
+    /// SQLite's default, whichever way it was named.
+    #[test]
+    fn a_connection_knows_whether_it_writes_through_this_vfs() {
+        assert!(register());
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.db");
+        let plain = rusqlite::Connection::open(&p).unwrap();
+        assert!(!is_ours(&plain));
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let named = rusqlite::Connection::open_with_flags_and_vfs(&p, flags, NAME).unwrap();
+        assert!(is_ours(&named));
+        let uri = format!("file:{}?vfs=agentstate", p.display());
+        assert!(is_ours(&rusqlite::Connection::open_with_flags(uri, flags).unwrap()));
+    }
 
     fn files() -> (Box<Fake>, Box<WalFile>) {
         let mut fake = Box::new(Fake {

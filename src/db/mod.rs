@@ -375,6 +375,11 @@ impl Db {
                     | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )?;
             own.busy_timeout(self.inner.busy_timeout)?;
+            if crate::vfs::is_ours(&own) {
+                // The URI named our VFS (`vfs=`): no spilling then either,
+                // whatever memory the rewrite takes.
+                own.execute_batch("PRAGMA cache_spill = OFF")?;
+            }
             own.execute_batch("VACUUM")?;
         } else {
             // In memory (no log), or read-only: as SQLite answers.

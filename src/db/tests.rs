@@ -57,6 +57,33 @@ fn vacuum_frees_every_page_in_batches_and_rewrites_other_files() {
     assert_eq!(db.read(|c| Ok(c.query_row("SELECT x FROM keep", [], |r| r.get::<_, i64>(0))?)).unwrap(), 1);
 }
 
+/// A URI may name the crate's VFS (`vfs=agentstate`): the full vacuum's
+/// own connection then gets it too, and must not spill (`crate::vfs`). It
+/// still frees every page and leaves the file whole.
+#[test]
+fn a_full_vacuum_through_a_uri_naming_our_vfs_keeps_the_file_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("b.db");
+    Connection::open(&p).unwrap().execute_batch("CREATE TABLE keep(x); INSERT INTO keep VALUES (1)").unwrap();
+    let db = Db::open(format!("file:{}?vfs=agentstate", p.display())).unwrap();
+    db.write(|c| {
+        c.execute_batch("CREATE TABLE big(v BLOB)")?;
+        for _ in 0..(3 * VACUUM_PAGES) {
+            c.execute("INSERT INTO big VALUES (zeroblob(4000))", [])?;
+        }
+        Ok(c.execute_batch("DROP TABLE big")?)
+    })
+    .unwrap();
+    assert!(db.vacuum().unwrap() > 2 * u64::from(VACUUM_PAGES) * 4096);
+    db.read(|c| {
+        assert_eq!(c.query_row("PRAGMA freelist_count", [], |r| r.get::<_, i64>(0))?, 0);
+        assert_eq!(c.query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0))?, "ok");
+        assert_eq!(c.query_row("SELECT x FROM keep", [], |r| r.get::<_, i64>(0))?, 1);
+        Ok(())
+    })
+    .unwrap();
+}
+
 /// A read-only handle (the builder's flag, or a `mode=ro` URI) never
 /// rewrites the file: a full vacuum is refused, the file unchanged.
 #[test]
