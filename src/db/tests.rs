@@ -22,24 +22,26 @@ fn killed_copy(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// Leaves more than two vacuum batches of free pages in `db`'s file.
+fn fill_and_free(db: &Db) {
+    db.write(|c| {
+        c.execute_batch("CREATE TABLE big(v BLOB)")?;
+        for _ in 0..(3 * VACUUM_PAGES) {
+            c.execute("INSERT INTO big VALUES (zeroblob(4000))", [])?;
+        }
+        Ok(c.execute_batch("DROP TABLE big")?)
+    })
+    .unwrap();
+}
+
 /// `vacuum` frees a bounded number of pages per transaction, to the end
 /// (here more than one batch), on a file this crate created; and
 /// rewrites a file without incremental auto-vacuum whole.
 #[test]
 fn vacuum_frees_every_page_in_batches_and_rewrites_other_files() {
     let dir = tempfile::tempdir().unwrap();
-    let fill = |db: &Db| {
-        db.write(|c| {
-            c.execute_batch("CREATE TABLE big(v BLOB)")?;
-            for _ in 0..(3 * VACUUM_PAGES) {
-                c.execute("INSERT INTO big VALUES (zeroblob(4000))", [])?;
-            }
-            Ok(c.execute_batch("DROP TABLE big")?)
-        })
-        .unwrap();
-    };
     let ours = Db::open(dir.path().join("a.db")).unwrap();
-    fill(&ours);
+    fill_and_free(&ours);
     let free = |db: &Db| db.read(|c| Ok(c.query_row("PRAGMA freelist_count", [], |r| r.get::<_, i64>(0))?));
     assert!(free(&ours).unwrap() > 2 * i64::from(VACUUM_PAGES));
     assert!(ours.vacuum().unwrap() > 2 * u64::from(VACUUM_PAGES) * 4096);
@@ -51,7 +53,7 @@ fn vacuum_frees_every_page_in_batches_and_rewrites_other_files() {
         .execute_batch("CREATE TABLE keep(x); INSERT INTO keep VALUES (1)")
         .unwrap();
     let db = Db::open(&other).unwrap();
-    fill(&db);
+    fill_and_free(&db);
     assert!(db.vacuum().unwrap() > 2 * u64::from(VACUUM_PAGES) * 4096);
     assert_eq!(free(&db).unwrap(), 0);
     assert_eq!(db.read(|c| Ok(c.query_row("SELECT x FROM keep", [], |r| r.get::<_, i64>(0))?)).unwrap(), 1);
@@ -66,14 +68,7 @@ fn a_full_vacuum_through_a_uri_naming_our_vfs_keeps_the_file_whole() {
     let p = dir.path().join("b.db");
     Connection::open(&p).unwrap().execute_batch("CREATE TABLE keep(x); INSERT INTO keep VALUES (1)").unwrap();
     let db = Db::open(format!("file:{}?vfs=agentstate", p.display())).unwrap();
-    db.write(|c| {
-        c.execute_batch("CREATE TABLE big(v BLOB)")?;
-        for _ in 0..(3 * VACUUM_PAGES) {
-            c.execute("INSERT INTO big VALUES (zeroblob(4000))", [])?;
-        }
-        Ok(c.execute_batch("DROP TABLE big")?)
-    })
-    .unwrap();
+    fill_and_free(&db);
     assert!(db.vacuum().unwrap() > 2 * u64::from(VACUUM_PAGES) * 4096);
     db.read(|c| {
         assert_eq!(c.query_row("PRAGMA freelist_count", [], |r| r.get::<_, i64>(0))?, 0);
