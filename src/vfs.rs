@@ -23,10 +23,10 @@
 //! every other operation on a WAL file, goes straight to the wrapped VFS.
 //!
 //! **Connections using this VFS must not spill** (`PRAGMA cache_spill =
-//! OFF`, set by `db::init_connection` on every connection the crate
-//! opens, and by `Db::vacuum` on the connection of SQLite's own VFS it
-//! opens for a full vacuum, should a URI name this VFS there: see
-//! [`is_ours`]). A transaction larger than the page cache would otherwise write
+//! OFF`, set by `db::init_connection` on the pooled connections, and by
+//! `Db::vacuum` on the connection it opens for a full vacuum when a URI
+//! makes that one ours: see [`is_ours`]). A VFS of someone else's layered
+//! over this one under another name is not recognised. A transaction larger than the page cache would otherwise write
 //! frames to the log before its commit, and two things break: the commit
 //! then rewrites the spilled frames' checksums in place, the commit frame's
 //! header last and alone (no page follows it, so it stays buffered and a
@@ -86,10 +86,12 @@ pub(crate) fn register() -> bool {
 /// connection must not spill either (see the module docs).
 pub(crate) fn is_ours(conn: &rusqlite::Connection) -> bool {
     let mut vfs: *mut ffi::sqlite3_vfs = std::ptr::null_mut();
-    // SAFETY: `conn`'s handle is open while it is borrowed; the file control
-    // only writes the VFS pointer of the main database into `vfs`. A
-    // registered VFS lives as long as the process (none is unregistered),
-    // and its name is a NUL-terminated string it owns.
+    // SAFETY: `conn`'s handle is open while it is borrowed, and no other
+    // thread uses it meanwhile (a `Connection` is not `Sync`); the file
+    // control only writes the main database's VFS pointer into `vfs` (left
+    // null on error). SQLite requires a VFS, ours or another, to outlive
+    // every connection that uses it, so the pointer and its NUL-terminated
+    // name are valid while `conn` is open; only the name is read.
     unsafe {
         let rc = ffi::sqlite3_file_control(
             conn.handle(),

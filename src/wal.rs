@@ -33,8 +33,8 @@ pub(crate) const NUDGE_EVERY: u64 = 100;
 /// commit only when the log has grown past this many pages (8 MiB at 4 KiB
 /// pages; SQLite's default is 1000). Under a steady stream of commits the
 /// log rarely gets fully copied back between two of them, so it is reused
-/// from its start only after such a checkpoint: the `-wal` file reaches
-/// about this size (4 MiB with SQLite's default), more when that
+/// from its start only after such a checkpoint: the `-wal` file reaches at
+/// least this size (4 MiB with SQLite's default), more when that
 /// checkpoint fails (see the module docs).
 pub(crate) const FALLBACK_PAGES: u32 = 2000;
 

@@ -329,7 +329,10 @@ impl Db {
     /// Returns the file's free pages to the filesystem and folds the WAL
     /// into the file; returns the bytes the file shrank by. Incremental
     /// (cheap) on files this crate created; a full `VACUUM` (rewrites the
-    /// file, needs as much free disk) on older or foreign ones.
+    /// file, needs as much free disk) on older or foreign ones. A full
+    /// vacuum through a URI that names the crate's VFS (`vfs=agentstate`)
+    /// also holds every page it rewrites in memory until it commits (see
+    /// [`crate::vfs`]); without one, SQLite's own VFS lets it spill.
     ///
     /// # Errors
     /// [`Error::Busy`] if other connections keep the file busy; [`Error::DiskFull`]
@@ -365,21 +368,7 @@ impl Db {
                 left = now;
             }
         } else if let (true, Some(path)) = (writable, self.inner.path.as_deref()) {
-            // A full vacuum rewrites every page in one transaction: on a
-            // connection of SQLite's own VFS, which may spill them (opened
-            // as the pool's are, a URI's parameters included).
-            let own = Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_WRITE
-                    | OpenFlags::SQLITE_OPEN_URI
-                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )?;
-            own.busy_timeout(self.inner.busy_timeout)?;
-            if crate::vfs::is_ours(&own) {
-                // The URI named our VFS (`vfs=`): no spilling then either,
-                // whatever memory the rewrite takes.
-                own.execute_batch("PRAGMA cache_spill = OFF")?;
-            }
+            let own = full_vacuum_connection(path, self.inner.busy_timeout)?;
             own.execute_batch("VACUUM")?;
         } else {
             // In memory (no log), or read-only: as SQLite answers.
@@ -676,6 +665,23 @@ fn in_transaction<T>(conn: &Connection, begin: &str, f: impl FnOnce(&Connection)
         let _ = conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
     }
     out
+}
+
+/// The connection a full vacuum runs on: SQLite's own VFS, which may spill
+/// the rewritten pages to the log (opened as the pool's are, a URI's
+/// parameters included). A URI can name our VFS instead (`vfs=`), which
+/// must not spill (`crate::vfs`): spilling is then off, whatever memory the
+/// rewrite takes.
+pub(crate) fn full_vacuum_connection(path: &Path, busy: Duration) -> Result<Connection> {
+    let own = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    own.busy_timeout(busy)?;
+    if crate::vfs::is_ours(&own) {
+        own.execute_batch("PRAGMA cache_spill = OFF")?;
+    }
+    Ok(own)
 }
 
 /// Runs `f` inside a `BEGIN IMMEDIATE` transaction on `conn` and commits; any

@@ -59,15 +59,27 @@ fn vacuum_frees_every_page_in_batches_and_rewrites_other_files() {
     assert_eq!(db.read(|c| Ok(c.query_row("SELECT x FROM keep", [], |r| r.get::<_, i64>(0))?)).unwrap(), 1);
 }
 
-/// A URI may name the crate's VFS (`vfs=agentstate`): the full vacuum's
-/// own connection then gets it too, and must not spill (`crate::vfs`). It
-/// still frees every page and leaves the file whole.
+/// A URI may name the crate's VFS (`vfs=agentstate`): the full vacuum's own
+/// connection then writes through it too, and spilling is off there
+/// (`crate::vfs`); through SQLite's own VFS it keeps SQLite's default. A
+/// full vacuum through such a URI still frees every page and leaves the
+/// file whole.
 #[test]
-fn a_full_vacuum_through_a_uri_naming_our_vfs_keeps_the_file_whole() {
+fn a_full_vacuum_through_a_uri_naming_our_vfs_does_not_spill() {
+    assert!(crate::vfs::register());
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("b.db");
     Connection::open(&p).unwrap().execute_batch("CREATE TABLE keep(x); INSERT INTO keep VALUES (1)").unwrap();
-    let db = Db::open(format!("file:{}?vfs=agentstate", p.display())).unwrap();
+    let uri = std::path::PathBuf::from(format!("file:{}?vfs=agentstate", p.display()));
+    let spill = |c: &Connection| c.query_row("PRAGMA cache_spill", [], |r| r.get::<_, i64>(0)).unwrap();
+    let plain = full_vacuum_connection(&p, Duration::from_secs(5)).unwrap();
+    assert!(!crate::vfs::is_ours(&plain));
+    assert!(spill(&plain) > 0);
+    let ours = full_vacuum_connection(&uri, Duration::from_secs(5)).unwrap();
+    assert!(crate::vfs::is_ours(&ours));
+    assert_eq!(spill(&ours), 0);
+    drop((plain, ours));
+    let db = Db::open(&uri).unwrap();
     fill_and_free(&db);
     assert!(db.vacuum().unwrap() > 2 * u64::from(VACUUM_PAGES) * 4096);
     db.read(|c| {
