@@ -331,8 +331,9 @@ impl Db {
     /// (cheap) on files this crate created; a full `VACUUM` (rewrites the
     /// file, needs as much free disk) on older or foreign ones. A full
     /// vacuum through a URI that names the crate's VFS (`vfs=agentstate`)
-    /// also holds every page it rewrites in memory until it commits (see
-    /// [`crate::vfs`]); without one, SQLite's own VFS lets it spill.
+    /// also holds every page it rewrites in memory until it commits (the
+    /// crate's VFS never spills a transaction to the log); without one,
+    /// SQLite's own VFS lets it spill.
     ///
     /// # Errors
     /// [`Error::Busy`] if other connections keep the file busy; [`Error::DiskFull`]
