@@ -390,7 +390,7 @@ fn main() -> Result<()> {
     let mut sorted = lat.clone();
     sorted.sort_by(f64::total_cmp);
     let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q) as usize] * 1e6;
-    let p50 = median(lat.clone());
+    let p50 = sorted[sorted.len() / 2]; // as `median` takes it
     let total: f64 = lat.iter().sum();
     let slow = lat.iter().filter(|t| **t > 4.0 * p50).fold(0.0, |a, t| a + t);
     r.insert(

@@ -25,9 +25,10 @@
 //! **Connections using this VFS must not spill** (`PRAGMA cache_spill =
 //! OFF`, set by `db::init_connection` on the pooled connections, and by
 //! `Db::vacuum` on the connection it opens for a full vacuum when a URI
-//! makes that one ours: see [`is_ours`]). A VFS of someone else's layered
-//! over this one under another name is not recognised. A transaction larger than the page cache would otherwise write
-//! frames to the log before its commit, and two things break: the commit
+//! makes that one ours: see [`is_ours`]; a VFS of someone else's layered
+//! over this one under another name is not recognised). A transaction
+//! larger than the page cache would otherwise write frames to the log
+//! before its commit, and two things break: the commit
 //! then rewrites the spilled frames' checksums in place, the commit frame's
 //! header last and alone (no page follows it, so it stays buffered and a
 //! kill loses the whole transaction); and the frames of a transaction that

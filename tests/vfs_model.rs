@@ -26,18 +26,8 @@ use std::path::Path;
 use agentstate::rusqlite::{self, Connection, OpenFlags};
 use agentstate::Db;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod common;
+use common::Rng;
 
 fn flags() -> OpenFlags {
     OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -128,7 +118,7 @@ fn run(seed: u64, sync: &str, uri_extra: &str, conn_extra: &str, rounds: usize) 
         .unwrap();
     let plain = Connection::open(&p).unwrap();
     plain.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let mut model = Model::new();
     for round in 0..rounds {
         let pick = rng.below(4) as usize;
@@ -142,7 +132,7 @@ fn run(seed: u64, sync: &str, uri_extra: &str, conn_extra: &str, rounds: usize) 
         for j in 0..n {
             let k = rng.below(2000) as i64;
             let len = if big { 1000 + rng.below(6000) as i64 } else { 1 + rng.below(9000) as i64 };
-            let s = rng.next() as i64 & 0xffff;
+            let s = rng.next_u64() as i64 & 0xffff;
             match rng.below(10) {
                 0 => {
                     // A constraint failure inside the transaction (statement rollback).
@@ -298,7 +288,7 @@ fn exclusive_locking_mode_matches_the_model_after_every_kill() {
     drop(Db::open(&p).unwrap());
     let c = ours(p.to_str().unwrap(), "NORMAL", 100, "PRAGMA locking_mode = EXCLUSIVE;");
     c.execute_batch("CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB, s INTEGER)").unwrap();
-    let mut rng = Rng(99);
+    let mut rng = Rng::new(99);
     let mut model = Model::new();
     for round in 0..80 {
         c.execute_batch("BEGIN").unwrap();

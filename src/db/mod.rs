@@ -347,8 +347,6 @@ impl Db {
         };
         let before = size(&conn)?;
         let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
-        let query_only: bool = conn.query_row("PRAGMA query_only", [], |r| r.get(0))?;
-        let writable = !query_only && !conn.is_readonly(rusqlite::MAIN_DB)?;
         if mode == 2 {
             // Our connections never spill a transaction's pages to the log
             // (`crate::vfs`): free them a bounded number at a time, each
@@ -368,7 +366,7 @@ impl Db {
                 }
                 left = now;
             }
-        } else if let (true, Some(path)) = (writable, self.inner.path.as_deref()) {
+        } else if let (Some(path), true) = (self.inner.path.as_deref(), writable(&conn)?) {
             let own = full_vacuum_connection(path, self.inner.busy_timeout)?;
             own.execute_batch("VACUUM")?;
         } else {
@@ -666,6 +664,13 @@ fn in_transaction<T>(conn: &Connection, begin: &str, f: impl FnOnce(&Connection)
         let _ = conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]));
     }
     out
+}
+
+/// Whether `conn` may change its file: neither opened read-only (the
+/// builder's flag, a `mode=ro` URI) nor `query_only`.
+fn writable(conn: &Connection) -> Result<bool> {
+    let query_only: bool = conn.query_row("PRAGMA query_only", [], |r| r.get(0))?;
+    Ok(!query_only && !conn.is_readonly(rusqlite::MAIN_DB)?)
 }
 
 /// The connection a full vacuum runs on: SQLite's own VFS, which may spill

@@ -1,6 +1,6 @@
 //! The Store's in-memory search cache.
 //!
-//! Search runs over a copy of each namespace prefix's items (parsed values)
+//! Search runs over a copy of each namespace prefix's items (values as JSON text)
 //! and an i8 copy of their unit-normalised vectors, kept per prefix and
 //! tagged with the prefix's generation from `agentstate_store_gen` (moved on
 //! every change, whoever makes it). A search reads the generations of the
@@ -174,7 +174,7 @@ impl CachedItem {
 ///
 /// # Errors
 /// [`Error::Corrupt`] if the text is not JSON that reads back as a value.
-fn parse_value(text: &str, prefix: &str, key: &str) -> Result<Value> {
+pub(crate) fn parse_value(text: &str, prefix: &str, key: &str) -> Result<Value> {
     serde_json::from_str(text)
         .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))
 }
@@ -272,19 +272,16 @@ impl SearchCache {
                         e.used = now;
                         // Columns built since the block was last charged.
                         recharge(&mut st.bytes, e);
+                        // Whether the search fits counts its blocks without
+                        // their columns: those can go to make room (see
+                        // `shed`, which keeps these blocks).
+                        bytes = bytes.saturating_add(e.block.bytes);
                         found.push((p, gen, Some(e.block.clone())));
                     }
                     None => found.push((p, gen, None)),
                 }
             }
             shed(st, self.budget, found.iter().map(|(p, _, _)| p.as_str()));
-            // Whether the search fits counts its blocks without their
-            // columns: those can go to make room (see `shed`).
-            for (_, _, b) in &found {
-                if let Some(b) = b {
-                    bytes = bytes.saturating_add(b.bytes);
-                }
-            }
         }
         // What the missing blocks cost at least, from two index-only counts
         // each (which their loading sizes its arrays from), before loading
@@ -302,16 +299,16 @@ impl SearchCache {
             }
         }
         let mut loaded = vec![];
+        // A count exactly for each block not found fresh.
         for ((p, gen, slot), count) in found.iter_mut().zip(counts) {
-            if let (None, Some(count)) = (&slot, count) {
-                let Some(b) = load(conn, p, *gen, dims, count, self.budget.saturating_sub(bytes))? else {
-                    return Ok(too_large());
-                };
-                bytes = bytes.saturating_add(b.bytes);
-                let b = Arc::new(b);
-                loaded.push((p.clone(), b.clone()));
-                *slot = Some(b);
-            }
+            let Some(count) = count else { continue };
+            let Some(b) = load(conn, p, *gen, dims, count, self.budget.saturating_sub(bytes))? else {
+                return Ok(too_large());
+            };
+            bytes = bytes.saturating_add(b.bytes);
+            let b = Arc::new(b);
+            loaded.push((p.clone(), b.clone()));
+            *slot = Some(b);
         }
         if !loaded.is_empty() {
             self.insert(loaded, &found);

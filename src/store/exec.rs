@@ -390,8 +390,7 @@ fn item_at(r: &rusqlite::Row<'_>, namespace: Namespace, prefix: &str, key: Strin
     let text = |i: usize| -> Result<Option<&str>> {
         Ok(r.get_ref(i)?.as_str_or_null().map_err(rusqlite::Error::from)?)
     };
-    let value: Value = serde_json::from_str(text(0)?.unwrap_or_default())
-        .map_err(|e| Error::corrupt(format!("value of item {prefix}/{key} is not JSON: {e}")))?;
+    let value = super::cache::parse_value(text(0)?.unwrap_or_default(), prefix, &key)?;
     let time = |i: usize, col: &str| -> Result<std::time::SystemTime> {
         time_column(text(i)?.unwrap_or(""), col, prefix, &key)
     };

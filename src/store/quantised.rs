@@ -248,7 +248,7 @@ const SLACK: f32 = 1e-4;
 /// Appends the i8 quantisation `q` of the unit vector `v` to `out` (`v` is
 /// about `scale` times `q`) and returns `(scale, error)`, `error` being the
 /// L2 norm of their difference: for a unit query, the exact dot product
-/// lies within `error` of `scale * dot_i8(query, q)`.
+/// lies within `error` of `scale` times its dot product with `q`.
 fn quantise(v: &[f32], out: &mut Vec<i8>) -> (f32, f32) {
     let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
     let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
