@@ -20,26 +20,37 @@
 //! any reader (the WAL-index does not list them), so holding them in memory
 //! changes nothing a reader or a recovery can see; a process that dies
 //! first loses a transaction it had not committed. Every other file, and
-//! every other operation on a WAL file, goes straight to the wrapped VFS.
+//! every other operation on a WAL file, goes straight to the wrapped VFS
+//! (but for a database file's shared-memory lock, below).
 //!
-//! **Connections using this VFS must not spill** (`PRAGMA cache_spill =
-//! OFF`, set by `db::init_connection` on the pooled connections, and by
-//! `Db::vacuum` on the connection it opens for a full vacuum when a URI
-//! makes that one ours: see [`is_ours`]; a VFS of someone else's layered
-//! over this one under another name is not recognised). A transaction
-//! larger than the page cache would otherwise write frames to the log
-//! before its commit, and two things break: the commit
-//! then rewrites the spilled frames' checksums in place, the commit frame's
-//! header last and alone (no page follows it, so it stays buffered and a
-//! kill loses the whole transaction); and the frames of a transaction that
-//! rolls back stay buffered, to be written at the next read over whatever
-//! another connection committed at those offsets since. Without spills,
-//! frames reach a WAL file only in a commit, and its last frame is the
-//! commit frame. (`db::tests::a_transaction_larger_than_the_page_cache_*`
-//! and `a_rolled_back_transaction_larger_than_the_page_cache_*`.)
+//! A transaction larger than the page cache is spilled to the log before
+//! its commit, and two more rules keep that safe:
+//!
+//! - **A rewrite goes out at once.** SQLite rewrites frames the transaction
+//!   already wrote (a spilled page changed again; at the commit, the
+//!   checksums of the frames from the first rewritten one on, the commit
+//!   frame's header last and alone, with no page after it to flush it). A
+//!   write below the furthest point the transaction reached is written at
+//!   once, after the buffer.
+//! - **What a write transaction leaves buffered is dropped at its end.** A
+//!   transaction that rolls back leaves spilled frames no commit frame
+//!   follows; written later, they would land on whatever another
+//!   connection committed at those offsets since. Database files of this
+//!   VFS are the wrapped VFS's own with one method changed, `xShmLock`, and
+//!   a connection's WAL file is paired with its database file when it opens
+//!   (`sqlite3_database_file_object`): when the connection lets go of the
+//!   WAL write lock, its WAL file drops its buffer. A WAL file whose
+//!   database file is not ours buffers nothing. (In exclusive locking mode
+//!   SQLite takes no such lock, and no other connection can commit: frames
+//!   left buffered are written before anything else, beyond the last
+//!   commit, where SQLite itself leaves them.)
+//!
+//! (`db::tests::a_transaction_larger_than_the_page_cache_*`,
+//! `a_rolled_back_transaction_larger_than_the_page_cache_*`, and the model
+//! test `tests/vfs_model.rs`.)
 
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use rusqlite::ffi;
 
@@ -74,7 +85,9 @@ pub(crate) fn register() -> bool {
             vfs.pNext = std::ptr::null_mut();
             vfs.zName = NAME.as_ptr();
             vfs.pAppData = base.cast();
-            vfs.szOsFile = (OFFSET + (*base).szOsFile as usize) as c_int;
+            let size = (*base).szOsFile as usize;
+            let _ = BASE_FILE_SIZE.set(size);
+            vfs.szOsFile = (OFFSET + size).max(tail_offset(size) + std::mem::size_of::<MainTail>()) as c_int;
             vfs.xOpen = Some(open);
             let vfs = Box::leak(Box::new(vfs));
             ffi::sqlite3_vfs_register(vfs, 0) == ffi::SQLITE_OK
@@ -82,28 +95,25 @@ pub(crate) fn register() -> bool {
     })
 }
 
-/// Whether `conn`'s main database was opened through this VFS. A URI can
-/// name it (`vfs=agentstate`) whatever VFS the opener asked for, and such a
-/// connection must not spill either (see the module docs).
-pub(crate) fn is_ours(conn: &rusqlite::Connection) -> bool {
-    let mut vfs: *mut ffi::sqlite3_vfs = std::ptr::null_mut();
-    // SAFETY: `conn`'s handle is open while it is borrowed, and no other
-    // thread uses it meanwhile (a `Connection` is not `Sync`); the file
-    // control only writes the main database's VFS pointer into `vfs` (left
-    // null on error). SQLite requires a VFS, ours or another, to outlive
-    // every connection that uses it, so the pointer and its NUL-terminated
-    // name are valid while `conn` is open; only the name is read.
+/// Whether `conn`'s main database has its WAL file open through this VFS,
+/// paired with the database file (so that it batches its commits): None
+/// while no WAL file is open.
+#[cfg(test)]
+pub(crate) fn wal_paired(conn: &rusqlite::Connection) -> Option<bool> {
+    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+    // SAFETY: the file control writes the pager's journal or WAL file into
+    // `file`, which lives while `conn` is open and borrowed here.
     unsafe {
         let rc = ffi::sqlite3_file_control(
             conn.handle(),
             c"main".as_ptr(),
-            ffi::SQLITE_FCNTL_VFS_POINTER,
-            (&raw mut vfs).cast(),
+            ffi::SQLITE_FCNTL_JOURNAL_POINTER,
+            (&raw mut file).cast(),
         );
-        rc == ffi::SQLITE_OK
-            && !vfs.is_null()
-            && !(*vfs).zName.is_null()
-            && CStr::from_ptr((*vfs).zName) == NAME
+        if rc != ffi::SQLITE_OK || file.is_null() || (*file).pMethods.is_null() {
+            return None;
+        }
+        Some(std::ptr::eq((*file).pMethods, &WAL_METHODS) && !wal(file).main.is_null())
     }
 }
 
@@ -113,9 +123,17 @@ pub(crate) fn is_ours(conn: &rusqlite::Connection) -> bool {
 struct WalFile {
     base: ffi::sqlite3_file,
     real: *mut ffi::sqlite3_file,
+    /// The tail of the connection's database file, which tells this file
+    /// when the connection's write transaction ends; null if the database
+    /// file is not ours (nothing is buffered then).
+    main: *mut MainTail,
     /// Offset in the file of `buffer[0]`.
     start: i64,
     buffer: Vec<u8>,
+    /// The end of the furthest write of the current write transaction (0
+    /// when none, or the log starts over): a write below it rewrites what
+    /// the transaction wrote, and goes to the file at once.
+    high: i64,
     /// The last frame header written was a commit frame's: the data writes
     /// after it (its page, in one write or split at a sync point, and the
     /// padding copies of it that a sync at a sector boundary adds) are
@@ -125,6 +143,122 @@ struct WalFile {
 
 /// Where the wrapped file starts in the allocation (8-byte aligned).
 const OFFSET: usize = std::mem::size_of::<WalFile>().next_multiple_of(16);
+
+/// The wrapped VFS's `szOsFile`, set at registration.
+static BASE_FILE_SIZE: OnceLock<usize> = OnceLock::new();
+
+/// What follows a database file of the wrapped VFS in our allocation (the
+/// wrapped file stays first: its own methods are called with our pointer).
+#[repr(C)]
+struct MainTail {
+    /// The connection's WAL file while it is open.
+    wal: *mut WalFile,
+}
+
+fn tail_offset(base_size: usize) -> usize {
+    base_size.next_multiple_of(16)
+}
+
+unsafe fn main_tail(file: *mut ffi::sqlite3_file) -> *mut MainTail {
+    let size = *BASE_FILE_SIZE.get().expect("registered before any file opens");
+    file.cast::<u8>().add(tail_offset(size)).cast()
+}
+
+/// A database file's methods: the wrapped file's own, with `xShmLock` and
+/// `xClose` ours (`original` holds the wrapped ones).
+#[repr(C)]
+struct MainMethods {
+    methods: ffi::sqlite3_io_methods,
+    original: *const ffi::sqlite3_io_methods,
+}
+
+// SAFETY: the tables are immutable once made, and what they point at (the
+// wrapped VFS's method tables) lives as long as the process.
+unsafe impl Send for MainMethods {}
+unsafe impl Sync for MainMethods {}
+
+/// Our table for database files whose wrapped methods are `original`, made
+/// once per distinct table (the Unix VFS has a few: `nolock=1`, ...) and
+/// never freed. None if those methods have no shared memory to watch.
+unsafe fn main_methods(original: *const ffi::sqlite3_io_methods) -> Option<&'static ffi::sqlite3_io_methods> {
+    if original.is_null() || (*original).iVersion < 2 || (*original).xShmLock.is_none() {
+        return None;
+    }
+    let mut tables = main_tables();
+    if let Some(t) = tables.iter().find(|t| std::ptr::eq(t.original, original)) {
+        return Some(&t.methods);
+    }
+    let mut methods = std::ptr::read(original);
+    methods.xShmLock = Some(main_shm_lock);
+    methods.xClose = Some(main_close);
+    let table: &'static MainMethods = Box::leak(Box::new(MainMethods { methods, original }));
+    tables.push(table);
+    Some(&table.methods)
+}
+
+/// Our tables for database files, one per wrapped table.
+static TABLES: Mutex<Vec<&'static MainMethods>> = Mutex::new(Vec::new());
+
+fn main_tables() -> MutexGuard<'static, Vec<&'static MainMethods>> {
+    TABLES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether `methods` is one of our tables for database files.
+fn is_main(methods: *const ffi::sqlite3_io_methods) -> bool {
+    main_tables().iter().any(|t| std::ptr::eq(&t.methods, methods))
+}
+
+unsafe fn original(file: *mut ffi::sqlite3_file) -> &'static ffi::sqlite3_io_methods {
+    &*(*(*file).pMethods.cast::<MainMethods>()).original
+}
+
+/// A database file's shared-memory lock. When the connection lets go of the
+/// WAL write lock its write transaction is over: anything its WAL file
+/// still buffers was never committed (a commit's frames are written when
+/// its commit frame is) and is dropped, never to land on frames another
+/// connection commits at the same offsets.
+unsafe extern "C" fn main_shm_lock(
+    file: *mut ffi::sqlite3_file,
+    offset: c_int,
+    n: c_int,
+    flags: c_int,
+) -> c_int {
+    let rc = match original(file).xShmLock {
+        Some(lock) => lock(file, offset, n, flags),
+        None => ffi::SQLITE_IOERR_SHMLOCK,
+    };
+    let unlock = ffi::SQLITE_SHM_UNLOCK | ffi::SQLITE_SHM_EXCLUSIVE;
+    // Offset 0 is SQLite's WAL_WRITE_LOCK.
+    if offset == 0 && n >= 1 && flags & unlock == unlock {
+        let wal = (*main_tail(file)).wal;
+        if !wal.is_null() {
+            end_of_write(&mut *wal);
+        }
+    }
+    rc
+}
+
+unsafe extern "C" fn main_close(file: *mut ffi::sqlite3_file) -> c_int {
+    let tail = main_tail(file);
+    if !(*tail).wal.is_null() {
+        (*(*tail).wal).main = std::ptr::null_mut();
+        (*tail).wal = std::ptr::null_mut();
+    }
+    match original(file).xClose {
+        Some(close) => close(file),
+        None => ffi::SQLITE_OK,
+    }
+}
+
+/// The end of a write transaction: what is buffered was not committed.
+fn end_of_write(f: &mut WalFile) {
+    f.buffer.clear();
+    if f.buffer.capacity() > 4 * CHUNK {
+        f.buffer = Vec::new();
+    }
+    f.high = 0;
+    f.commit = false;
+}
 
 unsafe fn base_vfs(vfs: *mut ffi::sqlite3_vfs) -> *mut ffi::sqlite3_vfs {
     (*vfs).pAppData.cast()
@@ -140,8 +274,16 @@ unsafe extern "C" fn open(
     let base = base_vfs(vfs);
     let Some(base_open) = (*base).xOpen else { return ffi::SQLITE_ERROR };
     if flags & ffi::SQLITE_OPEN_WAL == 0 {
-        // Any other file is the wrapped VFS's own, in our allocation.
-        return base_open(base, name, file, flags, out_flags);
+        // Any other file is the wrapped VFS's own, in our allocation; a
+        // database file gets our shared-memory lock (`main_shm_lock`).
+        let rc = base_open(base, name, file, flags, out_flags);
+        if rc == ffi::SQLITE_OK && flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
+            if let Some(methods) = main_methods((*file).pMethods) {
+                main_tail(file).write(MainTail { wal: std::ptr::null_mut() });
+                (*file).pMethods = methods;
+            }
+        }
+        return rc;
     }
     let real = file.cast::<u8>().add(OFFSET).cast::<ffi::sqlite3_file>();
     let rc = base_open(base, name, real, flags, out_flags);
@@ -149,13 +291,22 @@ unsafe extern "C" fn open(
         (*file).pMethods = std::ptr::null();
         return if rc == ffi::SQLITE_OK { ffi::SQLITE_CANTOPEN } else { rc };
     }
-    file.cast::<WalFile>().write(WalFile {
+    // Paired with its connection's database file, if that is ours.
+    let db = ffi::sqlite3_database_file_object(name);
+    let main = if !db.is_null() && is_main((*db).pMethods) { main_tail(db) } else { std::ptr::null_mut() };
+    let wal = file.cast::<WalFile>();
+    wal.write(WalFile {
         base: ffi::sqlite3_file { pMethods: &WAL_METHODS },
         real,
+        main,
         start: 0,
         buffer: Vec::new(),
+        high: 0,
         commit: false,
     });
+    if !main.is_null() {
+        (*main).wal = wal;
+    }
     ffi::SQLITE_OK
 }
 
@@ -200,16 +351,32 @@ unsafe extern "C" fn wal_write(
     let f = wal(file);
     let Ok(len) = usize::try_from(n) else { return ffi::SQLITE_IOERR_WRITE };
     let bytes = std::slice::from_raw_parts(data.cast::<u8>(), len);
-    if !f.buffer.is_empty() && offset != f.start + f.buffer.len() as i64 {
+    let contiguous = !f.buffer.is_empty() && offset == f.start + f.buffer.len() as i64;
+    if !contiguous {
         let rc = flush(f);
         if rc != ffi::SQLITE_OK {
             return rc;
         }
     }
+    if offset == 0 {
+        // The log's header: the log starts over.
+        f.high = 0;
+    }
+    if f.main.is_null() || (!contiguous && offset < f.high) {
+        // Unpaired, nothing may wait for the transaction's end; and a
+        // rewrite (a spilled page changed again, the checksums a commit
+        // rewrites over spilled frames, frames after a savepoint's
+        // rollback) goes out in SQLite's order, at once.
+        return match methods(f).xWrite {
+            Some(write) => write(f.real, data, n, offset),
+            None => ffi::SQLITE_IOERR_WRITE,
+        };
+    }
     if f.buffer.is_empty() {
         f.start = offset;
     }
     f.buffer.extend_from_slice(bytes);
+    f.high = f.high.max(offset + len as i64);
     if len == 24 {
         // A frame header: bytes 4..8 are the database size after a commit
         // frame, 0 for any other frame.
@@ -225,6 +392,10 @@ unsafe extern "C" fn wal_write(
 
 unsafe extern "C" fn wal_close(file: *mut ffi::sqlite3_file) -> c_int {
     let f = wal(file);
+    if !f.main.is_null() {
+        (*f.main).wal = std::ptr::null_mut();
+        f.main = std::ptr::null_mut();
+    }
     let flushed = flush(f);
     let closed = match methods(f).xClose {
         Some(close) => close(f.real),
@@ -371,23 +542,8 @@ mod tests {
         xUnfetch: None,
     };
 
-    /// A connection through this VFS is told apart from one through
-    /// SQLite's default, whichever way it was named.
-    #[test]
-    fn a_connection_knows_whether_it_writes_through_this_vfs() {
-        assert!(register());
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f.db");
-        let plain = rusqlite::Connection::open(&p).unwrap();
-        assert!(!is_ours(&plain));
-        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_URI;
-        let named = rusqlite::Connection::open_with_flags_and_vfs(&p, flags, NAME).unwrap();
-        assert!(is_ours(&named));
-        let uri = format!("file:{}?vfs=agentstate", p.display());
-        assert!(is_ours(&rusqlite::Connection::open_with_flags(uri, flags).unwrap()));
-    }
-
-    fn files() -> (Box<Fake>, Box<WalFile>) {
+    /// A WAL file over a `Fake`, paired with a database file's tail.
+    fn files() -> (Box<Fake>, Box<WalFile>, Box<MainTail>) {
         let mut fake = Box::new(Fake {
             base: ffi::sqlite3_file { pMethods: &FAKE },
             writes: vec![],
@@ -395,14 +551,18 @@ mod tests {
             full: false,
         });
         let real = (&raw mut *fake).cast();
-        let wal = Box::new(WalFile {
+        let mut main = Box::new(MainTail { wal: std::ptr::null_mut() });
+        let mut wal = Box::new(WalFile {
             base: ffi::sqlite3_file { pMethods: &WAL_METHODS },
             real,
+            main: &raw mut *main,
             start: 0,
             buffer: vec![],
+            high: 0,
             commit: false,
         });
-        (fake, wal)
+        main.wal = &raw mut *wal;
+        (fake, wal, main)
     }
 
     fn write(wal: &mut WalFile, at: i64, bytes: &[u8]) -> c_int {
@@ -422,7 +582,7 @@ mod tests {
 
     #[test]
     fn a_transaction_reaches_the_file_in_one_write_when_its_commit_frame_is_written() {
-        let (fake, mut wal) = files();
+        let (fake, mut wal, _main) = files();
         assert_eq!(write(&mut wal, 0, &[9; 32]), ffi::SQLITE_OK);
         assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
         assert_eq!(frame(&mut wal, 32 + 4120, false, 2), ffi::SQLITE_OK);
@@ -439,7 +599,7 @@ mod tests {
     /// the commit, none stays buffered.
     #[test]
     fn every_part_of_a_commit_frame_and_its_padding_is_written_at_once() {
-        let (fake, mut wal) = files();
+        let (fake, mut wal, _main) = files();
         assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
         let mut header = [2u8; 24];
         header[4..8].copy_from_slice(&7u32.to_be_bytes());
@@ -462,29 +622,38 @@ mod tests {
 
     #[test]
     fn a_failed_write_fails_the_commit_frame_and_drops_the_buffer() {
-        let (mut fake, mut wal) = files();
+        let (mut fake, mut wal, _main) = files();
         assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
         fake.full = true;
         assert_eq!(frame(&mut wal, 32 + 4120, true, 2), ffi::SQLITE_FULL);
         assert!(wal.buffer.is_empty());
         fake.full = false;
-        // The next transaction starts afresh.
+        // The failed commit rolls back, letting go of the write lock; the
+        // next transaction starts afresh.
+        end_of_write(&mut wal);
         assert_eq!(frame(&mut wal, 32, true, 4), ffi::SQLITE_OK);
         assert_eq!(fake.writes, [(32, 4120)]);
     }
 
     #[test]
-    fn a_write_elsewhere_or_a_read_writes_the_buffer_first_and_large_ones_go_in_chunks() {
-        let (fake, mut wal) = files();
+    fn a_rewrite_goes_out_at_once_after_the_buffer_and_large_ones_go_in_chunks() {
+        let (fake, mut wal, _main) = files();
         assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
-        // A frame rewritten in place (not contiguous).
+        // A spilled frame's page changed again, rewritten in place.
         assert_eq!(write(&mut wal, 56, &[5; 4096]), ffi::SQLITE_OK);
-        assert_eq!(fake.writes, [(32, 4120)]);
+        assert_eq!(fake.writes, [(32, 4120), (56, 4096)]);
+        // A commit's checksums rewritten over the frames before it: the
+        // commit frame's header last and alone, yet on the file at once.
+        let mut header = [8u8; 24];
+        header[4..8].copy_from_slice(&7u32.to_be_bytes());
+        assert_eq!(write(&mut wal, 32, &header), ffi::SQLITE_OK);
+        assert_eq!(fake.writes.last(), Some(&(32, 24)));
+        assert!(wal.buffer.is_empty());
         let mut out = [0u8; 8];
         // SAFETY: as in `write`.
         let rc = unsafe { wal_read((&raw mut *wal).cast(), out.as_mut_ptr().cast(), 8, 0) };
         assert_eq!(rc, ffi::SQLITE_OK);
-        assert_eq!(fake.writes, [(32, 4120), (56, 4096)]);
+        assert_eq!(fake.writes.len(), 3);
         // 40 frames without a commit, then one: chunks of at most 64 KiB.
         let mut at = 32 + 4120;
         for i in 0..40 {
@@ -492,8 +661,34 @@ mod tests {
             at += 4120;
         }
         let (firsts, total): (Vec<usize>, usize) =
-            (fake.writes[2..].iter().map(|w| w.1).collect(), fake.writes[2..].iter().map(|w| w.1).sum());
+            (fake.writes[3..].iter().map(|w| w.1).collect(), fake.writes[3..].iter().map(|w| w.1).sum());
         assert_eq!(total, 40 * 4120);
         assert!(firsts.iter().all(|n| *n <= CHUNK));
+    }
+
+    /// Frames still buffered when the connection lets go of the write lock
+    /// were never committed (spilled, then rolled back): they are dropped,
+    /// and the next transaction, at the same offsets, is gathered afresh.
+    #[test]
+    fn what_a_write_transaction_leaves_buffered_at_its_end_is_dropped() {
+        let (fake, mut wal, main) = files();
+        assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
+        assert_eq!(frame(&mut wal, 32 + 4120, false, 2), ffi::SQLITE_OK);
+        // SAFETY: `main` points at `wal`, as the open pairs them.
+        end_of_write(unsafe { &mut *main.wal });
+        assert!(wal.buffer.is_empty());
+        assert_eq!(frame(&mut wal, 32, true, 3), ffi::SQLITE_OK);
+        assert_eq!(fake.writes, [(32, 4120)]);
+        assert_eq!(fake.bytes[40], 3);
+    }
+
+    /// A WAL file whose database file is not ours cannot know when a
+    /// transaction ends: it buffers nothing.
+    #[test]
+    fn an_unpaired_wal_file_writes_through() {
+        let (fake, mut wal, _main) = files();
+        wal.main = std::ptr::null_mut();
+        assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
+        assert_eq!(fake.writes, [(32, 24), (56, 4096)]);
     }
 }

@@ -1,24 +1,26 @@
 //! The WAL-batching VFS (`src/vfs.rs`) against a model: random
 //! transactions on three raw connections through the `agentstate` VFS,
-//! configured like the crate's own (no spilling), with small page caches
-//! (100-500 KiB) and an early autocheckpoint (300 pages) so that
-//! transactions outgrow them, beside a connection of SQLite's default VFS
-//! standing in for another process: large and small transactions,
-//! rollbacks, constraint failures, savepoints, forced cache flushes, every
-//! checkpoint mode, `VACUUM`, `VACUUM INTO` and the backup API. After every
-//! transaction a connection of our VFS other than the writer compares the
-//! table's row count and content sums with the model; every 7th, SQLite's
-//! own connection checks every row and the file's integrity; every 5th, a
-//! copy of the files without `-shm` (what a kill leaves) must recover to the
-//! model, as must the last state.
+//! configured like the crate's own, with small page caches (100-500 KiB)
+//! and an early autocheckpoint (300 pages) so that transactions outgrow
+//! them and spill pages to the log before their commit, beside a
+//! connection of SQLite's default VFS standing in for another process:
+//! large and small transactions, rollbacks, constraint failures,
+//! savepoints, forced cache flushes, every checkpoint mode, `VACUUM`,
+//! `VACUUM INTO` and the backup API. After every transaction a connection
+//! of our VFS other than the writer compares the table's row count and
+//! content sums with the model; every 7th, SQLite's own connection checks
+//! every row and the file's integrity; every 5th, a copy of the files
+//! without `-shm` (what a kill leaves) must recover to the model, as must
+//! the last state.
 //!
 //! `AGENTSTATE_VFS_MODEL_SEEDS=n` runs seeds `1..n` of the `NORMAL` and
-//! `FULL` tests (ten times the default under `.ci/soak`).
-//! `AGENTSTATE_VFS_MODEL_SPILL=ON` lets the connections spill, which the VFS
-//! does not support: the three tests with several connections must then
-//! fail (committed rows missing from a killed copy, or a malformed file),
-//! which shows they can see what the VFS's rule prevents; the
-//! exclusive-mode test, one connection, does not.
+//! `FULL` tests (ten times the default under `.ci/soak`). They see what the
+//! VFS's two rules for spills prevent (committed rows missing from a killed
+//! copy, or a malformed file): the three tests with several connections
+//! fail if it keeps what a write transaction left buffered past its end,
+//! and the two without `FULL` if it buffers a rewrite of spilled frames
+//! (`FULL`'s sync writes it out before the commit is published). The
+//! exclusive-mode test, one connection, fails with neither.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -37,12 +39,11 @@ fn flags() -> OpenFlags {
 }
 
 fn ours(path: &str, sync: &str, cache_kib: u32, extra: &str) -> Connection {
-    let spill = std::env::var("AGENTSTATE_VFS_MODEL_SPILL").unwrap_or("OFF".into());
     let c = Connection::open_with_flags_and_vfs(path, flags(), "agentstate").unwrap();
     c.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
     c.execute_batch(&format!(
         "{extra} PRAGMA synchronous = {sync}; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -{cache_kib}; \
-         PRAGMA cache_spill = {spill}; PRAGMA wal_autocheckpoint = 300;"
+         PRAGMA wal_autocheckpoint = 300;"
     ))
     .unwrap();
     c

@@ -329,11 +329,7 @@ impl Db {
     /// Returns the file's free pages to the filesystem and folds the WAL
     /// into the file; returns the bytes the file shrank by. Incremental
     /// (cheap) on files this crate created; a full `VACUUM` (rewrites the
-    /// file, needs as much free disk) on older or foreign ones. A full
-    /// vacuum through a URI that names the crate's VFS (`vfs=agentstate`)
-    /// also holds every page it rewrites in memory until it commits (the
-    /// crate's VFS never spills a transaction to the log); without one,
-    /// SQLite's own VFS lets it spill.
+    /// file, needs as much free disk) on older or foreign ones.
     ///
     /// # Errors
     /// [`Error::Busy`] if other connections keep the file busy; [`Error::DiskFull`]
@@ -348,9 +344,8 @@ impl Db {
         let before = size(&conn)?;
         let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
         if mode == 2 {
-            // Our connections never spill a transaction's pages to the log
-            // (`crate::vfs`): free them a bounded number at a time, each
-            // batch its own transaction, while a batch frees any.
+            // A bounded number at a time, each batch its own transaction
+            // (the log stays short), while a batch frees any.
             let free = |c: &Connection| -> Result<i64> {
                 Ok(c.query_row("PRAGMA freelist_count", [], |r| r.get(0))?)
             };
@@ -366,11 +361,8 @@ impl Db {
                 }
                 left = now;
             }
-        } else if let (Some(path), true) = (self.inner.path.as_deref(), writable(&conn)?) {
-            let own = full_vacuum_connection(path, self.inner.busy_timeout)?;
-            own.execute_batch("VACUUM")?;
         } else {
-            // In memory (no log), or read-only: as SQLite answers.
+            // (Read-only: as SQLite answers.)
             conn.execute_batch("VACUUM")?;
         }
         if self.inner.path.is_some() {
@@ -666,30 +658,6 @@ fn in_transaction<T>(conn: &Connection, begin: &str, f: impl FnOnce(&Connection)
     out
 }
 
-/// Whether `conn` may change its file: neither opened read-only (the
-/// builder's flag, a `mode=ro` URI) nor `query_only`.
-fn writable(conn: &Connection) -> Result<bool> {
-    let query_only: bool = conn.query_row("PRAGMA query_only", [], |r| r.get(0))?;
-    Ok(!query_only && !conn.is_readonly(rusqlite::MAIN_DB)?)
-}
-
-/// The connection a full vacuum runs on: SQLite's own VFS, which may spill
-/// the rewritten pages to the log (opened as the pool's are, a URI's
-/// parameters included). A URI can name our VFS instead (`vfs=`), which
-/// must not spill (`crate::vfs`): spilling is then off, whatever memory the
-/// rewrite takes.
-pub(crate) fn full_vacuum_connection(path: &Path, busy: Duration) -> Result<Connection> {
-    let own = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    own.busy_timeout(busy)?;
-    if crate::vfs::is_ours(&own) {
-        own.execute_batch("PRAGMA cache_spill = OFF")?;
-    }
-    Ok(own)
-}
-
 /// Runs `f` inside a `BEGIN IMMEDIATE` transaction on `conn` and commits; any
 /// error rolls everything back. While the database is busy (another writer),
 /// the whole transaction is retried until `busy` has passed.
@@ -737,11 +705,11 @@ fn init_connection(
         Durability::Normal => "NORMAL",
         Durability::Full => "FULL",
     };
-    // No spilling: see `crate::vfs` (a transaction's pages stay in memory
-    // until its commit, however many).
+    // A transaction larger than the page cache spills its pages to the
+    // log before its commit, so its memory stays bounded (`crate::vfs`).
     conn.execute_batch(&format!(
         "PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync}; PRAGMA temp_store = MEMORY; \
-         PRAGMA cache_size = -{PAGE_CACHE_KIB}; PRAGMA cache_spill = OFF;"
+         PRAGMA cache_size = -{PAGE_CACHE_KIB};"
     ))?;
     if read_only {
         conn.execute_batch("PRAGMA query_only = ON")?;
