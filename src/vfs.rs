@@ -11,7 +11,12 @@
 //!   database size, which only the last frame of a transaction does) has
 //!   been written: before SQLite publishes the commit in the WAL-index, and
 //!   inside the `write` call whose result SQLite checks, so that a failed
-//!   write (a full disk) still fails the commit;
+//!   write (a full disk) still fails the commit. Every later write of the
+//!   commit (the page split at a sector-boundary sync, padding copies of
+//!   the commit frame) is written at once too. A 24-byte write is a frame
+//!   header only where a frame starts, by the frame size in the log's own
+//!   header (SQLite may also split a page into a 24-byte piece); a WAL
+//!   file that cannot read that size buffers nothing;
 //! - before anything else touches the file (a read, a sync, a truncate, its
 //!   size, closing it), before a write elsewhere in it, and past 1 MiB (in
 //!   writes of 64 KiB: the Unix VFS takes less than 128 KiB per call).
@@ -39,15 +44,23 @@
 //!   VFS are the wrapped VFS's own with one method changed, `xShmLock`, and
 //!   a connection's WAL file is paired with its database file when it opens
 //!   (`sqlite3_database_file_object`): when the connection lets go of the
-//!   WAL write lock, its WAL file drops its buffer. A WAL file whose
+//!   WAL write lock, its WAL file drops its buffer; before any other
+//!   shared-memory lock call, it writes its buffer out. A WAL file whose
 //!   database file is not ours buffers nothing. (In exclusive locking mode
 //!   SQLite takes no such lock, and no other connection can commit: frames
-//!   left buffered are written before anything else, beyond the last
-//!   commit, where SQLite itself leaves them.)
+//!   a rolled-back transaction left buffered are written before anything
+//!   else, at the latest when the connection takes a lock on leaving that
+//!   mode, beyond the last commit, where SQLite itself leaves them.)
+//!
+//! A deferred write that fails when another operation writes the buffer
+//! out is reported to SQLite as `SQLITE_IOERR_WRITE`, which rolls the
+//! whole transaction back (a full disk reported from a read would roll
+//! back one statement, and the transaction would count frames the file
+//! never got).
 //!
 //! (`db::tests::a_transaction_larger_than_the_page_cache_*`,
-//! `a_rolled_back_transaction_larger_than_the_page_cache_*`, and the model
-//! test `tests/vfs_model.rs`.)
+//! `a_rolled_back_transaction_larger_than_the_page_cache_*`, the model
+//! test `tests/vfs_model.rs` and `tests/vfs_edges.rs`.)
 
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
@@ -134,6 +147,11 @@ struct WalFile {
     /// when none, or the log starts over): a write below it rewrites what
     /// the transaction wrote, and goes to the file at once.
     high: i64,
+    /// The size of a frame (24-byte header and page) in this log, 0 while
+    /// unknown: a 24-byte write is a frame header only where a frame
+    /// starts (SQLite may also write 24 bytes of a page split at a sync
+    /// point).
+    frame: i64,
     /// The last frame header written was a commit frame's: the data writes
     /// after it (its page, in one write or split at a sync point, and the
     /// padding copies of it that a sync at a sector boundary adds) are
@@ -216,24 +234,36 @@ unsafe fn original(file: *mut ffi::sqlite3_file) -> &'static ffi::sqlite3_io_met
 /// WAL write lock its write transaction is over: anything its WAL file
 /// still buffers was never committed (a commit's frames are written when
 /// its commit frame is) and is dropped, never to land on frames another
-/// connection commits at the same offsets.
+/// connection commits at the same offsets. Before any other lock call, the
+/// buffer is written out.
 unsafe extern "C" fn main_shm_lock(
     file: *mut ffi::sqlite3_file,
     offset: c_int,
     n: c_int,
     flags: c_int,
 ) -> c_int {
+    let wal = (*main_tail(file)).wal;
+    let unlock = ffi::SQLITE_SHM_UNLOCK | ffi::SQLITE_SHM_EXCLUSIVE;
+    // Offset 0 is SQLite's WAL_WRITE_LOCK.
+    let end_of_write_lock = offset == 0 && n >= 1 && flags & unlock == unlock;
+    if !wal.is_null() && !end_of_write_lock {
+        // Any other lock: what is buffered goes out first. In exclusive
+        // locking mode SQLite takes no shared-memory lock, so a rolled-back
+        // transaction's frames may still be buffered when the connection
+        // leaves that mode: written now, they land beyond the last commit
+        // while it still holds the file's exclusive lock, before any other
+        // connection can commit there.
+        let rc = flush_before(&mut *wal);
+        if rc != ffi::SQLITE_OK && flags & ffi::SQLITE_SHM_LOCK != 0 {
+            return rc;
+        }
+    }
     let rc = match original(file).xShmLock {
         Some(lock) => lock(file, offset, n, flags),
         None => ffi::SQLITE_IOERR_SHMLOCK,
     };
-    let unlock = ffi::SQLITE_SHM_UNLOCK | ffi::SQLITE_SHM_EXCLUSIVE;
-    // Offset 0 is SQLite's WAL_WRITE_LOCK.
-    if offset == 0 && n >= 1 && flags & unlock == unlock {
-        let wal = (*main_tail(file)).wal;
-        if !wal.is_null() {
-            end_of_write(&mut *wal);
-        }
+    if end_of_write_lock && !wal.is_null() {
+        end_of_write(&mut *wal);
     }
     rc
 }
@@ -302,6 +332,7 @@ unsafe extern "C" fn open(
         start: 0,
         buffer: Vec::new(),
         high: 0,
+        frame: 0,
         commit: false,
     });
     if !main.is_null() {
@@ -342,6 +373,32 @@ unsafe fn flush(f: &mut WalFile) -> c_int {
     rc
 }
 
+/// The frame size a log header (the first 32 bytes of a `-wal` file)
+/// gives, if it is one.
+fn frame_size(header: &[u8]) -> Option<i64> {
+    let word = |i: usize| header.get(i..i + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    let magic = word(0)?;
+    let page = word(8)?;
+    let valid = (magic == 0x377f_0682 || magic == 0x377f_0683)
+        && page.is_power_of_two()
+        && (512..=65536).contains(&page);
+    valid.then(|| i64::from(page) + 24)
+}
+
+/// The frame size of the log `f` continues, read from the file's header
+/// (after the buffer); 0 if that is not a log header.
+unsafe fn read_frame_size(f: &mut WalFile) -> i64 {
+    if flush(f) != ffi::SQLITE_OK {
+        return 0;
+    }
+    let Some(read) = methods(f).xRead else { return 0 };
+    let mut header = [0u8; 32];
+    if read(f.real, header.as_mut_ptr().cast(), 32, 0) != ffi::SQLITE_OK {
+        return 0;
+    }
+    frame_size(&header).unwrap_or(0)
+}
+
 unsafe extern "C" fn wal_write(
     file: *mut ffi::sqlite3_file,
     data: *const c_void,
@@ -361,9 +418,21 @@ unsafe extern "C" fn wal_write(
     if offset == 0 {
         // The log's header: the log starts over.
         f.high = 0;
+        if let Some(frame) = frame_size(bytes) {
+            f.frame = frame;
+        }
     }
-    if f.main.is_null() || (!contiguous && offset < f.high) {
-        // Unpaired, nothing may wait for the transaction's end; and a
+    // A frame header, where a frame starts in the log (the size read from
+    // the log's header if this file has not written it).
+    let header = len == 24 && {
+        if f.frame == 0 && !f.main.is_null() {
+            f.frame = read_frame_size(f);
+        }
+        f.frame > 0 && offset >= 32 && (offset - 32) % f.frame == 0
+    };
+    if f.main.is_null() || f.frame == 0 || (!contiguous && offset < f.high) {
+        // Unpaired, nothing may wait for the transaction's end; without
+        // the frame size, no header is told from a piece of a page; and a
         // rewrite (a spilled page changed again, the checksums a commit
         // rewrites over spilled frames, frames after a savepoint's
         // rollback) goes out in SQLite's order, at once.
@@ -377,9 +446,9 @@ unsafe extern "C" fn wal_write(
     }
     f.buffer.extend_from_slice(bytes);
     f.high = f.high.max(offset + len as i64);
-    if len == 24 {
-        // A frame header: bytes 4..8 are the database size after a commit
-        // frame, 0 for any other frame.
+    if header {
+        // Bytes 4..8 are the database size after a commit frame, 0 for
+        // any other frame.
         f.commit = bytes[4..8] != [0, 0, 0, 0];
     } else if f.commit {
         return flush(f);
@@ -410,12 +479,23 @@ unsafe extern "C" fn wal_close(file: *mut ffi::sqlite3_file) -> c_int {
     }
 }
 
+/// Writes the buffer out before another operation on the file. A failure
+/// is reported as `SQLITE_IOERR_WRITE`: SQLite then rolls the whole
+/// transaction back, where `SQLITE_FULL` from a read would roll back one
+/// statement and leave the transaction counting frames the file never got.
+unsafe fn flush_before(f: &mut WalFile) -> c_int {
+    match flush(f) {
+        ffi::SQLITE_OK => ffi::SQLITE_OK,
+        _ => ffi::SQLITE_IOERR_WRITE,
+    }
+}
+
 /// The wrapped file's method `$m`, after writing the buffer out.
 macro_rules! forward {
     ($name:ident, $m:ident, ($($arg:ident: $ty:ty),*)) => {
         unsafe extern "C" fn $name(file: *mut ffi::sqlite3_file $(, $arg: $ty)*) -> c_int {
             let f = wal(file);
-            let rc = flush(f);
+            let rc = flush_before(f);
             if rc != ffi::SQLITE_OK {
                 return rc;
             }
@@ -429,7 +509,20 @@ macro_rules! forward {
 
 forward!(wal_read, xRead, (data: *mut c_void, n: c_int, offset: i64));
 forward!(wal_truncate, xTruncate, (size: i64));
-forward!(wal_sync, xSync, (flags: c_int));
+
+/// A sync, after writing the buffer out (a failure fails the commit that
+/// syncs, whole: its code is kept, `SQLITE_FULL` for a full disk).
+unsafe extern "C" fn wal_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
+    let f = wal(file);
+    let rc = flush(f);
+    if rc != ffi::SQLITE_OK {
+        return rc;
+    }
+    match methods(f).xSync {
+        Some(sync) => sync(f.real, flags),
+        None => ffi::SQLITE_IOERR_FSYNC,
+    }
+}
 forward!(wal_file_size, xFileSize, (size: *mut i64));
 forward!(wal_lock, xLock, (level: c_int));
 forward!(wal_unlock, xUnlock, (level: c_int));
@@ -437,7 +530,7 @@ forward!(wal_check_reserved, xCheckReservedLock, (out: *mut c_int));
 
 unsafe extern "C" fn wal_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
     let f = wal(file);
-    let rc = flush(f);
+    let rc = flush_before(f);
     if rc != ffi::SQLITE_OK {
         return rc;
     }
@@ -516,7 +609,12 @@ mod tests {
         ffi::SQLITE_OK
     }
 
-    unsafe extern "C" fn fake_read(_: *mut ffi::sqlite3_file, _: *mut c_void, _: c_int, _: i64) -> c_int {
+    unsafe extern "C" fn fake_read(f: *mut ffi::sqlite3_file, data: *mut c_void, n: c_int, at: i64) -> c_int {
+        let f = &*f.cast::<Fake>();
+        let out = std::slice::from_raw_parts_mut(data.cast::<u8>(), n as usize);
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = f.bytes.get(at as usize + i).copied().unwrap_or(0);
+        }
         ffi::SQLITE_OK
     }
 
@@ -559,6 +657,7 @@ mod tests {
             start: 0,
             buffer: vec![],
             high: 0,
+            frame: 4120,
             commit: false,
         });
         main.wal = &raw mut *wal;
@@ -690,5 +789,58 @@ mod tests {
         wal.main = std::ptr::null_mut();
         assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
         assert_eq!(fake.writes, [(32, 24), (56, 4096)]);
+    }
+
+    /// A log header for pages of `page` bytes.
+    fn log_header(page: u32) -> [u8; 32] {
+        let mut h = [0u8; 32];
+        h[0..4].copy_from_slice(&0x377f_0682u32.to_be_bytes());
+        h[8..12].copy_from_slice(&page.to_be_bytes());
+        h
+    }
+
+    /// With `psow=0` at `Full`, SQLite may split a padding frame's page at
+    /// a sync point 24 bytes into it, or 24 bytes before its end: a piece
+    /// of a page, not a header (it starts where no frame does), written at
+    /// once after a commit frame's header like any other part of it, even
+    /// when its bytes 4..8 are zero.
+    #[test]
+    fn a_24_byte_piece_of_a_commit_frames_page_is_not_taken_for_a_header() {
+        let (fake, mut wal, _main) = files();
+        let mut header = [2u8; 24];
+        header[4..8].copy_from_slice(&7u32.to_be_bytes());
+        assert_eq!(write(&mut wal, 32, &header), ffi::SQLITE_OK);
+        assert_eq!(write(&mut wal, 56, &[0; 24]), ffi::SQLITE_OK);
+        assert_eq!(fake.writes, [(32, 48)]);
+        assert_eq!(write(&mut wal, 80, &[0; 4072]), ffi::SQLITE_OK);
+        assert_eq!(fake.writes.last(), Some(&(80, 4072)));
+        // The last 24 bytes of a page, alone.
+        assert_eq!(write(&mut wal, 32 + 4120, &header), ffi::SQLITE_OK);
+        assert_eq!(write(&mut wal, 32 + 4120 + 24, &[0; 4072]), ffi::SQLITE_OK);
+        assert_eq!(write(&mut wal, 32 + 4120 + 24 + 4072, &[0; 24]), ffi::SQLITE_OK);
+        assert_eq!(fake.writes.last(), Some(&(32 + 4120 + 24 + 4072, 24)));
+        assert!(wal.buffer.is_empty());
+    }
+
+    /// Where frames start comes from the log's header: as this file writes
+    /// it when the log starts over, or read from the file when another
+    /// connection did. Without it, nothing is buffered.
+    #[test]
+    fn the_frame_size_comes_from_the_logs_header() {
+        let (_fake, mut wal, _main) = files();
+        wal.frame = 0;
+        assert_eq!(write(&mut wal, 0, &log_header(1024)), ffi::SQLITE_OK);
+        assert_eq!(wal.frame, 1048);
+        let (mut other, mut second, _m) = files();
+        second.frame = 0;
+        other.bytes = log_header(512).to_vec();
+        assert_eq!(frame(&mut second, 32, false, 1), ffi::SQLITE_OK);
+        assert_eq!(second.frame, 536);
+        // No log header in the file: written through.
+        let (bare, mut third, _m) = files();
+        third.frame = 0;
+        assert_eq!(write(&mut third, 32, &[1; 24]), ffi::SQLITE_OK);
+        assert_eq!(third.frame, 0);
+        assert_eq!(bare.writes, [(32, 24)]);
     }
 }
