@@ -52,11 +52,11 @@
 //!   else, at the latest when the connection takes a lock on leaving that
 //!   mode, beyond the last commit, where SQLite itself leaves them.)
 //!
-//! A deferred write that fails when another operation writes the buffer
-//! out is reported to SQLite as `SQLITE_IOERR_WRITE`, which rolls the
-//! whole transaction back (a full disk reported from a read would roll
-//! back one statement, and the transaction would count frames the file
-//! never got).
+//! A deferred write that fails when another operation (a read) writes the
+//! buffer out stays buffered, and the error goes to SQLite as it is: it
+//! may roll back one statement only and go on with the transaction (a
+//! full disk met by a read), or not look at it (a blob read), and the
+//! frames it counts on must still reach the file with its next write.
 //!
 //! (`db::tests::a_transaction_larger_than_the_page_cache_*`,
 //! `a_rolled_back_transaction_larger_than_the_page_cache_*`, the model
@@ -253,7 +253,7 @@ unsafe extern "C" fn main_shm_lock(
         // leaves that mode: written now, they land beyond the last commit
         // while it still holds the file's exclusive lock, before any other
         // connection can commit there.
-        let rc = flush_before(&mut *wal);
+        let rc = flush_keep(&mut *wal);
         if rc != ffi::SQLITE_OK && flags & ffi::SQLITE_SHM_LOCK != 0 {
             return rc;
         }
@@ -349,28 +349,55 @@ unsafe fn methods(f: &WalFile) -> &ffi::sqlite3_io_methods {
     &*(*f.real).pMethods
 }
 
-/// Writes the buffer out (one call); the buffer is empty afterwards,
-/// whatever the outcome.
+/// Writes the buffer out (one call, or chunks of [`CHUNK`]); the buffer
+/// is empty afterwards, whatever the outcome. For a write or a sync: a
+/// failure there fails that write (SQLite then gives up the transaction)
+/// or the commit.
 unsafe fn flush(f: &mut WalFile) -> c_int {
-    if f.buffer.is_empty() {
-        return ffi::SQLITE_OK;
-    }
-    let Some(write) = methods(f).xWrite else { return ffi::SQLITE_IOERR_WRITE };
-    let mut rc = ffi::SQLITE_OK;
-    let mut at = f.start;
-    for chunk in f.buffer.chunks(CHUNK) {
-        rc = write(f.real, chunk.as_ptr().cast(), chunk.len() as c_int, at);
-        if rc != ffi::SQLITE_OK {
-            break;
-        }
-        at += chunk.len() as i64;
-    }
+    let rc = write_out(f);
     f.buffer.clear();
     // A large transaction's buffer is not kept for every small one after it.
     if f.buffer.capacity() > 4 * CHUNK {
         f.buffer = Vec::new();
     }
     rc
+}
+
+/// Writes the buffer out before another operation (a read, the file's
+/// size, a lock): on failure the part not written stays buffered and the
+/// error (`SQLITE_FULL` for a full disk) goes to the caller. SQLite may
+/// answer it by rolling back one statement and going on with the
+/// transaction (`SQLITE_FULL` from a read does), or not at all (a blob
+/// read only records it): the frames then still reach the file with a
+/// later write, or are dropped with the transaction's end.
+unsafe fn flush_keep(f: &mut WalFile) -> c_int {
+    let rc = write_out(f);
+    if rc == ffi::SQLITE_OK {
+        f.buffer.clear();
+    }
+    rc
+}
+
+/// Writes the buffer to the file in chunks; what was written leaves the
+/// buffer only if all of it was (else `start` moves past it and the
+/// written part is removed).
+unsafe fn write_out(f: &mut WalFile) -> c_int {
+    if f.buffer.is_empty() {
+        return ffi::SQLITE_OK;
+    }
+    let Some(write) = methods(f).xWrite else { return ffi::SQLITE_IOERR_WRITE };
+    let mut done = 0;
+    while done < f.buffer.len() {
+        let n = CHUNK.min(f.buffer.len() - done);
+        let rc = write(f.real, f.buffer[done..].as_ptr().cast(), n as c_int, f.start + done as i64);
+        if rc != ffi::SQLITE_OK {
+            f.buffer.drain(..done);
+            f.start += done as i64;
+            return rc;
+        }
+        done += n;
+    }
+    ffi::SQLITE_OK
 }
 
 /// The frame size a log header (the first 32 bytes of a `-wal` file)
@@ -386,11 +413,8 @@ fn frame_size(header: &[u8]) -> Option<i64> {
 }
 
 /// The frame size of the log `f` continues, read from the file's header
-/// (after the buffer); 0 if that is not a log header.
+/// (the buffer written out first); 0 if that is not a log header.
 unsafe fn read_frame_size(f: &mut WalFile) -> i64 {
-    if flush(f) != ffi::SQLITE_OK {
-        return 0;
-    }
     let Some(read) = methods(f).xRead else { return 0 };
     let mut header = [0u8; 32];
     if read(f.real, header.as_mut_ptr().cast(), 32, 0) != ffi::SQLITE_OK {
@@ -424,12 +448,14 @@ unsafe extern "C" fn wal_write(
     }
     // A frame header, where a frame starts in the log (the size read from
     // the log's header if this file has not written it).
-    let header = len == 24 && {
-        if f.frame == 0 && !f.main.is_null() {
-            f.frame = read_frame_size(f);
+    if len == 24 && f.frame == 0 && !f.main.is_null() {
+        let rc = flush(f);
+        if rc != ffi::SQLITE_OK {
+            return rc;
         }
-        f.frame > 0 && offset >= 32 && (offset - 32) % f.frame == 0
-    };
+        f.frame = read_frame_size(f);
+    }
+    let header = len == 24 && f.frame > 0 && offset >= 32 && (offset - 32) % f.frame == 0;
     if f.main.is_null() || f.frame == 0 || (!contiguous && offset < f.high) {
         // Unpaired, nothing may wait for the transaction's end; without
         // the frame size, no header is told from a piece of a page; and a
@@ -479,23 +505,12 @@ unsafe extern "C" fn wal_close(file: *mut ffi::sqlite3_file) -> c_int {
     }
 }
 
-/// Writes the buffer out before another operation on the file. A failure
-/// is reported as `SQLITE_IOERR_WRITE`: SQLite then rolls the whole
-/// transaction back, where `SQLITE_FULL` from a read would roll back one
-/// statement and leave the transaction counting frames the file never got.
-unsafe fn flush_before(f: &mut WalFile) -> c_int {
-    match flush(f) {
-        ffi::SQLITE_OK => ffi::SQLITE_OK,
-        _ => ffi::SQLITE_IOERR_WRITE,
-    }
-}
-
 /// The wrapped file's method `$m`, after writing the buffer out.
 macro_rules! forward {
     ($name:ident, $m:ident, ($($arg:ident: $ty:ty),*)) => {
         unsafe extern "C" fn $name(file: *mut ffi::sqlite3_file $(, $arg: $ty)*) -> c_int {
             let f = wal(file);
-            let rc = flush_before(f);
+            let rc = flush_keep(f);
             if rc != ffi::SQLITE_OK {
                 return rc;
             }
@@ -530,7 +545,7 @@ forward!(wal_check_reserved, xCheckReservedLock, (out: *mut c_int));
 
 unsafe extern "C" fn wal_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
     let f = wal(file);
-    let rc = flush_before(f);
+    let rc = flush_keep(f);
     if rc != ffi::SQLITE_OK {
         return rc;
     }
@@ -842,5 +857,24 @@ mod tests {
         assert_eq!(write(&mut third, 32, &[1; 24]), ffi::SQLITE_OK);
         assert_eq!(third.frame, 0);
         assert_eq!(bare.writes, [(32, 24)]);
+    }
+
+    /// A write that fails when a read writes the buffer out (a full disk)
+    /// leaves what it could not write buffered, and the read fails with
+    /// SQLite's code for it: the transaction may go on and commit, with
+    /// every frame it wrote.
+    #[test]
+    fn a_failed_write_before_a_read_keeps_the_buffer() {
+        let (mut fake, mut wal, _main) = files();
+        assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
+        fake.full = true;
+        let mut out = [0u8; 8];
+        // SAFETY: as in `write`.
+        let rc = unsafe { wal_read((&raw mut *wal).cast(), out.as_mut_ptr().cast(), 8, 32) };
+        assert_eq!(rc, ffi::SQLITE_FULL);
+        assert_eq!(wal.buffer.len(), 4120);
+        fake.full = false;
+        assert_eq!(frame(&mut wal, 32 + 4120, true, 2), ffi::SQLITE_OK);
+        assert_eq!(fake.writes, [(32, 2 * 4120)]);
     }
 }

@@ -611,3 +611,56 @@ fn write_behind_on_a_full_disk_keeps_a_whole_prefix_and_reports_the_rest() {
         &[("acknowledged_while_full", (acked.len() - before_fault) as u64), ("reported", reported)],
     );
 }
+
+/// A transaction larger than the page cache spills its pages to the log
+/// before its commit, and the crate's VFS holds some of them back until
+/// another operation needs the file. When that operation is a read and the
+/// disk is full, the statement that read fails with `SQLITE_FULL`, and
+/// SQLite rolls back only that statement if it may change several rows: a
+/// caller that goes on and commits must find every row it wrote, in the file and
+/// in what a kill leaves. (The VFS dropped the frames it could not write:
+/// the commit succeeded over ~30 missing pages, a malformed database.) A
+/// raw connection through the crate's VFS, with a small page cache.
+#[test]
+fn a_full_disk_met_by_a_read_in_a_spilled_transaction_loses_nothing() {
+    use agentstate::rusqlite::{Connection, ErrorCode, OpenFlags};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spill.db");
+    let (disk, uri) = faultvfs::disk(&path);
+    drop(Db::open(&uri).unwrap());
+    assert!(faultvfs::under_agentstate());
+    let flags =
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let c = Connection::open_with_flags_and_vfs(&uri, flags, "agentstate").unwrap();
+    c.execute_batch("PRAGMA cache_size = 20; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB); BEGIN;").unwrap();
+    for i in 0..100 {
+        c.execute("INSERT INTO t VALUES (?1, randomblob(3000))", [i]).unwrap();
+    }
+    // A statement that reads pages from the log, and may change several
+    // rows (so SQLite undoes only it).
+    disk.arm(Fault::Full(0));
+    let update = c.execute("UPDATE t SET v = zeroblob(3000) WHERE k IN (0, 50)", []);
+    assert!(disk.disarm() > 0, "the update met the full disk");
+    let code = update.expect_err("no room").sqlite_error_code();
+    assert_eq!(code, Some(ErrorCode::DiskFull));
+    assert!(!c.is_autocommit(), "one statement rolled back, not the transaction");
+    for i in 100..150 {
+        c.execute("INSERT INTO t VALUES (?1, randomblob(3000))", [i]).unwrap();
+    }
+    c.execute_batch("COMMIT").unwrap();
+    let sums = |c: &Connection| -> (i64, i64, String) {
+        let (n, total) = c
+            .query_row("SELECT count(*), sum(length(v)) FROM t", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        (n, total, c.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap())
+    };
+    let want = (150, 150 * 3_000, "ok".to_string());
+    assert_eq!(sums(&c), want);
+    // What a kill leaves: the files without `-shm`.
+    let copy = dir.path().join("killed.db");
+    std::fs::copy(&path, &copy).unwrap();
+    std::fs::copy(format!("{}-wal", path.display()), format!("{}-wal", copy.display())).unwrap();
+    assert_eq!(sums(&Connection::open(&copy).unwrap()), want);
+    drop(c);
+    assert_eq!(sums(&Connection::open(&path).unwrap()), want);
+}
