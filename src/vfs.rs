@@ -282,10 +282,7 @@ unsafe extern "C" fn main_close(file: *mut ffi::sqlite3_file) -> c_int {
 
 /// The end of a write transaction: what is buffered was not committed.
 fn end_of_write(f: &mut WalFile) {
-    f.buffer.clear();
-    if f.buffer.capacity() > 4 * CHUNK {
-        f.buffer = Vec::new();
-    }
+    empty(f);
     f.high = 0;
     f.commit = false;
 }
@@ -349,18 +346,23 @@ unsafe fn methods(f: &WalFile) -> &ffi::sqlite3_io_methods {
     &*(*f.real).pMethods
 }
 
-/// Writes the buffer out (one call, or chunks of [`CHUNK`]); the buffer
-/// is empty afterwards, whatever the outcome. For a write or a sync: a
+/// Writes the buffer out (one call, or a few: see [`write_out`]); the
+/// buffer is empty afterwards, whatever the outcome. For a write or a sync: a
 /// failure there fails that write (SQLite then gives up the transaction)
 /// or the commit.
 unsafe fn flush(f: &mut WalFile) -> c_int {
     let rc = write_out(f);
+    empty(f);
+    rc
+}
+
+/// Empties the buffer; a large transaction's is not kept for every small
+/// one after it.
+fn empty(f: &mut WalFile) {
     f.buffer.clear();
-    // A large transaction's buffer is not kept for every small one after it.
     if f.buffer.capacity() > 4 * CHUNK {
         f.buffer = Vec::new();
     }
-    rc
 }
 
 /// Writes the buffer out before another operation (a read, the file's
@@ -373,14 +375,14 @@ unsafe fn flush(f: &mut WalFile) -> c_int {
 unsafe fn flush_keep(f: &mut WalFile) -> c_int {
     let rc = write_out(f);
     if rc == ffi::SQLITE_OK {
-        f.buffer.clear();
+        empty(f);
     }
     rc
 }
 
-/// Writes the buffer to the file in chunks; what was written leaves the
-/// buffer only if all of it was (else `start` moves past it and the
-/// written part is removed).
+/// Writes the buffer to the file in chunks of at most [`CHUNK`]. On
+/// failure the part written leaves the buffer (`start` moves past it) and
+/// the rest stays; on success the caller empties it.
 unsafe fn write_out(f: &mut WalFile) -> c_int {
     if f.buffer.is_empty() {
         return ffi::SQLITE_OK;
@@ -413,7 +415,7 @@ fn frame_size(header: &[u8]) -> Option<i64> {
 }
 
 /// The frame size of the log `f` continues, read from the file's header
-/// (the buffer written out first); 0 if that is not a log header.
+/// (its caller writes the buffer out first); 0 if that is not a log header.
 unsafe fn read_frame_size(f: &mut WalFile) -> i64 {
     let Some(read) = methods(f).xRead else { return 0 };
     let mut header = [0u8; 32];
