@@ -145,17 +145,8 @@ pub(crate) fn index_header(conn: &Connection) -> Option<[u32; 12]> {
     // process and other processes write it), in SQLite's order: copy 0, a
     // barrier, copy 1 (a writer writes copy 1 first), so that equal copies
     // are a header that was current at some instant.
+    let file = crate::vfs::open_file(conn, ffi::SQLITE_FCNTL_FILE_POINTER)?;
     unsafe {
-        let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-        let rc = ffi::sqlite3_file_control(
-            conn.handle(),
-            c"main".as_ptr(),
-            ffi::SQLITE_FCNTL_FILE_POINTER,
-            (&raw mut file).cast(),
-        );
-        if rc != ffi::SQLITE_OK || file.is_null() || (*file).pMethods.is_null() {
-            return None;
-        }
         let methods = &*(*file).pMethods;
         if methods.iVersion < 2 {
             return None;

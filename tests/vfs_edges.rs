@@ -1,4 +1,4 @@
-//! Edge cases of the WAL-batching VFS (`src/vfs.rs`) that random
+//! Edge cases of the WAL-batching VFS (`src/vfs/`) that random
 //! transactions rarely reach (`tests/vfs_model.rs` covers the rest), each
 //! found by a review and failing before its fix: a commit's padding frame
 //! split by a sync point into a 24-byte piece, and a connection that leaves
@@ -31,9 +31,9 @@ fn frames(path: &Path, page: u64) -> u64 {
 }
 
 /// A connection of ours to `path` with `psow=0` (syncs at 4 KiB sector
-/// boundaries, padded with copies of the commit frame), one frame per
-/// commit of `UPDATE s`.
-fn padded(path: &Path, page: u32) -> Connection {
+/// boundaries, padded with copies of the commit frame), its log filled to
+/// `frames` frames by commits of one frame each.
+fn padded(path: &Path, page: u32, frames_wanted: u64) -> Connection {
     let c =
         Connection::open_with_flags_and_vfs(format!("file:{}?psow=0", path.display()), flags(), "agentstate")
             .unwrap();
@@ -43,6 +43,9 @@ fn padded(path: &Path, page: u32) -> Connection {
          CREATE TABLE s(x); INSERT INTO s VALUES (0);"
     ))
     .unwrap();
+    while frames(path, u64::from(page)) < frames_wanted {
+        c.execute_batch("UPDATE s SET x = x + 1").unwrap();
+    }
     c
 }
 
@@ -62,10 +65,7 @@ fn a_padding_frame_split_24_bytes_into_its_page_is_written() {
     for target in 325..345 {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.db");
-        let c = padded(&p, 4096);
-        while frames(&p, 4096) < target {
-            c.execute_batch("UPDATE s SET x = x + 1").unwrap();
-        }
+        let c = padded(&p, 4096, target);
         c.execute_batch("PRAGMA synchronous = FULL").unwrap();
         c.execute("INSERT INTO t VALUES (1, ?1)", [&blob]).unwrap();
         let other = Connection::open(&p).unwrap();
@@ -82,10 +82,7 @@ fn a_padding_frame_split_24_bytes_before_its_end_is_written() {
     for target in 460..470 {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.db");
-        let c = padded(&p, 1024);
-        while frames(&p, 1024) < target {
-            c.execute_batch("UPDATE s SET x = x + 1").unwrap();
-        }
+        let c = padded(&p, 1024, target);
         c.execute_batch("PRAGMA synchronous = FULL; INSERT INTO t VALUES (1, randomblob(100));").unwrap();
         let mine: String = c.query_row("SELECT hex(v) FROM t WHERE k = 1", [], |r| r.get(0)).unwrap();
         let other = Connection::open(&p).unwrap();

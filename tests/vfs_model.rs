@@ -1,4 +1,4 @@
-//! The WAL-batching VFS (`src/vfs.rs`) against a model: random
+//! The WAL-batching VFS (`src/vfs/`) against a model: random
 //! transactions on three raw connections through the `agentstate` VFS,
 //! configured like the crate's own, with small page caches (100-500 KiB)
 //! and an early autocheckpoint (300 pages) so that transactions outgrow

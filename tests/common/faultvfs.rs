@@ -1,7 +1,7 @@
 //! A fault-injecting SQLite VFS for tests: a shim over the default (unix)
 //! VFS, registered under the name `faulty` as the process's default VFS,
 //! that can make the disk of one database file full or failing. The crate's
-//! own VFS (`src/vfs.rs`, which gathers a commit's WAL frames into one
+//! own VFS (`src/vfs/`, which gathers a commit's WAL frames into one
 //! write) wraps the default VFS when the first `Db` opens, so it sits on
 //! top of this one and its writes meet the faults ([`under_agentstate`]
 //! checks that). Files without a registered [`Disk`] pass straight

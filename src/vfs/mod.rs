@@ -63,9 +63,13 @@
 //! test `tests/vfs_model.rs` and `tests/vfs_edges.rs`.)
 
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::OnceLock;
 
 use rusqlite::ffi;
+
+mod db_file;
+
+use db_file::{is_main, main_methods, main_tail, tail_offset, MainTail, BASE_FILE_SIZE};
 
 /// The name connections open files with.
 pub(crate) const NAME: &CStr = c"agentstate";
@@ -108,26 +112,31 @@ pub(crate) fn register() -> bool {
     })
 }
 
+/// The open file of `conn`'s main database that the file control `op`
+/// hands out (`SQLITE_FCNTL_FILE_POINTER`: the database file;
+/// `SQLITE_FCNTL_JOURNAL_POINTER`: its journal or WAL file), if there is
+/// one. It stays valid while `conn` is open.
+pub(crate) fn open_file(conn: &rusqlite::Connection, op: c_int) -> Option<*mut ffi::sqlite3_file> {
+    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+    // SAFETY: `conn` is borrowed, so its handle is open and no other thread
+    // uses it meanwhile (a `Connection` is not `Sync`); the file control
+    // only writes a file pointer into `file` (left null if there is none),
+    // and a non-null one points at a file SQLite keeps open.
+    unsafe {
+        let rc = ffi::sqlite3_file_control(conn.handle(), c"main".as_ptr(), op, (&raw mut file).cast());
+        (rc == ffi::SQLITE_OK && !file.is_null() && !(*file).pMethods.is_null()).then_some(file)
+    }
+}
+
 /// Whether `conn`'s main database has its WAL file open through this VFS,
 /// paired with the database file (so that it batches its commits): None
 /// while no WAL file is open.
 #[cfg(test)]
 pub(crate) fn wal_paired(conn: &rusqlite::Connection) -> Option<bool> {
-    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-    // SAFETY: the file control writes the pager's journal or WAL file into
-    // `file`, which lives while `conn` is open and borrowed here.
-    unsafe {
-        let rc = ffi::sqlite3_file_control(
-            conn.handle(),
-            c"main".as_ptr(),
-            ffi::SQLITE_FCNTL_JOURNAL_POINTER,
-            (&raw mut file).cast(),
-        );
-        if rc != ffi::SQLITE_OK || file.is_null() || (*file).pMethods.is_null() {
-            return None;
-        }
-        Some(std::ptr::eq((*file).pMethods, &WAL_METHODS) && !wal(file).main.is_null())
-    }
+    let file = open_file(conn, ffi::SQLITE_FCNTL_JOURNAL_POINTER)?;
+    // SAFETY: `open_file` hands out an open file; ours when its methods
+    // are `WAL_METHODS`, and only then read as a `WalFile`.
+    unsafe { Some(std::ptr::eq((*file).pMethods, &WAL_METHODS) && !wal(file).main.is_null()) }
 }
 
 /// A WAL file: our methods first (SQLite calls them with this pointer),
@@ -161,124 +170,6 @@ struct WalFile {
 
 /// Where the wrapped file starts in the allocation (8-byte aligned).
 const OFFSET: usize = std::mem::size_of::<WalFile>().next_multiple_of(16);
-
-/// The wrapped VFS's `szOsFile`, set at registration.
-static BASE_FILE_SIZE: OnceLock<usize> = OnceLock::new();
-
-/// What follows a database file of the wrapped VFS in our allocation (the
-/// wrapped file stays first: its own methods are called with our pointer).
-#[repr(C)]
-struct MainTail {
-    /// The connection's WAL file while it is open.
-    wal: *mut WalFile,
-}
-
-fn tail_offset(base_size: usize) -> usize {
-    base_size.next_multiple_of(16)
-}
-
-unsafe fn main_tail(file: *mut ffi::sqlite3_file) -> *mut MainTail {
-    let size = *BASE_FILE_SIZE.get().expect("registered before any file opens");
-    file.cast::<u8>().add(tail_offset(size)).cast()
-}
-
-/// A database file's methods: the wrapped file's own, with `xShmLock` and
-/// `xClose` ours (`original` holds the wrapped ones).
-#[repr(C)]
-struct MainMethods {
-    methods: ffi::sqlite3_io_methods,
-    original: *const ffi::sqlite3_io_methods,
-}
-
-// SAFETY: the tables are immutable once made, and what they point at (the
-// wrapped VFS's method tables) lives as long as the process.
-unsafe impl Send for MainMethods {}
-unsafe impl Sync for MainMethods {}
-
-/// Our table for database files whose wrapped methods are `original`, made
-/// once per distinct table (the Unix VFS has a few: `nolock=1`, ...) and
-/// never freed. None if those methods have no shared memory to watch.
-unsafe fn main_methods(original: *const ffi::sqlite3_io_methods) -> Option<&'static ffi::sqlite3_io_methods> {
-    if original.is_null() || (*original).iVersion < 2 || (*original).xShmLock.is_none() {
-        return None;
-    }
-    let mut tables = main_tables();
-    if let Some(t) = tables.iter().find(|t| std::ptr::eq(t.original, original)) {
-        return Some(&t.methods);
-    }
-    let mut methods = std::ptr::read(original);
-    methods.xShmLock = Some(main_shm_lock);
-    methods.xClose = Some(main_close);
-    let table: &'static MainMethods = Box::leak(Box::new(MainMethods { methods, original }));
-    tables.push(table);
-    Some(&table.methods)
-}
-
-/// Our tables for database files, one per wrapped table.
-static TABLES: Mutex<Vec<&'static MainMethods>> = Mutex::new(Vec::new());
-
-fn main_tables() -> MutexGuard<'static, Vec<&'static MainMethods>> {
-    TABLES.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Whether `methods` is one of our tables for database files.
-fn is_main(methods: *const ffi::sqlite3_io_methods) -> bool {
-    main_tables().iter().any(|t| std::ptr::eq(&t.methods, methods))
-}
-
-unsafe fn original(file: *mut ffi::sqlite3_file) -> &'static ffi::sqlite3_io_methods {
-    &*(*(*file).pMethods.cast::<MainMethods>()).original
-}
-
-/// A database file's shared-memory lock. When the connection lets go of the
-/// WAL write lock its write transaction is over: anything its WAL file
-/// still buffers was never committed (a commit's frames are written when
-/// its commit frame is) and is dropped, never to land on frames another
-/// connection commits at the same offsets. Before any other lock call, the
-/// buffer is written out.
-unsafe extern "C" fn main_shm_lock(
-    file: *mut ffi::sqlite3_file,
-    offset: c_int,
-    n: c_int,
-    flags: c_int,
-) -> c_int {
-    let wal = (*main_tail(file)).wal;
-    let unlock = ffi::SQLITE_SHM_UNLOCK | ffi::SQLITE_SHM_EXCLUSIVE;
-    // Offset 0 is SQLite's WAL_WRITE_LOCK.
-    let end_of_write_lock = offset == 0 && n >= 1 && flags & unlock == unlock;
-    if !wal.is_null() && !end_of_write_lock {
-        // Any other lock: what is buffered goes out first. In exclusive
-        // locking mode SQLite takes no shared-memory lock, so a rolled-back
-        // transaction's frames may still be buffered when the connection
-        // leaves that mode: written now, they land beyond the last commit
-        // while it still holds the file's exclusive lock, before any other
-        // connection can commit there.
-        let rc = flush_keep(&mut *wal);
-        if rc != ffi::SQLITE_OK && flags & ffi::SQLITE_SHM_LOCK != 0 {
-            return rc;
-        }
-    }
-    let rc = match original(file).xShmLock {
-        Some(lock) => lock(file, offset, n, flags),
-        None => ffi::SQLITE_IOERR_SHMLOCK,
-    };
-    if end_of_write_lock && !wal.is_null() {
-        end_of_write(&mut *wal);
-    }
-    rc
-}
-
-unsafe extern "C" fn main_close(file: *mut ffi::sqlite3_file) -> c_int {
-    let tail = main_tail(file);
-    if !(*tail).wal.is_null() {
-        (*(*tail).wal).main = std::ptr::null_mut();
-        (*tail).wal = std::ptr::null_mut();
-    }
-    match original(file).xClose {
-        Some(close) => close(file),
-        None => ffi::SQLITE_OK,
-    }
-}
 
 /// The end of a write transaction: what is buffered was not committed.
 fn end_of_write(f: &mut WalFile) {
@@ -592,291 +483,4 @@ static WAL_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
 };
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A wrapped file that records the writes it gets, or fails them all
-    /// with a full disk.
-    #[repr(C)]
-    struct Fake {
-        base: ffi::sqlite3_file,
-        writes: Vec<(i64, usize)>,
-        bytes: Vec<u8>,
-        full: bool,
-    }
-
-    unsafe extern "C" fn fake_write(
-        f: *mut ffi::sqlite3_file,
-        data: *const c_void,
-        n: c_int,
-        at: i64,
-    ) -> c_int {
-        let f = &mut *f.cast::<Fake>();
-        if f.full {
-            return ffi::SQLITE_FULL;
-        }
-        let n = n as usize;
-        assert!(n <= CHUNK, "a write of {n} bytes");
-        f.writes.push((at, n));
-        let end = at as usize + n;
-        if f.bytes.len() < end {
-            f.bytes.resize(end, 0);
-        }
-        f.bytes[at as usize..end].copy_from_slice(std::slice::from_raw_parts(data.cast(), n));
-        ffi::SQLITE_OK
-    }
-
-    unsafe extern "C" fn fake_read(f: *mut ffi::sqlite3_file, data: *mut c_void, n: c_int, at: i64) -> c_int {
-        let f = &*f.cast::<Fake>();
-        let out = std::slice::from_raw_parts_mut(data.cast::<u8>(), n as usize);
-        for (i, b) in out.iter_mut().enumerate() {
-            *b = f.bytes.get(at as usize + i).copied().unwrap_or(0);
-        }
-        ffi::SQLITE_OK
-    }
-
-    static FAKE: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
-        iVersion: 1,
-        xClose: None,
-        xRead: Some(fake_read),
-        xWrite: Some(fake_write),
-        xTruncate: None,
-        xSync: None,
-        xFileSize: None,
-        xLock: None,
-        xUnlock: None,
-        xCheckReservedLock: None,
-        xFileControl: None,
-        xSectorSize: None,
-        xDeviceCharacteristics: None,
-        xShmMap: None,
-        xShmLock: None,
-        xShmBarrier: None,
-        xShmUnmap: None,
-        xFetch: None,
-        xUnfetch: None,
-    };
-
-    /// A WAL file over a `Fake`, paired with a database file's tail.
-    fn files() -> (Box<Fake>, Box<WalFile>, Box<MainTail>) {
-        let mut fake = Box::new(Fake {
-            base: ffi::sqlite3_file { pMethods: &FAKE },
-            writes: vec![],
-            bytes: vec![],
-            full: false,
-        });
-        let real = (&raw mut *fake).cast();
-        let mut main = Box::new(MainTail { wal: std::ptr::null_mut() });
-        let mut wal = Box::new(WalFile {
-            base: ffi::sqlite3_file { pMethods: &WAL_METHODS },
-            real,
-            main: &raw mut *main,
-            start: 0,
-            buffer: vec![],
-            high: 0,
-            frame: 4120,
-            commit: false,
-        });
-        main.wal = &raw mut *wal;
-        (fake, wal, main)
-    }
-
-    fn write(wal: &mut WalFile, at: i64, bytes: &[u8]) -> c_int {
-        // SAFETY: `wal` wraps a live `Fake`.
-        unsafe { wal_write((&raw mut *wal).cast(), bytes.as_ptr().cast(), bytes.len() as c_int, at) }
-    }
-
-    /// A frame (header, then page) at `at`; a commit frame carries the
-    /// database size.
-    fn frame(wal: &mut WalFile, at: i64, commit: bool, fill: u8) -> c_int {
-        let mut header = [fill; 24];
-        header[4..8].copy_from_slice(&(if commit { 7u32 } else { 0 }).to_be_bytes());
-        let rc = write(wal, at, &header);
-        assert_eq!(rc, ffi::SQLITE_OK);
-        write(wal, at + 24, &[fill; 4096])
-    }
-
-    #[test]
-    fn a_transaction_reaches_the_file_in_one_write_when_its_commit_frame_is_written() {
-        let (fake, mut wal, _main) = files();
-        assert_eq!(write(&mut wal, 0, &[9; 32]), ffi::SQLITE_OK);
-        assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
-        assert_eq!(frame(&mut wal, 32 + 4120, false, 2), ffi::SQLITE_OK);
-        assert!(fake.writes.is_empty(), "nothing before the commit frame");
-        assert_eq!(frame(&mut wal, 32 + 2 * 4120, true, 3), ffi::SQLITE_OK);
-        assert_eq!(fake.writes, [(0, 32 + 3 * 4120)]);
-        assert_eq!(fake.bytes[32 + 2 * 4120 + 30], 3);
-        assert!(wal.buffer.is_empty());
-    }
-
-    /// With a sync at a sector boundary (`psow=0`, `Full`), SQLite splits a
-    /// commit frame's page at the sync point and adds padding copies of the
-    /// commit frame: every part reaches the file before SQLite publishes
-    /// the commit, none stays buffered.
-    #[test]
-    fn every_part_of_a_commit_frame_and_its_padding_is_written_at_once() {
-        let (fake, mut wal, _main) = files();
-        assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
-        let mut header = [2u8; 24];
-        header[4..8].copy_from_slice(&7u32.to_be_bytes());
-        let at = 32 + 4120;
-        assert_eq!(write(&mut wal, at, &header), ffi::SQLITE_OK);
-        assert_eq!(write(&mut wal, at + 24, &[2; 1000]), ffi::SQLITE_OK);
-        assert_eq!(fake.writes, [(32, 4120 + 24 + 1000)]);
-        // (The sync at the split point writes nothing buffered.)
-        assert_eq!(write(&mut wal, at + 24 + 1000, &[2; 3096]), ffi::SQLITE_OK);
-        assert_eq!(fake.writes.last(), Some(&(at + 24 + 1000, 3096)));
-        // A padding copy of the commit frame.
-        assert_eq!(write(&mut wal, at + 4120, &header), ffi::SQLITE_OK);
-        assert_eq!(write(&mut wal, at + 4120 + 24, &[2; 4096]), ffi::SQLITE_OK);
-        assert_eq!(fake.writes.last(), Some(&(at + 4120, 4120)));
-        assert!(wal.buffer.is_empty());
-        // The next transaction is gathered again.
-        assert_eq!(frame(&mut wal, at + 2 * 4120, false, 3), ffi::SQLITE_OK);
-        assert!(!wal.buffer.is_empty());
-    }
-
-    #[test]
-    fn a_failed_write_fails_the_commit_frame_and_drops_the_buffer() {
-        let (mut fake, mut wal, _main) = files();
-        assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
-        fake.full = true;
-        assert_eq!(frame(&mut wal, 32 + 4120, true, 2), ffi::SQLITE_FULL);
-        assert!(wal.buffer.is_empty());
-        fake.full = false;
-        // The failed commit rolls back, letting go of the write lock; the
-        // next transaction starts afresh.
-        end_of_write(&mut wal);
-        assert_eq!(frame(&mut wal, 32, true, 4), ffi::SQLITE_OK);
-        assert_eq!(fake.writes, [(32, 4120)]);
-    }
-
-    #[test]
-    fn a_rewrite_goes_out_at_once_after_the_buffer_and_large_ones_go_in_chunks() {
-        let (fake, mut wal, _main) = files();
-        assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
-        // A spilled frame's page changed again, rewritten in place.
-        assert_eq!(write(&mut wal, 56, &[5; 4096]), ffi::SQLITE_OK);
-        assert_eq!(fake.writes, [(32, 4120), (56, 4096)]);
-        // A commit's checksums rewritten over the frames before it: the
-        // commit frame's header last and alone, yet on the file at once.
-        let mut header = [8u8; 24];
-        header[4..8].copy_from_slice(&7u32.to_be_bytes());
-        assert_eq!(write(&mut wal, 32, &header), ffi::SQLITE_OK);
-        assert_eq!(fake.writes.last(), Some(&(32, 24)));
-        assert!(wal.buffer.is_empty());
-        let mut out = [0u8; 8];
-        // SAFETY: as in `write`.
-        let rc = unsafe { wal_read((&raw mut *wal).cast(), out.as_mut_ptr().cast(), 8, 0) };
-        assert_eq!(rc, ffi::SQLITE_OK);
-        assert_eq!(fake.writes.len(), 3);
-        // 40 frames without a commit, then one: chunks of at most 64 KiB.
-        let mut at = 32 + 4120;
-        for i in 0..40 {
-            assert_eq!(frame(&mut wal, at, i == 39, 6), ffi::SQLITE_OK);
-            at += 4120;
-        }
-        let (firsts, total): (Vec<usize>, usize) =
-            (fake.writes[3..].iter().map(|w| w.1).collect(), fake.writes[3..].iter().map(|w| w.1).sum());
-        assert_eq!(total, 40 * 4120);
-        assert!(firsts.iter().all(|n| *n <= CHUNK));
-    }
-
-    /// Frames still buffered when the connection lets go of the write lock
-    /// were never committed (spilled, then rolled back): they are dropped,
-    /// and the next transaction, at the same offsets, is gathered afresh.
-    #[test]
-    fn what_a_write_transaction_leaves_buffered_at_its_end_is_dropped() {
-        let (fake, mut wal, main) = files();
-        assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
-        assert_eq!(frame(&mut wal, 32 + 4120, false, 2), ffi::SQLITE_OK);
-        // SAFETY: `main` points at `wal`, as the open pairs them.
-        end_of_write(unsafe { &mut *main.wal });
-        assert!(wal.buffer.is_empty());
-        assert_eq!(frame(&mut wal, 32, true, 3), ffi::SQLITE_OK);
-        assert_eq!(fake.writes, [(32, 4120)]);
-        assert_eq!(fake.bytes[40], 3);
-    }
-
-    /// A WAL file whose database file is not ours cannot know when a
-    /// transaction ends: it buffers nothing.
-    #[test]
-    fn an_unpaired_wal_file_writes_through() {
-        let (fake, mut wal, _main) = files();
-        wal.main = std::ptr::null_mut();
-        assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
-        assert_eq!(fake.writes, [(32, 24), (56, 4096)]);
-    }
-
-    /// A log header for pages of `page` bytes.
-    fn log_header(page: u32) -> [u8; 32] {
-        let mut h = [0u8; 32];
-        h[0..4].copy_from_slice(&0x377f_0682u32.to_be_bytes());
-        h[8..12].copy_from_slice(&page.to_be_bytes());
-        h
-    }
-
-    /// With `psow=0` at `Full`, SQLite may split a padding frame's page at
-    /// a sync point 24 bytes into it, or 24 bytes before its end: a piece
-    /// of a page, not a header (it starts where no frame does), written at
-    /// once after a commit frame's header like any other part of it, even
-    /// when its bytes 4..8 are zero.
-    #[test]
-    fn a_24_byte_piece_of_a_commit_frames_page_is_not_taken_for_a_header() {
-        let (fake, mut wal, _main) = files();
-        let mut header = [2u8; 24];
-        header[4..8].copy_from_slice(&7u32.to_be_bytes());
-        assert_eq!(write(&mut wal, 32, &header), ffi::SQLITE_OK);
-        assert_eq!(write(&mut wal, 56, &[0; 24]), ffi::SQLITE_OK);
-        assert_eq!(fake.writes, [(32, 48)]);
-        assert_eq!(write(&mut wal, 80, &[0; 4072]), ffi::SQLITE_OK);
-        assert_eq!(fake.writes.last(), Some(&(80, 4072)));
-        // The last 24 bytes of a page, alone.
-        assert_eq!(write(&mut wal, 32 + 4120, &header), ffi::SQLITE_OK);
-        assert_eq!(write(&mut wal, 32 + 4120 + 24, &[0; 4072]), ffi::SQLITE_OK);
-        assert_eq!(write(&mut wal, 32 + 4120 + 24 + 4072, &[0; 24]), ffi::SQLITE_OK);
-        assert_eq!(fake.writes.last(), Some(&(32 + 4120 + 24 + 4072, 24)));
-        assert!(wal.buffer.is_empty());
-    }
-
-    /// Where frames start comes from the log's header: as this file writes
-    /// it when the log starts over, or read from the file when another
-    /// connection did. Without it, nothing is buffered.
-    #[test]
-    fn the_frame_size_comes_from_the_logs_header() {
-        let (_fake, mut wal, _main) = files();
-        wal.frame = 0;
-        assert_eq!(write(&mut wal, 0, &log_header(1024)), ffi::SQLITE_OK);
-        assert_eq!(wal.frame, 1048);
-        let (mut other, mut second, _m) = files();
-        second.frame = 0;
-        other.bytes = log_header(512).to_vec();
-        assert_eq!(frame(&mut second, 32, false, 1), ffi::SQLITE_OK);
-        assert_eq!(second.frame, 536);
-        // No log header in the file: written through.
-        let (bare, mut third, _m) = files();
-        third.frame = 0;
-        assert_eq!(write(&mut third, 32, &[1; 24]), ffi::SQLITE_OK);
-        assert_eq!(third.frame, 0);
-        assert_eq!(bare.writes, [(32, 24)]);
-    }
-
-    /// A write that fails when a read writes the buffer out (a full disk)
-    /// leaves what it could not write buffered, and the read fails with
-    /// SQLite's code for it: the transaction may go on and commit, with
-    /// every frame it wrote.
-    #[test]
-    fn a_failed_write_before_a_read_keeps_the_buffer() {
-        let (mut fake, mut wal, _main) = files();
-        assert_eq!(frame(&mut wal, 32, false, 1), ffi::SQLITE_OK);
-        fake.full = true;
-        let mut out = [0u8; 8];
-        // SAFETY: as in `write`.
-        let rc = unsafe { wal_read((&raw mut *wal).cast(), out.as_mut_ptr().cast(), 8, 32) };
-        assert_eq!(rc, ffi::SQLITE_FULL);
-        assert_eq!(wal.buffer.len(), 4120);
-        fake.full = false;
-        assert_eq!(frame(&mut wal, 32 + 4120, true, 2), ffi::SQLITE_OK);
-        assert_eq!(fake.writes, [(32, 2 * 4120)]);
-    }
-}
+mod tests;
